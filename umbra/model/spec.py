@@ -1,0 +1,133 @@
+"""ModelSpec: the architecture facts of a Llama-family causal LM, read once from config.json.
+
+Llama, Qwen2 and Mistral share one block (pre-norm RMSNorm, rotary attention with grouped
+KV heads, SwiGLU MLP); they differ only in biases, sliding windows and RoPE scaling, which the
+spec records so the rest of the package never branches on the family name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from umbra.errors import ModelLoadError
+
+SUPPORTED_FAMILIES = ("llama", "qwen2", "mistral")
+# RoPE variants whose frequencies do not depend on the running sequence length.
+SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    family: str  # config.model_type: "llama" | "qwen2" | "mistral"
+    vocab_size: int
+    hidden_size: int  # C, the width of the hidden states that cross the wire
+    intermediate_size: int  # SwiGLU inner width
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int  # < num_heads means grouped-query attention
+    head_dim: int
+    rms_norm_eps: float
+    max_position_embeddings: int
+    tie_word_embeddings: bool  # LM head shares the embedding matrix (absent from the weights)
+    qkv_bias: bool  # Qwen2: q/k/v projections carry a bias
+    o_bias: bool  # Llama with attention_bias=True
+    mlp_bias: bool  # Llama with mlp_bias=True
+    # Per-layer sliding window (None = full attention); a key at slot j is visible to a query
+    # at slot i iff j <= i and i - j < window.
+    sliding_windows: tuple[int | None, ...] = field(default=())
+    hidden_act: str = "silu"
+    torch_dtype: str = "float32"
+    # inv_freq of RoPE ([head_dim/2]) and the cos/sin scale, computed by transformers' own
+    # RoPE initialisers so every supported scaling variant matches the reference exactly.
+    rope_inv_freq: torch.Tensor | None = field(default=None, compare=False, repr=False)
+    rope_attention_scaling: float = 1.0
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+
+def _sliding_windows(config) -> tuple[int | None, ...]:
+    n = config.num_hidden_layers
+    window = getattr(config, "sliding_window", None)
+    layer_types = getattr(config, "layer_types", None)
+    if config.model_type == "qwen2" and not getattr(config, "use_sliding_window", False):
+        window = None
+    if window is None:
+        return (None,) * n
+    if layer_types is not None:
+        return tuple(window if t == "sliding_attention" else None for t in layer_types)
+    return (window,) * n
+
+
+def _rope(config) -> tuple[torch.Tensor, float]:
+    params = getattr(config, "rope_parameters", None) or {}
+    rope_type = params.get("rope_type", "default")
+    if rope_type not in SUPPORTED_ROPE_TYPES:
+        raise ModelLoadError(
+            f"RoPE type {rope_type!r} is not supported (supported: {', '.join(SUPPORTED_ROPE_TYPES)})"
+        )
+    if rope_type == "default":
+        base = params.get("rope_theta", getattr(config, "rope_theta", 10000.0))
+        dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+        return inv_freq, 1.0
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    inv_freq, scaling = ROPE_INIT_FUNCTIONS[rope_type](config)
+    return inv_freq.float(), float(scaling)
+
+
+def spec_from_config(config) -> ModelSpec:
+    """Build a ModelSpec from a transformers PretrainedConfig of a supported family."""
+    family = getattr(config, "model_type", None)
+    if family not in SUPPORTED_FAMILIES:
+        raise ModelLoadError(
+            f"model family {family!r} is not supported (supported: {', '.join(SUPPORTED_FAMILIES)})"
+        )
+    act = getattr(config, "hidden_act", "silu")
+    if act != "silu":
+        raise ModelLoadError(f"activation {act!r} is not supported (only silu)")
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    if config.num_attention_heads % kv_heads:
+        raise ModelLoadError("num_attention_heads must be a multiple of num_key_value_heads")
+    inv_freq, scaling = _rope(config)
+    dtype = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None) or "float32"
+    return ModelSpec(
+        family=family,
+        vocab_size=config.vocab_size,
+        hidden_size=config.hidden_size,
+        intermediate_size=config.intermediate_size,
+        num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        rms_norm_eps=config.rms_norm_eps,
+        max_position_embeddings=config.max_position_embeddings,
+        tie_word_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
+        qkv_bias=family == "qwen2" or bool(getattr(config, "attention_bias", False)),
+        o_bias=family == "llama" and bool(getattr(config, "attention_bias", False)),
+        mlp_bias=bool(getattr(config, "mlp_bias", False)),
+        sliding_windows=_sliding_windows(config),
+        hidden_act=act,
+        torch_dtype=str(dtype).replace("torch.", ""),
+        rope_inv_freq=inv_freq,
+        rope_attention_scaling=scaling,
+    )
+
+
+def load_spec(model_dir: str | Path) -> ModelSpec:
+    """Read `config.json` of a local Hugging Face model directory (never touches the network)."""
+    path = Path(model_dir)
+    if not (path / "config.json").is_file():
+        raise ModelLoadError(f"{path} is not a model directory (no config.json)")
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(str(path), local_files_only=True)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ModelLoadError(f"cannot read {path / 'config.json'}: {exc}") from exc
+    return spec_from_config(config)
