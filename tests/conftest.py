@@ -1,0 +1,35 @@
+"""Shared fixtures: tiny random models of every supported family, saved once per session."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from tiny_models import FAMILIES, build_tiny_model  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dirs(tmp_path_factory) -> dict[str, Path]:
+    """family -> directory of a saved tiny random model (6 layers; llama saved sharded)."""
+    dirs = {}
+    for family in FAMILIES:
+        d = tmp_path_factory.mktemp(f"tiny-{family}")
+        build_tiny_model(family, d, shard=(family == "llama"))
+        dirs[family] = d
+    return dirs
+
+
+@pytest.fixture(scope="session")
+def hf_models(tiny_model_dirs):
+    """family -> transformers reference model loaded from the same directory (eager attention)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    return {
+        fam: AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
+        for fam, d in tiny_model_dirs.items()
+    }
