@@ -1,0 +1,60 @@
+"""`umbra data ...`: build the corpus, train the tokenizer, report token counts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from umbra.data.config import DataConfig
+
+
+def _cfg(args: argparse.Namespace) -> DataConfig:
+    return DataConfig(root=Path(args.root), seed=args.seed)
+
+
+def _build(args: argparse.Namespace) -> int:
+    from umbra.data.build import build_corpus
+
+    summary = build_corpus(_cfg(args), install_missing=not args.no_install)
+    print(json.dumps({lang: v["splits"] for lang, v in summary["languages"].items()}, indent=1))
+    return 0
+
+
+def _tokenizer(args: argparse.Namespace) -> int:
+    from umbra.data.tokenizer import TokenizerConfig, train_tokenizer
+
+    tcfg = TokenizerConfig(vocab_size=args.vocab_size, sample_bytes=args.sample_bytes)
+    out = train_tokenizer(_cfg(args), tcfg, Path(args.out))
+    print(f"tokenizer written to {out}")
+    return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from umbra.data.stats import token_stats
+
+    print(json.dumps(token_stats(_cfg(args), Path(args.tokenizer)), indent=1))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    data = subparsers.add_parser("data", help="corpus and tokenizer")
+    sub = data.add_subparsers(dest="data_command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--root", default=".", help="repository root (default: .)")
+    common.add_argument("--seed", type=int, default=DataConfig.seed, help="split seed")
+
+    b = sub.add_parser("build", parents=[common], help="collect, filter, dedup and split the corpus")
+    b.add_argument("--no-install", action="store_true", help="never apt-get install missing sources")
+    b.set_defaults(func=_build)
+
+    t = sub.add_parser("tokenizer", parents=[common], help="train the byte-level BPE tokenizer")
+    t.add_argument("--vocab-size", type=int, default=8192)
+    t.add_argument("--sample-bytes", type=int, default=40_000_000,
+                   help="bytes of the training split used to learn merges")
+    t.add_argument("--out", default="models/umbra-code-tiny", help="tokenizer directory")
+    t.set_defaults(func=_tokenizer)
+
+    s = sub.add_parser("stats", parents=[common], help="tokens per language and split")
+    s.add_argument("--tokenizer", default="models/umbra-code-tiny")
+    s.set_defaults(func=_stats)

@@ -1,0 +1,1 @@
+"""Corpus building: sources, filters, dedup, splits, manifests and the tokenizer."""

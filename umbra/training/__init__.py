@@ -1,0 +1,1 @@
+"""Pretraining of the embedded default code model."""
