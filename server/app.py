@@ -1,0 +1,117 @@
+"""The cloud service: `create_app()` wires settings, auth, the middle blocks and the routers.
+
+The lifespan loads only the middle blocks (their checkpoint tensors and nothing else) on the
+compute worker, builds the session manager and starts the idle-session sweeper."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from fastapi import FastAPI
+
+from server.auth import TokenStore
+from server.deps import CloudState
+from server.errors import install_handlers
+from server.metrics import Metrics
+from server.routes import health, metrics, sessions, stream
+from server.sessions import ComputeWorker, Limits, SessionManager
+from server.settings import CloudSettings, get_settings
+from umbra.middle.runtime import MiddleRuntime
+from umbra.model.loader import Checkpoint, load_part
+from umbra.model.parts import SplitPlan
+from umbra.model.spec import load_spec
+from umbra.wire import WIRE_DTYPE_NAMES
+
+log = logging.getLogger("umbra.cloud")
+
+
+def _load(settings: CloudSettings):
+    """(blocks, checkpoint) of the middle part; runs on the compute worker."""
+    spec = load_spec(settings.model_dir)
+    plan_args = settings.plan_args()
+    plan = SplitPlan(*plan_args) if plan_args else SplitPlan.default(spec.num_layers)
+    ckpt = Checkpoint(settings.model_dir)
+    blocks = load_part(settings.model_dir, "middle", plan, WIRE_DTYPE_NAMES[settings.dtype], spec, ckpt)
+    return blocks, ckpt
+
+
+async def _sweep(state: CloudState) -> None:
+    while True:
+        await asyncio.sleep(state.settings.sweep_interval_seconds)
+        await state.worker.run(state.manager.expire_idle)
+
+
+@contextlib.asynccontextmanager
+async def lifespan(app: FastAPI):
+    settings = app.dependency_overrides.get(get_settings, get_settings)().check()
+    worker = ComputeWorker(settings.torch_threads)
+    metrics: Metrics = app.state.metrics
+    try:
+        blocks, ckpt = await worker.run(_load, settings)
+        runtime = MiddleRuntime(blocks, settings.max_seq_len)
+        limits = Limits(settings.max_sessions_per_client, settings.session_idle_seconds, settings.kv_budget_bytes)
+        manager = SessionManager(runtime, limits, metrics)
+        state = CloudState(settings, runtime, manager, worker, TokenStore(settings.token_file), metrics,
+                           (blocks.stack.first, blocks.stack.last), list(ckpt.read_keys))
+        metrics.gauges.update({
+            "umbra_cloud_sessions_active": lambda: len(manager.owners),
+            "umbra_cloud_kv_bytes": lambda: manager.kv_bytes,
+            "umbra_cloud_kv_budget_bytes": lambda: limits.kv_budget_bytes,
+        })
+        app.state.cloud = state
+        log.warning("middle blocks [%d, %d) loaded from %s; hidden size %d",
+                    *state.layers, settings.model_dir, runtime.hidden_size)
+        sweeper = asyncio.create_task(_sweep(state))
+    except BaseException:
+        worker.shutdown()
+        raise
+    try:
+        yield
+    finally:
+        sweeper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sweeper
+        worker.shutdown()
+
+
+class LatencyMiddleware:
+    """Per-route latency histogram and error counter for HTTP requests (pure ASGI)."""
+
+    def __init__(self, app, metrics: Metrics):
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        t0, status = time.perf_counter(), 500
+
+        async def send_status(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            route = scope.get("route")
+            path = getattr(route, "path", "unmatched")
+            self.metrics.observe(time.perf_counter() - t0, route=f"{scope['method']} {path}")
+            if status >= 400:
+                self.metrics.inc("umbra_cloud_errors_total", status=str(status))
+
+
+def create_app(settings: CloudSettings | None = None) -> FastAPI:
+    """The ASGI app; `settings` overrides the environment (UMBRA_CLOUD_*) when given."""
+    app = FastAPI(title="Umbra cloud", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    if settings is not None:
+        app.dependency_overrides[get_settings] = lambda: settings
+    app.state.metrics = Metrics()
+    install_handlers(app)
+    for module in (health, sessions, stream, metrics):
+        app.include_router(module.router)
+    app.add_middleware(LatencyMiddleware, metrics=app.state.metrics)
+    return app

@@ -1,0 +1,147 @@
+"""Start the real cloud service as a subprocess on 127.0.0.1 for the CLI (`umbra complete` with
+no cloud configured) and for tests.
+
+    async with local_cloud(model_dir) as (base_url, token): ...
+    with local_cloud_sync(model_dir, tls=True) as cloud: cloud.base_url, cloud.token, cloud.verify
+
+The service runs `python -m server` on a free port with a freshly issued token whose hash sits
+in a private (0700) temp directory, together with the TLS pair when `tls=True`; the token
+itself exists only in this process. On exit the service is terminated and the directory removed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import AsyncIterator, Iterator
+
+import httpx
+
+from server.auth import TokenStore
+from umbra.errors import CloudUnavailable
+from umbra.model.parts import SplitPlan
+
+_REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class LocalCloud:
+    base_url: str
+    token: str
+    process: subprocess.Popen
+    workdir: Path  # private temp dir: token file, TLS pair, service log
+    verify: Path | None = None  # certificate to trust (tls=True)
+
+    def __iter__(self):  # `as (base_url, token)`
+        return iter((self.base_url, self.token))
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "cloud.log"
+
+    def kill(self) -> None:
+        """SIGKILL the service (tests: the cloud dying mid-decode)."""
+        self.process.kill()
+        self.process.wait()
+
+
+def _env_value(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _start(workdir: Path, model_dir, plan: SplitPlan | None, tls: bool, settings: dict, timeout: float) -> LocalCloud:
+    token = TokenStore(workdir / "tokens.json").add("local")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UMBRA_CLOUD_")}
+    env.update({f"UMBRA_CLOUD_{k.upper()}": _env_value(v) for k, v in settings.items()})
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO), env.get("PYTHONPATH")]))
+    ready = workdir / "ready.json"
+    cmd = [sys.executable, "-m", "server", "--model-dir", str(model_dir), "--host", "127.0.0.1", "--port", "0",
+           "--token-file", str(workdir / "tokens.json"), "--ready-file", str(ready)]
+    if plan is not None:
+        cmd += ["--encoder-blocks", str(plan.encoder_blocks), "--decoder-blocks", str(plan.decoder_blocks)]
+    verify = None
+    if tls:
+        from server.tls import make_self_signed
+
+        verify, key = make_self_signed(workdir / "tls")
+        cmd += ["--tls-cert", str(verify), "--tls-key", str(key)]
+    with open(workdir / "cloud.log", "wb") as log:
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    cloud = LocalCloud("", token, proc, workdir, verify)
+    try:
+        _wait_ready(cloud, ready, timeout)
+    except BaseException:
+        _stop(cloud)
+        raise
+    return cloud
+
+
+def _wait_ready(cloud: LocalCloud, ready: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+
+    def fail(why: str):
+        tail = cloud.log_path.read_text(errors="replace")[-2000:] if cloud.log_path.exists() else ""
+        return CloudUnavailable(f"local cloud did not start ({why}); log tail:\n{tail}")
+
+    while not ready.exists():
+        if cloud.process.poll() is not None:
+            raise fail(f"exited with status {cloud.process.returncode}")
+        if time.monotonic() > deadline:
+            raise fail(f"not listening after {timeout:.0f}s")
+        time.sleep(0.05)
+    info = json.loads(ready.read_text())
+    cloud.base_url = f"{info['scheme']}://127.0.0.1:{info['port']}"
+    with httpx.Client(verify=str(cloud.verify) if cloud.verify else True, timeout=5.0) as client:
+        while True:
+            if cloud.process.poll() is not None:
+                raise fail(f"exited with status {cloud.process.returncode}")
+            try:
+                if client.get(cloud.base_url + "/healthz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise fail(f"/healthz not ready after {timeout:.0f}s")
+            time.sleep(0.1)
+
+
+def _stop(cloud: LocalCloud) -> None:
+    if cloud.process.poll() is None:
+        cloud.process.terminate()
+        try:
+            cloud.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            cloud.process.kill()
+            cloud.process.wait()
+
+
+@contextlib.contextmanager
+def local_cloud_sync(model_dir, plan: SplitPlan | None = None, *, tls: bool = False,
+                     settings: dict | None = None, startup_timeout: float = 120.0) -> Iterator[LocalCloud]:
+    """Run the service for the duration of the block. `settings`: CloudSettings fields
+    (e.g. {"kv_budget_bytes": 10**6, "debug_routes": True}), passed as UMBRA_CLOUD_* variables."""
+    with tempfile.TemporaryDirectory(prefix="umbra-cloud-") as tmp:
+        cloud = _start(Path(tmp), model_dir, plan, tls, settings or {}, startup_timeout)
+        try:
+            yield cloud
+        finally:
+            _stop(cloud)
+
+
+@contextlib.asynccontextmanager
+async def local_cloud(model_dir, plan: SplitPlan | None = None, *, tls: bool = False,
+                      settings: dict | None = None, startup_timeout: float = 120.0) -> AsyncIterator[LocalCloud]:
+    """Async variant of `local_cloud_sync` (start and stop run off the event loop)."""
+    with tempfile.TemporaryDirectory(prefix="umbra-cloud-") as tmp:
+        cloud = await asyncio.to_thread(_start, Path(tmp), model_dir, plan, tls, settings or {}, startup_timeout)
+        try:
+            yield cloud
+        finally:
+            await asyncio.to_thread(_stop, cloud)

@@ -1,0 +1,1 @@
+"""One router per resource: health (and service info), sessions (HTTP), stream (WebSocket), metrics."""

@@ -1,0 +1,76 @@
+"""Session resource over HTTP: open, forward (prefill / training forward), backward, truncate,
+close. Bodies of forward/backward are wire frames (umbra.wire); the rest is JSON."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request, Response
+from pydantic import BaseModel, Field
+
+from server.deps import CloudState, client_name, get_state, read_body
+from server.settings import CloudSettings, get_settings
+from umbra import wire
+
+router = APIRouter(prefix="/v1/sessions")
+
+
+class OpenRequest(BaseModel):
+    training: bool = False  # training sessions keep no cache and support backward
+
+
+class TruncateRequest(BaseModel):
+    length: int = Field(ge=0)  # cached positions to keep
+
+
+def _frame_response(state: CloudState, data: bytes) -> Response:
+    state.metrics.inc("umbra_cloud_bytes_out_total", len(data), transport="http")
+    return Response(content=data, media_type=wire.MEDIA_TYPE)
+
+
+@router.post("", status_code=201)
+async def open_session(body: OpenRequest | None = None, client: str = Depends(client_name),
+                       state: CloudState = Depends(get_state)) -> dict:
+    training = bool(body and body.training)
+    sid = await state.worker.run(state.manager.open, client, training)
+    return {"session": sid, "training": training}
+
+
+@router.post("/{sid}/forward")
+async def forward(sid: str, request: Request, client: str = Depends(client_name),
+                  state: CloudState = Depends(get_state),
+                  settings: CloudSettings = Depends(get_settings)) -> Response:
+    data = await read_body(request, settings.max_frame_bytes)
+    state.metrics.inc("umbra_cloud_bytes_in_total", len(data), transport="http")
+    return _frame_response(state, await state.worker.run(forward_step, state, client, sid, data))
+
+
+@router.post("/{sid}/backward")
+async def backward(sid: str, request: Request, client: str = Depends(client_name),
+                   state: CloudState = Depends(get_state),
+                   settings: CloudSettings = Depends(get_settings)) -> Response:
+    data = await read_body(request, settings.max_frame_bytes)
+    state.metrics.inc("umbra_cloud_bytes_in_total", len(data), transport="http")
+
+    def step() -> bytes:
+        frame = wire.decode(data, settings.max_frame_bytes, expect=wire.Kind.BACKWARD)
+        return wire.encode(wire.grad_frame(state.manager.backward(client, sid, frame.grad)))
+
+    return _frame_response(state, await state.worker.run(step))
+
+
+@router.post("/{sid}/truncate", status_code=204)
+async def truncate(sid: str, body: TruncateRequest, client: str = Depends(client_name),
+                   state: CloudState = Depends(get_state)) -> Response:
+    await state.worker.run(state.manager.truncate, client, sid, body.length)
+    return Response(status_code=204)
+
+
+@router.delete("/{sid}", status_code=204)
+async def close(sid: str, client: str = Depends(client_name), state: CloudState = Depends(get_state)) -> Response:
+    await state.worker.run(state.manager.close, client, sid)
+    return Response(status_code=204)
+
+
+def forward_step(state: CloudState, client: str, sid: str, data: bytes) -> bytes:
+    """Decode, run and encode one FORWARD frame (on the compute worker; shared with the stream)."""
+    frame = wire.decode(data, state.settings.max_frame_bytes, expect=wire.Kind.FORWARD)
+    return wire.encode(wire.hidden_frame(state.manager.forward(client, sid, frame)))

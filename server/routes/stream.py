@@ -1,0 +1,77 @@
+"""WS /v1/sessions/{sid}/stream: decode steps of one inference session over one WebSocket.
+
+Handshake: `Authorization: Bearer` is checked and the session must belong to the client and be
+an inference session; otherwise the upgrade is denied with the same HTTP status and JSON body
+as over HTTP (401, 404, 410, 422). After that, every binary message is a FORWARD frame and gets
+exactly one reply: a HIDDEN frame, or an ERROR frame carrying the HTTP-like status. When the
+session is gone (404, 410) the error frame is followed by a close with code 4000 + status."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from fastapi import APIRouter, WebSocket
+from fastapi.responses import JSONResponse
+from starlette.websockets import WebSocketDisconnect
+
+from server.deps import CloudState
+from server.errors import error_body, log_unexpected, message_for, status_for, ws_close_code
+from server.routes.sessions import forward_step
+from umbra import wire
+from umbra.errors import UmbraError
+
+router = APIRouter()
+log = logging.getLogger("umbra.cloud")
+
+
+@router.websocket("/v1/sessions/{sid}/stream")
+async def stream(websocket: WebSocket, sid: str) -> None:
+    state: CloudState = websocket.app.state.cloud
+    try:
+        client = state.tokens.authenticate(websocket.headers.get("authorization"))
+        await state.worker.run(state.manager.own, client, sid, inference=True)
+    except UmbraError as exc:
+        state.metrics.inc("umbra_cloud_errors_total", status=str(status_for(exc)))
+        await websocket.send_denial_response(JSONResponse(error_body(exc), status_code=status_for(exc)))
+        return
+    await websocket.accept()
+    try:
+        await _serve(websocket, state, client, sid)
+    except (WebSocketDisconnect, OSError, RuntimeError):  # client went away mid-reply
+        log.debug("stream closed by the client")
+
+
+async def _serve(websocket: WebSocket, state: CloudState, client: str, sid: str) -> None:
+    metrics = state.metrics
+    while True:
+        message = await websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            return
+        data = message.get("bytes")
+        t0 = time.perf_counter()
+        try:
+            if data is None:
+                raise wire.WireError("the stream takes binary FORWARD frames only")
+            metrics.inc("umbra_cloud_bytes_in_total", len(data), transport="ws")
+            reply = await state.worker.run(forward_step, state, client, sid, data)
+        except Exception as exc:  # every failure becomes an error frame, never a dead process
+            status = status_for(exc)
+            log_unexpected(exc, "stream step")
+            metrics.inc("umbra_cloud_errors_total", status=str(status))
+            reply = wire.encode(wire.error_frame(status, message_for(exc)))
+            await websocket.send_bytes(reply)
+            metrics.inc("umbra_cloud_bytes_out_total", len(reply), transport="ws")
+            if status in (404, 410) or status >= 500:
+                await websocket.close(ws_close_code(status) if status < 500 else 1011, _reason(message_for(exc)))
+                return
+            continue
+        finally:
+            metrics.observe(time.perf_counter() - t0, route="ws:/v1/sessions/{sid}/stream")
+        await websocket.send_bytes(reply)
+        metrics.inc("umbra_cloud_bytes_out_total", len(reply), transport="ws")
+
+
+def _reason(text: str) -> str:
+    """A close reason must fit in 123 UTF-8 bytes."""
+    return text.encode("utf-8")[:120].decode("utf-8", "ignore")

@@ -1,0 +1,97 @@
+"""Run the cloud service under uvicorn: `umbra cloud serve` and `python -m server` share this.
+
+The listening socket is bound here (port 0 picks a free port) so the real address can be
+written to `--ready-file` before serving; `server.launch` waits on that file, then /healthz."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+from pathlib import Path
+
+from server.settings import CloudSettings
+from umbra.errors import ConfigError
+
+# flag -> settings field (None values are left to the environment / defaults)
+_FLAGS = {
+    "model_dir": "model_dir", "encoder_blocks": "encoder_blocks", "decoder_blocks": "decoder_blocks",
+    "dtype": "dtype", "host": "host", "port": "port", "token_file": "token_file",
+    "tls_cert": "tls_cert", "tls_key": "tls_key", "max_seq_len": "max_seq_len",
+    "max_frame_bytes": "max_frame_bytes", "max_sessions_per_client": "max_sessions_per_client",
+    "session_idle_seconds": "session_idle_seconds", "kv_budget_bytes": "kv_budget_bytes",
+    "torch_threads": "torch_threads",
+}
+
+
+def add_serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model-dir", type=Path, help="model directory (env UMBRA_CLOUD_MODEL_DIR)")
+    p.add_argument("--encoder-blocks", type=int, help="split E (default: SplitPlan.default)")
+    p.add_argument("--decoder-blocks", type=int, help="split D (default: SplitPlan.default)")
+    p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"])
+    p.add_argument("--host", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default 8443; 0 = any free port)")
+    p.add_argument("--token-file", type=Path, help="token file (default ~/.config/umbra/cloud-tokens.json)")
+    p.add_argument("--tls-cert", type=Path, help="PEM certificate (with --tls-key: HTTPS/WSS)")
+    p.add_argument("--tls-key", type=Path, help="PEM private key")
+    p.add_argument("--max-seq-len", type=int)
+    p.add_argument("--max-frame-bytes", type=int)
+    p.add_argument("--max-sessions-per-client", type=int)
+    p.add_argument("--session-idle-seconds", type=float)
+    p.add_argument("--kv-budget-bytes", type=int)
+    p.add_argument("--torch-threads", type=int)
+    p.add_argument("--ready-file", type=Path, help="write {host, port, scheme} here once listening")
+
+
+def settings_from_args(args: argparse.Namespace) -> CloudSettings:
+    overrides = {field: getattr(args, flag) for flag, field in _FLAGS.items() if getattr(args, flag, None) is not None}
+    return CloudSettings(**overrides).check()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc}") from exc
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def run(settings: CloudSettings, ready_file: Path | None = None) -> int:
+    import uvicorn
+
+    from server.app import create_app
+
+    sock = _bind(settings.host, settings.port)
+    host, port = sock.getsockname()[:2]
+    scheme = "https" if settings.tls_cert else "http"
+    config = uvicorn.Config(
+        create_app(settings),
+        ssl_certfile=str(settings.tls_cert) if settings.tls_cert else None,
+        ssl_keyfile=str(settings.tls_key) if settings.tls_key else None,
+        ws_max_size=settings.max_frame_bytes + 1024,  # oversize messages: close 1009
+        ws_per_message_deflate=False,  # hidden states do not compress; save the CPU
+        log_level="warning",
+        access_log=False,  # URLs carry session ids only, but keep the logs lean
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    if ready_file is not None:
+        tmp = ready_file.with_name(ready_file.name + ".tmp")
+        tmp.write_text(json.dumps({"host": host, "port": port, "scheme": scheme, "pid": os.getpid()}))
+        os.replace(tmp, ready_file)
+    server.run(sockets=[sock])
+    return 0 if server.started else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m server", description="Umbra cloud service (middle blocks).")
+    add_serve_args(parser)
+    args = parser.parse_args(argv)
+    return run(settings_from_args(args), args.ready_file)

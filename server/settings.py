@@ -1,0 +1,65 @@
+"""Cloud service settings: environment variables prefixed UMBRA_CLOUD_ (e.g. UMBRA_CLOUD_MODEL_DIR),
+overridable by `umbra cloud serve` flags. Handlers read them through the `get_settings` dependency."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from umbra.errors import ConfigError
+
+
+def default_token_file() -> Path:
+    return Path.home() / ".config" / "umbra" / "cloud-tokens.json"
+
+
+class CloudSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="UMBRA_CLOUD_", extra="ignore", protected_namespaces=())
+
+    model_dir: Path | None = None  # Hugging Face model directory; only the middle blocks are read
+    encoder_blocks: int | None = None  # split E (None: SplitPlan.default)
+    decoder_blocks: int | None = None  # split D (None: SplitPlan.default)
+    dtype: str = "float32"  # compute dtype of the middle blocks: float32 | float16 | bfloat16
+    host: str = "127.0.0.1"
+    port: int = 8443
+    token_file: Path = Field(default_factory=default_token_file)  # salted hashes, see server/auth.py
+    tls_cert: Path | None = None  # PEM certificate; with tls_key, serve HTTPS/WSS
+    tls_key: Path | None = None
+    max_seq_len: int | None = None  # per session; None: the model's max_position_embeddings
+    max_frame_bytes: int = 64 * 1024 * 1024  # largest accepted frame (HTTP body or WS message)
+    max_sessions_per_client: int = 64  # open sessions per token name
+    session_idle_seconds: float = 900.0  # sessions unused this long are expired (client re-prefills)
+    sweep_interval_seconds: float = 5.0  # how often idle sessions are looked for
+    kv_budget_bytes: int = 4 * 1024**3  # all sessions' KV caches; over it, LRU sessions are evicted
+    torch_threads: int | None = None  # intra-op threads of the compute worker (None: torch default)
+    debug_routes: bool = False  # expose GET /v1/debug/loaded (loaded tensor names; tests, audits)
+
+    def plan_args(self) -> tuple[int, int] | None:
+        if self.encoder_blocks is None and self.decoder_blocks is None:
+            return None
+        if self.encoder_blocks is None or self.decoder_blocks is None:
+            raise ConfigError("set both encoder_blocks and decoder_blocks, or neither")
+        return self.encoder_blocks, self.decoder_blocks
+
+    def check(self) -> "CloudSettings":
+        if self.model_dir is None:
+            raise ConfigError("no model directory (UMBRA_CLOUD_MODEL_DIR or --model-dir)")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("TLS needs both a certificate and a key")
+        if self.dtype not in ("float32", "float16", "bfloat16"):
+            raise ConfigError(f"dtype must be float32, float16 or bfloat16, got {self.dtype!r}")
+        for name in ("max_frame_bytes", "max_sessions_per_client", "kv_budget_bytes"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1")
+        if self.session_idle_seconds <= 0 or self.sweep_interval_seconds <= 0:
+            raise ConfigError("session_idle_seconds and sweep_interval_seconds must be > 0")
+        return self
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> CloudSettings:
+    """FastAPI dependency; `create_app(settings)` overrides it with the given settings."""
+    return CloudSettings().check()
