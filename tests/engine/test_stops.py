@@ -1,0 +1,87 @@
+"""Text stop rules: single-line, and end of block by indentation in multi-line mode."""
+
+from __future__ import annotations
+
+import pytest
+
+from umbra.engine.config import StopConfig
+from umbra.engine.stops import StopContext, check_text, indent_width
+
+SINGLE = StopConfig(multiline=False)
+MULTI = StopConfig(multiline=True)
+
+
+def _complete(text, prefix, suffix="", cfg=MULTI):
+    """Feed `text` one character at a time like a decode loop; return the kept text and reason."""
+    ctx = StopContext.from_cursor(prefix, suffix)
+    for n in range(1, len(text) + 1):
+        stop = check_text(text[:n], ctx, cfg)
+        if stop is not None:
+            return text[:n][: stop.cut], stop.reason
+    stop = check_text(text, ctx, cfg, final=True)
+    return (text[: stop.cut], stop.reason) if stop else (text, None)
+
+
+def test_indent_width_counts_tabs_as_four():
+    assert indent_width("    x") == 4 and indent_width("\tx") == 4 and indent_width("\t  x") == 6
+    assert indent_width("") == 0
+
+
+def test_context_from_cursor():
+    ctx = StopContext.from_cursor("def f():\n    x = g(", ")\n    return x\n")
+    assert ctx.indent == 4 and not ctx.at_line_end
+    assert StopContext.from_cursor("if x:\n", "  \nnext").at_line_end
+
+
+def test_single_line_stops_at_the_first_newline():
+    assert _complete("a, b)\n    return", "    x = f(", ")", SINGLE) == ("a, b)", "newline")
+    # mid-line cursor: a leading newline ends the completion at once
+    assert _complete("\n    y = 2\n", "x = ", "1", SINGLE) == ("", "newline")
+
+
+def test_single_line_at_line_end_completes_the_next_line():
+    text, reason = _complete("\n\n    return a + b\n    print(a)\n", "def add(a, b):", "", SINGLE)
+    assert (text, reason) == ("\n\n    return a + b", "newline")
+
+
+def test_block_end_on_dedent():
+    prefix = "def add(a, b):\n    "
+    text = "total = a + b\n    return total\n\n\nprint(add(1, 2))\n"
+    assert _complete(text, prefix) == ("total = a + b\n    return total\n\n", "block_end")
+
+
+def test_block_end_when_the_completion_closes_its_own_block():
+    prefix = "def add(a, b):"
+    text = "\n    return a + b\n\ndef sub(a, b):\n    return a - b\n"
+    assert _complete(text, prefix) == ("\n    return a + b\n", "block_end")
+
+
+def test_closing_line_is_kept_and_ends_the_block():
+    prefix = "  if (x > 0) {"
+    text = "\n    y = x;\n  }\n  z = 1;\n"
+    assert _complete(text, prefix) == ("\n    y = x;\n  }", "block_end")
+    # `endpoint` is not the keyword `end`
+    assert _complete("\n    a\nendpoint = 1\n", "if x then") == ("\n    a", "block_end")
+
+
+def test_continuation_keywords_keep_the_block_open():
+    prefix = "    if ok:"
+    text = "\n        a()\n    else:\n        b()\n    c()\n"
+    assert _complete(text, prefix) == ("\n        a()\n    else:\n        b()", "block_end")
+
+
+def test_same_level_statements_continue_until_max_tokens():
+    text = "x = 1\n    y = 2\n    z = 3"
+    assert _complete(text, "def f():\n    ") == (text, None)
+
+
+def test_unfinished_last_line_waits_unless_final():
+    ctx = StopContext.from_cursor("def f():", "")
+    assert check_text("\n    a\nel", ctx, MULTI) is None  # might become `else`
+    assert check_text("\n    a\nel", ctx, MULTI, final=True).cut == len("\n    a")
+
+
+@pytest.mark.parametrize("text", ["x = 1\ny = 2\n", "\n\n\n"])
+def test_multiline_without_block_rule_never_cuts(text):
+    ctx = StopContext.from_cursor("    ", "")
+    assert check_text(text, ctx, StopConfig(multiline=True, stop_at_block_end=False)) is None

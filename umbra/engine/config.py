@@ -1,0 +1,72 @@
+"""Typed configuration of the completion engine, with the defaults every caller starts from.
+
+A session holds one `EngineConfig`; each request may pass its own (use `dataclasses.replace`
+to change one field). `validate()` raises ConfigError on values that make no sense."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from umbra.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class PromptConfig:
+    budget: int = 1024  # tokens of file context (prefix + suffix) in the FIM prompt
+    prefix_share: float = 0.75  # share of the budget reserved for the prefix; unused parts move over
+    # When the prefix must be cut, cut this much deeper than needed (fraction of the prefix
+    # budget) so the next keystrokes keep the same cut and their prompts still share a prefix.
+    cut_slack: float = 0.125
+
+    def validate(self) -> None:
+        if self.budget < 1:
+            raise ConfigError(f"prompt budget must be >= 1 token, got {self.budget}")
+        if not 0.0 <= self.prefix_share <= 1.0:
+            raise ConfigError(f"prefix_share must lie in [0, 1], got {self.prefix_share}")
+        if not 0.0 <= self.cut_slack < 1.0:
+            raise ConfigError(f"cut_slack must lie in [0, 1), got {self.cut_slack}")
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    temperature: float = 0.0  # 0 = greedy (argmax)
+    top_p: float = 1.0  # nucleus sampling mass; 1 = the full distribution
+    seed: int | None = 0  # seed of the per-request generator; None = fresh entropy each request
+
+    def validate(self) -> None:
+        if self.temperature < 0:
+            raise ConfigError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ConfigError(f"top_p must lie in (0, 1], got {self.top_p}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+@dataclass(frozen=True)
+class StopConfig:
+    max_tokens: int = 64  # hard cap on generated tokens
+    multiline: bool = False  # False: stop at the end of the current line
+    # Multi-line only: stop where a line dedents out of the cursor's block (see stops.py).
+    stop_at_block_end: bool = True
+
+    def validate(self) -> None:
+        if self.max_tokens < 1:
+            raise ConfigError(f"max_tokens must be >= 1, got {self.max_tokens}")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    prompt: PromptConfig = field(default_factory=PromptConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    stop: StopConfig = field(default_factory=StopConfig)
+    prefill_chunk: int = 256  # prompt tokens per forward; cancellation is checked between chunks
+
+    def validate(self) -> "EngineConfig":
+        self.prompt.validate()
+        self.sampling.validate()
+        self.stop.validate()
+        if self.prefill_chunk < 1:
+            raise ConfigError(f"prefill_chunk must be >= 1, got {self.prefill_chunk}")
+        return self

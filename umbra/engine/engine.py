@@ -1,0 +1,67 @@
+"""CompletionEngine: a loaded client model plus a way to make runners; hands out sessions.
+
+    model  = ClientModel.load(model_dir, plan)                 # tokenizer, FIM format, client parts
+    engine = CompletionEngine.split(model, middle)              # any Middle: LocalMiddle, RemoteMiddle
+    engine = CompletionEngine.monolithic(model)                 # the in-process baseline
+    async with engine.session() as session:                     # one per editor buffer
+        result = await session.complete(prefix, suffix)         # CompletionResult
+        result.text, result.recomputed_tokens, ...
+
+The engine never owns the Middle: whoever created it closes it (`await middle.aclose()`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import asynccontextmanager
+
+from umbra.engine.config import EngineConfig
+from umbra.engine.model import ClientModel
+from umbra.engine.runner import MonolithicRunner, Runner, SplitRunner
+from umbra.engine.sampling import allowed_mask
+from umbra.engine.session import CancelToken, CompletionResult, CompletionSession
+from umbra.errors import ConfigError
+from umbra.middle.protocol import Middle
+
+
+class CompletionEngine:
+    def __init__(self, model: ClientModel, new_runner: Callable[[], Runner], mode: str,
+                 config: EngineConfig | None = None):
+        self.model = model
+        self.new_runner = new_runner
+        self.mode = mode  # "split" | "monolithic"
+        self.config = (config or EngineConfig()).validate()
+        self.allowed = allowed_mask(model.spec.vocab_size, model.tokenizer, model.fim)
+
+    @classmethod
+    def split(cls, model: ClientModel, middle: Middle, config: EngineConfig | None = None) -> "CompletionEngine":
+        """Client encoder/decoder around `middle`, which must run the same plan's blocks."""
+        if middle.hidden_size != model.spec.hidden_size:
+            raise ConfigError(
+                f"the middle works on hidden size {middle.hidden_size}, the model on {model.spec.hidden_size}"
+            )
+        return cls(model, lambda: SplitRunner(model.encoder, model.decoder, middle), "split", config)
+
+    @classmethod
+    def monolithic(cls, model: ClientModel, config: EngineConfig | None = None) -> "CompletionEngine":
+        """Encoder, middle blocks and decoder in one process with no seam."""
+        middle = model.load_middle()
+        return cls(model, lambda: MonolithicRunner(model.encoder, middle, model.decoder), "monolithic", config)
+
+    def new_session(self, config: EngineConfig | None = None) -> CompletionSession:
+        m = self.model
+        return CompletionSession(self.new_runner(), m.tokenizer, m.fim, self.allowed, config or self.config)
+
+    @asynccontextmanager
+    async def session(self, config: EngineConfig | None = None):
+        """`async with engine.session() as s:` — closes the session (and its middle session)."""
+        session = self.new_session(config)
+        try:
+            yield session
+        finally:
+            await session.close()
+
+    async def complete(self, prefix: str, suffix: str = "", config: EngineConfig | None = None,
+                       cancel: CancelToken | None = None) -> CompletionResult:
+        """One completion in a throw-away session."""
+        async with self.session(config) as session:
+            return await session.complete(prefix, suffix, cancel=cancel)

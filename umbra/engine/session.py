@@ -1,0 +1,185 @@
+"""CompletionSession: consecutive completions of one editor buffer, with prefix reuse.
+
+The session mirrors the token ids whose KV the runner holds. A request builds its FIM prompt,
+finds the longest common prefix with those ids, truncates the runner (client caches and the
+middle session) to it and runs only the rest — typing one character re-runs the prompt from
+the edit point, not the whole file. `CompletionResult.recomputed_tokens` reports how many
+prompt tokens were run.
+
+Requests are serialised per session. Between prefill chunks and decode steps the session
+yields to the event loop and checks its CancelToken: asyncio cancellation (task.cancel()) and
+`CancelToken.cancel()` both stop the request there (the latter raises umbra.errors.Cancelled);
+the caches stay consistent for the next request either way."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, replace
+
+import torch
+
+from umbra.engine.config import EngineConfig
+from umbra.engine.fim import FimFormat, build_prompt
+from umbra.engine.postprocess import postprocess
+from umbra.engine.runner import Runner
+from umbra.engine.sampling import Sampler
+from umbra.engine.stops import StopContext, check_text
+from umbra.engine.tokenizer import ClientTokenizer
+from umbra.errors import Cancelled, SessionError
+
+
+class CancelToken:
+    """Explicit cancellation for callers that do not cancel the asyncio task itself."""
+
+    def __init__(self) -> None:
+        self._cancelled = False
+
+    def cancel(self) -> None:
+        self._cancelled = True
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def raise_if_cancelled(self) -> None:
+        if self._cancelled:
+            raise Cancelled("completion cancelled")
+
+
+@dataclass(frozen=True)
+class CompletionResult:
+    text: str  # what the editor inserts at the cursor
+    tokens: tuple[int, ...]  # generated ids (stop token excluded), before text stop rules
+    stop_reason: str  # "eos" | "max_tokens" | "newline" | "block_end"
+    prompt_tokens: int  # length of the FIM prompt
+    reused_tokens: int  # prompt tokens served from the session's caches
+    recomputed_tokens: int  # prompt tokens run by this request (= prompt_tokens - reused_tokens)
+    template: str  # FIM template name
+    prefill_seconds: float  # running the recomputed prompt tokens
+    decode_seconds: float  # sampling and running the generated tokens
+    evicted: bool = False  # the cloud had dropped the session; the prompt was re-run in full
+
+    @property
+    def generated_tokens(self) -> int:
+        return len(self.tokens)
+
+
+class CompletionSession:
+    def __init__(self, runner: Runner, tokenizer: ClientTokenizer, fim: FimFormat,
+                 allowed: torch.Tensor, config: EngineConfig):
+        self.runner = runner
+        self.tokenizer = tokenizer
+        self.fim = fim
+        self.allowed = allowed  # bool [V]: ids the model may emit
+        self.config = config.validate()
+        self._cached: list[int] = []  # ids whose KV the runner holds, in order
+        self._cut_hint: int | None = None  # previous prompt's prefix cut (see fim.py)
+        self._lock = asyncio.Lock()
+        self.closed = False
+
+    @property
+    def cached_tokens(self) -> int:
+        return len(self._cached)
+
+    async def complete(self, prefix: str, suffix: str = "", config: EngineConfig | None = None,
+                       cancel: CancelToken | None = None) -> CompletionResult:
+        """Complete at the cursor between `prefix` and `suffix`."""
+        cfg = (config or self.config).validate()
+        cancel = cancel or CancelToken()
+        async with self._lock:
+            if self.closed:
+                raise SessionError("completion session is closed")
+            cancel.raise_if_cancelled()
+            prompt = build_prompt(self.tokenizer, self.fim, prefix, suffix, cfg.prompt, self._cut_hint)
+            self._cut_hint = prompt.prefix_cut
+            try:
+                return await self._generate(prompt.ids, prefix, suffix, cfg, cancel)
+            except SessionError:  # evicted or lost by the cloud: start over once, in full
+                await self.runner.reset()
+                self._cached = []
+                result = await self._generate(prompt.ids, prefix, suffix, cfg, cancel)
+                return _replace_evicted(result)
+
+    async def close(self) -> None:
+        async with self._lock:
+            if not self.closed:
+                self.closed = True
+                self._cached = []
+                await self.runner.close()
+
+    # -------------------------------------------------------------------------------------
+    async def _run(self, ids: list[int]) -> torch.Tensor:
+        logits = await self.runner.run(ids)
+        self._cached.extend(ids)
+        return logits
+
+    async def _generate(self, ids: list[int], prefix: str, suffix: str, cfg: EngineConfig,
+                        cancel: CancelToken) -> CompletionResult:
+        t0 = time.perf_counter()
+        self._cached = self._cached[: self.runner.length]  # after a failed step
+        common = _common_prefix(self._cached, ids)
+        common = min(common, len(ids) - 1)  # run at least one token to get next-token logits
+        await self.runner.truncate(common)
+        del self._cached[common:]
+        logits = None
+        for start in range(common, len(ids), cfg.prefill_chunk):
+            await _checkpoint(cancel)
+            logits = await self._run(ids[start : start + cfg.prefill_chunk])
+        t1 = time.perf_counter()
+
+        sampler = Sampler(cfg.sampling, self.allowed)
+        ctx = StopContext.from_cursor(prefix, suffix)
+        generated: list[int] = []
+        text, reason = "", None
+        while reason is None:
+            next_id = sampler(logits)
+            if next_id in self.fim.stop_ids:
+                reason = "eos"
+                break
+            generated.append(next_id)
+            text = self.tokenizer.decode(generated)
+            stop = check_text(text, ctx, cfg.stop)
+            if stop is not None:
+                text, reason = text[: stop.cut], stop.reason
+            elif len(generated) >= cfg.stop.max_tokens:
+                reason = "max_tokens"
+            else:
+                await _checkpoint(cancel)
+                logits = await self._run([next_id])
+        if reason in ("eos", "max_tokens"):  # the last line is complete now: rules apply to it
+            stop = check_text(text, ctx, cfg.stop, final=True)
+            if stop is not None:
+                text = text[: stop.cut]
+        if reason == "max_tokens":
+            text = text.rstrip("\ufffd")  # bytes of a character the cap cut in half
+        t2 = time.perf_counter()
+        return CompletionResult(
+            text=postprocess(text, suffix),
+            tokens=tuple(generated),
+            stop_reason=reason,
+            prompt_tokens=len(ids),
+            reused_tokens=common,
+            recomputed_tokens=len(ids) - common,
+            template=self.fim.name,
+            prefill_seconds=t1 - t0,
+            decode_seconds=t2 - t1,
+        )
+
+
+async def _checkpoint(cancel: CancelToken) -> None:
+    """A cancellation point: yield to the event loop, then honour the explicit token."""
+    await asyncio.sleep(0)
+    cancel.raise_if_cancelled()
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def _replace_evicted(result: CompletionResult) -> CompletionResult:
+    return replace(result, evicted=True)

@@ -1,0 +1,111 @@
+"""Text stop rules, checked on the decoded completion after every token.
+
+Token-level stops (FIM end / EOS token, max tokens) live in the decode loop; this module
+decides where the *text* ends:
+
+single-line mode  The completion ends at its first newline. A newline that comes before any
+                  other text is allowed when the cursor sits at the end of its line (so
+                  `def f():|` can be completed with the next line's statement); the completion
+                  then ends at the following newline.
+multi-line mode   The completion ends where its code leaves the cursor's block. With `ref` the
+                  indentation of the cursor line, a later line (with content) ends it when
+                  - it is indented less than `ref` (dedent out of the block), or
+                  - it is indented exactly `ref` after some completion line went deeper (the
+                    completion opened a block and closed it): a closing line (`}`, `)`, `]`,
+                    `end`, ...) is kept and ends the completion; a continuation (`else`,
+                    `elif`, `except`, `finally`, `catch`) is kept and decoding goes on;
+                    anything else is dropped.
+Tabs count as 4 columns."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from umbra.engine.config import StopConfig
+
+_TAB = 4
+_CLOSER = re.compile(r"[}\])]|</|end\b")
+_CONTINUER = re.compile(r"(?:[})\]]\s*)?(?:else|elif|except|finally|catch)\b")
+
+
+def indent_width(line: str) -> int:
+    stripped = line.lstrip(" \t")
+    return len(line[: len(line) - len(stripped)].expandtabs(_TAB))
+
+
+@dataclass(frozen=True)
+class StopContext:
+    indent: int  # indentation of the cursor line
+    at_line_end: bool  # nothing but whitespace follows the cursor on its line
+
+    @classmethod
+    def from_cursor(cls, prefix: str, suffix: str) -> "StopContext":
+        line = prefix[prefix.rfind("\n") + 1 :]
+        rest = suffix.split("\n", 1)[0]
+        return cls(indent_width(line), not rest.strip())
+
+
+@dataclass(frozen=True)
+class TextStop:
+    cut: int  # the completion is text[:cut]
+    reason: str  # "newline" | "block_end"
+
+
+def check_text(text: str, ctx: StopContext, cfg: StopConfig, final: bool = False) -> TextStop | None:
+    """Where the completion `text` (decoded so far) ends, or None to keep decoding. `final`
+    says decoding has ended for another reason, so an unfinished last line is complete."""
+    if not cfg.multiline:
+        return _single_line(text, ctx)
+    if cfg.stop_at_block_end:
+        return _block_end(text, ctx, final)
+    return None
+
+
+def _single_line(text: str, ctx: StopContext) -> TextStop | None:
+    first = text.find("\n")
+    if first == -1:
+        return None
+    if text[:first].strip() or not ctx.at_line_end:
+        return TextStop(first, "newline")
+    # Leading newline(s) at the end of a line: complete the next line with content.
+    start = first
+    while True:
+        nxt = text.find("\n", start + 1)
+        if nxt == -1:
+            return None
+        if text[start + 1 : nxt].strip():
+            return TextStop(nxt, "newline")
+        start = nxt
+
+
+def _block_end(text: str, ctx: StopContext, final: bool) -> TextStop | None:
+    ref = ctx.indent
+    deeper = False
+    pos = text.find("\n")
+    if pos == -1:
+        return None
+    while pos != -1:  # `pos` is the newline that starts the line under inspection
+        start = pos + 1
+        end = text.find("\n", start)
+        line = text[start:] if end == -1 else text[start:end]
+        content = line.lstrip(" \t")
+        if not content:  # blank, or indentation not finished yet
+            pos = end
+            continue
+        width = indent_width(line)
+        if width < ref:
+            return TextStop(pos, "block_end")
+        if width > ref:
+            deeper = True
+        elif deeper:
+            if end == -1 and not final:  # the line's first word decides: wait for all of it
+                return None
+            if _CONTINUER.match(content):
+                deeper = False
+            elif _CLOSER.match(content):
+                return TextStop(len(text) if end == -1 else end, "block_end")
+            else:
+                return TextStop(pos, "block_end")
+        pos = end
+    return None

@@ -1,0 +1,99 @@
+"""ClientTokenizer: the one place where text meets token ids on the client.
+
+Everything above it (FIM prompts, sampling masks, stop tokens) uses the ids this wrapper hands
+out and never calls the underlying tokenizer itself. That keeps one seam for the secret
+vocabulary permutation of a later issue (ids become π(public id)): only this module changes.
+
+User text is encoded with special-token matching switched off, so a file that contains the
+literal string "<fim_middle>" cannot inject control tokens into the prompt."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from umbra.errors import ConfigError
+
+
+class ClientTokenizer:
+    def __init__(self, tokenizer, eos_tokens: tuple[str, ...] = (), bos_token: str | None = None):
+        """`tokenizer` is a `tokenizers.Tokenizer`; eos/bos name the model's own special tokens."""
+        self._tok = tokenizer
+        self._text_tok = tokenizer.from_str(tokenizer.to_str())  # copy that never matches specials
+        self._text_tok.encode_special_tokens = True
+        self.size = tokenizer.get_vocab_size(with_added_tokens=True)  # ids are in [0, size)
+        added = tokenizer.get_added_tokens_decoder()
+        self.special_ids = frozenset(i for i, tok in added.items() if tok.special)
+        self.eos_ids = frozenset(i for i in map(self.token_id, eos_tokens) if i is not None)
+        self.bos_id = self.token_id(bos_token) if bos_token else None
+
+    @classmethod
+    def from_dir(cls, model_dir: str | Path) -> "ClientTokenizer":
+        """Load `tokenizer.json` of a local HF model dir; EOS/BOS from its tokenizer_config.json
+        and config.json / generation_config.json (`eos_token_id` may be an int or a list)."""
+        from tokenizers import Tokenizer
+
+        d = Path(model_dir)
+        path = d / "tokenizer.json"
+        if not path.is_file():
+            raise ConfigError(f"{d} has no tokenizer.json (a fast Hugging Face tokenizer is required)")
+        try:
+            tok = Tokenizer.from_file(str(path))
+        except Exception as exc:  # tokenizers raises plain Exception on malformed files
+            raise ConfigError(f"cannot read {path}: {exc}") from exc
+        eos: list[str] = []
+        bos = None
+        tok_cfg = _read_json(d / "tokenizer_config.json")
+        if isinstance(_name(tok_cfg.get("eos_token")), str):
+            eos.append(_name(tok_cfg["eos_token"]))
+        if isinstance(_name(tok_cfg.get("bos_token")), str):
+            bos = _name(tok_cfg["bos_token"])
+        for cfg_name in ("config.json", "generation_config.json"):
+            ids = _read_json(d / cfg_name).get("eos_token_id")
+            for i in ids if isinstance(ids, list) else [ids]:
+                if isinstance(i, int) and (name := tok.id_to_token(i)) is not None:
+                    eos.append(name)
+        return cls(tok, tuple(dict.fromkeys(eos)), bos)
+
+    # -- ids ------------------------------------------------------------------------------
+    def token_id(self, token: str) -> int | None:
+        """Id of a token given by its exact vocabulary string, or None if absent."""
+        return self._tok.token_to_id(token)
+
+    def has_tokens(self, *tokens: str) -> bool:
+        return all(self.token_id(t) is not None for t in tokens)
+
+    # -- text -----------------------------------------------------------------------------
+    def encode(self, text: str) -> list[int]:
+        """Plain text (no special tokens recognised, none added) -> ids."""
+        if not text:
+            return []
+        return self._text_tok.encode(text, add_special_tokens=False).ids
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """ids and each token's character span in `text`."""
+        if not text:
+            return [], []
+        enc = self._text_tok.encode(text, add_special_tokens=False)
+        return enc.ids, enc.offsets
+
+    def decode(self, ids: list[int]) -> str:
+        """ids -> text, dropping special tokens."""
+        return self._tok.decode([i for i in ids if i < self.size], skip_special_tokens=True)
+
+
+def _read_json(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from exc
+    return data if isinstance(data, dict) else {}
+
+
+def _name(token) -> str | None:
+    """tokenizer_config stores special tokens as strings or as AddedToken dicts."""
+    if isinstance(token, dict):
+        return token.get("content")
+    return token
