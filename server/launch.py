@@ -3,8 +3,10 @@ no cloud configured) and for tests.
 
     async with local_cloud(model_dir) as (base_url, token): ...
     with local_cloud_sync(model_dir, tls=True) as cloud: cloud.base_url, cloud.token, cloud.verify
+    with local_cloud_thread(model_dir) as cloud: ...   # same service in a thread of this process
 
-The service runs `python -m server` on a free port with a freshly issued token whose hash sits
+The service runs `python -m server` (or, for `local_cloud_thread`, uvicorn in a thread of this
+process: faster to start, real sockets all the same) on a free port with a freshly issued token whose hash sits
 in a private (0700) temp directory, together with the TLS pair when `tls=True`; the token
 itself exists only in this process. On exit the service is terminated and the directory removed."""
 
@@ -35,9 +37,10 @@ _REPO = Path(__file__).resolve().parent.parent
 class LocalCloud:
     base_url: str
     token: str
-    process: subprocess.Popen
+    process: subprocess.Popen | None  # None when served in a thread
     workdir: Path  # private temp dir: token file, TLS pair, service log
     verify: Path | None = None  # certificate to trust (tls=True)
+    server: object | None = None  # the uvicorn.Server when served in a thread
 
     def __iter__(self):  # `as (base_url, token)`
         return iter((self.base_url, self.token))
@@ -47,9 +50,15 @@ class LocalCloud:
         return self.workdir / "cloud.log"
 
     def kill(self) -> None:
-        """SIGKILL the service (tests: the cloud dying mid-decode)."""
+        """SIGKILL the service (tests: the cloud dying mid-decode). Subprocess services only."""
+        if self.process is None:
+            raise RuntimeError("a service in a thread cannot be killed; use local_cloud / local_cloud_sync")
         self.process.kill()
         self.process.wait()
+
+    def add_token(self, name: str) -> str:
+        """Issue another client's token (the service re-reads its token file)."""
+        return TokenStore(self.workdir / "tokens.json").add(name)
 
 
 def _env_value(value) -> str:
@@ -145,3 +154,47 @@ async def local_cloud(model_dir, plan: SplitPlan | None = None, *, tls: bool = F
             yield cloud
         finally:
             await asyncio.to_thread(_stop, cloud)
+
+
+@contextlib.contextmanager
+def local_cloud_thread(model_dir, plan: SplitPlan | None = None, *, tls: bool = False,
+                       settings: dict | None = None, startup_timeout: float = 60.0) -> Iterator[LocalCloud]:
+    """The service under uvicorn in a daemon thread of this process, on a real loopback socket."""
+    import threading
+
+    import uvicorn
+
+    from server.serve import bind, uvicorn_config
+    from server.settings import CloudSettings
+
+    with tempfile.TemporaryDirectory(prefix="umbra-cloud-") as tmp:
+        workdir = Path(tmp)
+        token = TokenStore(workdir / "tokens.json").add("local")
+        fields = dict(model_dir=Path(model_dir), host="127.0.0.1", port=0, token_file=workdir / "tokens.json")
+        if plan is not None:
+            fields.update(encoder_blocks=plan.encoder_blocks, decoder_blocks=plan.decoder_blocks)
+        verify = None
+        if tls:
+            from server.tls import make_self_signed
+
+            verify, key = make_self_signed(workdir / "tls")
+            fields.update(tls_cert=verify, tls_key=key)
+        config = CloudSettings(**{**fields, **(settings or {})}).check()
+        sock = bind(config)
+        server = uvicorn.Server(uvicorn_config(config))
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="umbra-cloud", daemon=True)
+        thread.start()
+        deadline = time.monotonic() + startup_timeout
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                server.should_exit = True
+                sock.close()
+                raise CloudUnavailable("local cloud thread did not start (see the log output above)")
+            time.sleep(0.02)
+        scheme = "https" if tls else "http"
+        try:
+            yield LocalCloud(f"{scheme}://127.0.0.1:{sock.getsockname()[1]}", token, None, workdir, verify, server)
+        finally:
+            server.should_exit = True
+            thread.join(timeout=30)
+            sock.close()

@@ -63,25 +63,35 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run(settings: CloudSettings, ready_file: Path | None = None) -> int:
+def uvicorn_config(settings: CloudSettings):
+    """The uvicorn configuration of the service (also used by tests that serve it in a thread)."""
     import uvicorn
 
     from server.app import create_app
 
-    sock = _bind(settings.host, settings.port)
-    host, port = sock.getsockname()[:2]
-    scheme = "https" if settings.tls_cert else "http"
-    config = uvicorn.Config(
+    return uvicorn.Config(
         create_app(settings),
         ssl_certfile=str(settings.tls_cert) if settings.tls_cert else None,
         ssl_keyfile=str(settings.tls_key) if settings.tls_key else None,
-        ws_max_size=settings.max_frame_bytes + 1024,  # oversize messages: close 1009
+        ws_max_size=settings.max_frame_bytes + 1024,  # oversize stream messages: close 1009
         ws_per_message_deflate=False,  # hidden states do not compress; save the CPU
         log_level="warning",
         access_log=False,  # URLs carry session ids only, but keep the logs lean
         lifespan="on",
     )
-    server = uvicorn.Server(config)
+
+
+def bind(settings: CloudSettings) -> socket.socket:
+    return _bind(settings.host, settings.port)
+
+
+def run(settings: CloudSettings, ready_file: Path | None = None) -> int:
+    import uvicorn
+
+    sock = bind(settings)
+    host, port = sock.getsockname()[:2]
+    scheme = "https" if settings.tls_cert else "http"
+    server = uvicorn.Server(uvicorn_config(settings))
     if ready_file is not None:
         tmp = ready_file.with_name(ready_file.name + ".tmp")
         tmp.write_text(json.dumps({"host": host, "port": port, "scheme": scheme, "pid": os.getpid()}))

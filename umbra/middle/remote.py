@@ -1,0 +1,346 @@
+"""RemoteMiddle: the Middle protocol over the wire to the cloud service (server/).
+
+Prefill, truncate, close and training forward/backward go over HTTP (httpx); small inference
+steps (T <= stream_max_tokens after a prefill) go over one WebSocket per session, so a decode
+step costs one message each way and no HTTP round trip.
+
+Every inference session keeps the encoder outputs it sent (as sent: in the wire dtype) with
+their positions. When the cloud evicts or expires the session (410) or reports it out of sync
+(409), RemoteMiddle opens a new cloud session and sends history + the new step as one prefill,
+asking only for the new step's outputs; the caller never notices. A cancelled step leaves the
+cloud's cache length unknown, so the next call first truncates it back (and the `start` check
+of every frame catches any remaining race, which then re-prefills).
+
+Transport failures (refused connection, dropped socket, dead cloud, 5xx) raise CloudUnavailable
+("cloud unreachable ..."); there is never a fallback. A 4xx is CloudRejected(status)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import ssl
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import httpx
+import torch
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+
+from umbra import wire
+from umbra.errors import CloudRejected, CloudUnavailable, ConfigError, SessionError, SessionEvicted, ValidationError
+
+_MAX_REPREFILLS = 3  # per call; more means the cloud keeps evicting us at once
+
+
+class _OutOfSync(CloudRejected):
+    """409: the cloud's cache length differs from ours; recovered by a re-prefill."""
+
+
+@dataclass
+class WireStats:
+    """Payload bytes on the wire (frames and JSON bodies; no HTTP/WS/TLS framing)."""
+
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    http_requests: int = 0
+    ws_messages: int = 0  # stream messages sent
+    reprefills: int = 0  # transparent recoveries after eviction / expiry / desync
+
+    def reset(self) -> None:
+        self.__init__()
+
+
+@dataclass
+class _Session:
+    training: bool
+    remote: str | None = None  # cloud session id; None: (re)open and re-prefill before the next step
+    chunks: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)  # sent (hidden, positions)
+    key_padding: torch.Tensor | None = None  # latest full mask [B, length], if the caller used one
+    ws: ClientConnection | None = None
+    dirty: bool = False  # a step was cancelled in flight: the cloud may hold more than `length`
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def length(self) -> int:
+        return sum(h.shape[1] for h, _ in self.chunks)
+
+    def keep(self, length: int) -> None:
+        kept, n = [], 0
+        for h, p in self.chunks:
+            if n >= length:
+                break
+            take = min(h.shape[1], length - n)
+            kept.append((h[:, :take], p[:, :take]))
+            n += take
+        self.chunks = kept
+        if self.key_padding is not None:
+            self.key_padding = self.key_padding[:, :length]
+
+
+class RemoteMiddle:
+    def __init__(self, base_url: str, token: str, *, wire_dtype: torch.dtype = torch.float32,
+                 verify: str | Path | None = None, hidden_size: int | None = None, timeout: float = 120.0,
+                 connect_timeout: float = 10.0, stream_max_tokens: int = 8,
+                 tap: Callable[[str, bytes], None] | None = None):
+        """`verify`: None = system CAs, or a PEM file to trust (e.g. `umbra cloud cert`'s cert.pem).
+        `hidden_size`: expected C, checked against the cloud (fetched from /v1/info when None).
+        `tap(direction, payload)`: sees every payload sent ("sent") or received ("received")."""
+        if wire_dtype not in wire.FLOAT_DTYPES:
+            raise ConfigError(f"wire_dtype must be float32, float16 or bfloat16, got {wire_dtype}")
+        self.base_url = base_url.rstrip("/")
+        self.wire_dtype, self.hidden_size = wire_dtype, hidden_size
+        self.stream_max_tokens, self.connect_timeout, self.tap = stream_max_tokens, connect_timeout, tap
+        self.stats = WireStats()
+        self.info: dict | None = None
+        self._auth = {"Authorization": f"Bearer {token}"}
+        self._ssl = ssl.create_default_context(cafile=str(verify)) if verify else None
+        self._http = httpx.AsyncClient(base_url=self.base_url, headers=self._auth, verify=self._ssl or True,
+                                       timeout=httpx.Timeout(timeout, connect=connect_timeout))
+        self._sessions: dict[str, _Session] = {}
+        self._background: set[asyncio.Task] = set()
+
+    # -- plumbing ----------------------------------------------------------------------------------
+    def _count(self, direction: str, payload: bytes) -> None:
+        if direction == "sent":
+            self.stats.bytes_sent += len(payload)
+        else:
+            self.stats.bytes_received += len(payload)
+        if self.tap is not None and payload:
+            self.tap(direction, payload)
+
+    @staticmethod
+    def _rejection(status: int, detail: str) -> Exception:
+        if status == 410:
+            return SessionEvicted(detail)
+        if status == 409:
+            return _OutOfSync(detail, status)
+        if status >= 500:
+            return CloudUnavailable(f"cloud failed (HTTP {status}): {detail}")
+        return CloudRejected(f"cloud rejected the request (HTTP {status}): {detail}", status)
+
+    async def _request(self, method: str, path: str, content: bytes | None = None,
+                       body: dict | None = None) -> httpx.Response:
+        if body is not None:
+            content = json.dumps(body).encode()
+        headers = {"Content-Type": wire.MEDIA_TYPE if body is None else "application/json"}
+        self._count("sent", content or b"")
+        self.stats.http_requests += 1
+        try:
+            r = await self._http.request(method, path, content=content, headers=headers)
+        except httpx.TransportError as exc:
+            raise CloudUnavailable(f"cloud unreachable at {self.base_url}: {type(exc).__name__} {exc}") from exc
+        self._count("received", r.content)
+        if r.status_code >= 400:
+            try:
+                detail = r.json().get("detail", r.text)
+            except ValueError:
+                detail = r.text[:200]
+            raise self._rejection(r.status_code, str(detail))
+        return r
+
+    def _frame_bytes(self, frame: wire.Frame) -> bytes:
+        data = wire.encode(frame)
+        limit = (self.info or {}).get("max_frame_bytes")
+        if limit and len(data) > limit:
+            raise CloudRejected(f"frame of {len(data)} bytes exceeds the cloud's limit of {limit} bytes; "
+                                f"send fewer positions per call", 413)
+        return data
+
+    async def _exchange(self, path: str, data: bytes, expect: wire.Kind) -> torch.Tensor:
+        r = await self._request("POST", path, data)
+        return wire.decode(r.content, expect=expect).tensors[0]
+
+    async def connect(self) -> dict:
+        """Fetch /v1/info once: protocol version, hidden size, limits (auth is checked here)."""
+        if self.info is None:
+            info = (await self._request("GET", "/v1/info")).json()
+            if info.get("protocol") != wire.VERSION:
+                raise ConfigError(f"cloud speaks wire protocol {info.get('protocol')}, this client {wire.VERSION}")
+            if self.hidden_size is not None and info["hidden_size"] != self.hidden_size:
+                raise ConfigError(f"cloud model has hidden size {info['hidden_size']}, the client {self.hidden_size}")
+            self.hidden_size, self.info = info["hidden_size"], info
+        return self.info
+
+    async def __aenter__(self) -> "RemoteMiddle":
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    def _session(self, handle: str) -> _Session:
+        s = self._sessions.get(handle)
+        if s is None:
+            raise SessionError("unknown session")
+        return s
+
+    # -- stream ------------------------------------------------------------------------------------
+    async def _ws_open(self, s: _Session) -> ClientConnection:
+        url = "ws" + self.base_url[len("http"):] + f"/v1/sessions/{s.remote}/stream"
+        try:
+            s.ws = await connect(url, additional_headers=self._auth, ssl=self._ssl if url.startswith("wss") else None,
+                                 compression=None, proxy=None, open_timeout=self.connect_timeout,
+                                 max_size=None, close_timeout=2)
+        except InvalidStatus as exc:
+            try:
+                detail = json.loads(exc.response.body or b"{}").get("detail", "")
+            except ValueError:
+                detail = ""
+            raise self._rejection(exc.response.status_code, detail or str(exc)) from exc
+        except (OSError, InvalidHandshake, TimeoutError) as exc:
+            raise CloudUnavailable(f"cloud unreachable at {self.base_url}: stream: {type(exc).__name__} {exc}") from exc
+        return s.ws
+
+    def _drop_ws(self, s: _Session) -> None:
+        if s.ws is not None:
+            task = asyncio.ensure_future(s.ws.close())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+            s.ws = None
+
+    async def _ws_step(self, s: _Session, data: bytes) -> torch.Tensor:
+        ws = s.ws or await self._ws_open(s)
+        self._count("sent", data)
+        self.stats.ws_messages += 1
+        try:
+            await ws.send(data)
+            reply = await ws.recv()
+        except ConnectionClosed as exc:
+            s.ws = None
+            code, reason = (exc.rcvd.code, exc.rcvd.reason) if exc.rcvd else (None, "")
+            if code is not None and 4400 <= code < 4500:
+                raise self._rejection(code - 4000, reason) from exc
+            raise CloudUnavailable(f"cloud unreachable at {self.base_url}: the stream dropped "
+                                   f"(close code {code})") from exc
+        except OSError as exc:
+            s.ws = None
+            raise CloudUnavailable(f"cloud unreachable at {self.base_url}: {exc}") from exc
+        if isinstance(reply, str):
+            raise wire.WireError("the cloud sent a text message on the stream")
+        self._count("received", reply)
+        frame = wire.decode(reply, expect=(wire.Kind.HIDDEN, wire.Kind.ERROR))
+        if frame.kind == wire.Kind.ERROR:
+            if frame.status in (404, 410) or frame.status >= 500:
+                self._drop_ws(s)  # the cloud closes the stream after these
+            raise self._rejection(frame.status, frame.message)
+        return frame.hidden
+
+    # -- inference steps ---------------------------------------------------------------------------
+    async def _open_remote(self, training: bool) -> str:
+        return (await self._request("POST", "/v1/sessions", body={"training": training})).json()["session"]
+
+    async def _resync(self, s: _Session) -> None:
+        """Truncate the cloud to what we know it should hold (after a truncate or a cancelled step)."""
+        if s.dirty:  # the stream may still owe us a reply: start a fresh one
+            self._drop_ws(s)
+        s.dirty = False
+        if s.remote is not None:
+            try:
+                await self._request("POST", f"/v1/sessions/{s.remote}/truncate", body={"length": s.length})
+            except (SessionError, CloudRejected):
+                s.remote = None  # gone or shorter than we think: re-prefill on the next step
+
+    async def _step(self, s: _Session, x, pos, key_padding) -> torch.Tensor:
+        t = x.shape[1]
+        for _ in range(_MAX_REPREFILLS):
+            try:
+                if s.remote is not None:
+                    data = self._frame_bytes(wire.forward_frame(x, pos, key_padding, start=s.length))
+                    if s.length and t <= self.stream_max_tokens:
+                        return await self._ws_step(s, data)
+                    return await self._exchange(f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN)
+                self._drop_ws(s)
+                s.remote = await self._open_remote(False)
+                self.stats.reprefills += bool(s.chunks)
+                hidden = torch.cat([h for h, _ in s.chunks] + [x], 1)
+                positions = torch.cat([p for _, p in s.chunks] + [pos], 1)
+                if key_padding is None and s.key_padding is not None:
+                    key_padding = torch.cat([s.key_padding, torch.ones(x.shape[0], t, dtype=torch.bool)], 1)
+                data = self._frame_bytes(wire.forward_frame(hidden, positions, key_padding, start=0, tail=t))
+                return await self._exchange(f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN)
+            except (SessionEvicted, _OutOfSync):
+                s.remote = None
+        raise CloudRejected("the cloud evicted this session on every re-prefill; its KV budget is too small", 507)
+
+    # -- the Middle protocol -----------------------------------------------------------------------
+    async def open_session(self, *, training: bool = False) -> str:
+        await self.connect()
+        handle = secrets.token_hex(8)
+        self._sessions[handle] = _Session(training, remote=await self._open_remote(training))
+        return handle
+
+    async def forward(self, hidden: torch.Tensor, positions: torch.Tensor, session: str,
+                      key_padding: torch.Tensor | None = None) -> torch.Tensor:
+        s = self._session(session)
+        x = hidden.detach().to("cpu", self.wire_dtype).contiguous()
+        pos = positions.detach().to("cpu", torch.int64).contiguous()
+        kp = None if key_padding is None else key_padding.detach().to("cpu", torch.bool).contiguous()
+        async with s.lock:
+            if s.training:
+                data = self._frame_bytes(wire.forward_frame(x, pos, kp))
+                try:
+                    out = await self._exchange(f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN)
+                except SessionEvicted:  # stateless until backward: open a new one and retry
+                    s.remote = await self._open_remote(True)
+                    out = await self._exchange(f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN)
+            else:
+                if s.dirty:
+                    await self._resync(s)
+                try:
+                    out = await self._step(s, x, pos, kp)
+                except asyncio.CancelledError:
+                    s.dirty = True
+                    self._drop_ws(s)
+                    raise
+                s.chunks.append((x, pos))
+                if kp is not None:
+                    s.key_padding = kp
+                elif s.key_padding is not None:
+                    s.key_padding = torch.cat([s.key_padding, torch.ones(x.shape[0], x.shape[1], dtype=torch.bool)], 1)
+        return out.to(hidden.device, hidden.dtype)
+
+    async def backward(self, grad_out: torch.Tensor, session: str) -> torch.Tensor:
+        s = self._session(session)
+        g = grad_out.detach().to("cpu", self.wire_dtype).contiguous()
+        async with s.lock:
+            data = self._frame_bytes(wire.backward_frame(g))
+            try:
+                grad = await self._exchange(f"/v1/sessions/{s.remote}/backward", data, wire.Kind.GRAD)
+            except SessionEvicted as exc:
+                s.remote = await self._open_remote(True)
+                raise CloudRejected(f"training session expired on the cloud; redo the forward ({exc})", 410) from exc
+        return grad.to(grad_out.device, grad_out.dtype)
+
+    async def truncate(self, session: str, length: int) -> None:
+        s = self._session(session)
+        async with s.lock:
+            if s.training:
+                raise ValidationError("truncate applies to inference sessions only")
+            if not 0 <= length <= s.length:
+                raise ValidationError(f"cannot truncate a session of {s.length} positions to {length}")
+            s.keep(length)
+            await self._resync(s)  # also clears a pending `dirty`
+
+    async def close(self, session: str) -> None:
+        s = self._sessions.pop(session, None)
+        if s is None:
+            raise SessionError("unknown session")
+        self._drop_ws(s)
+        if s.remote is not None:
+            try:
+                await self._request("DELETE", f"/v1/sessions/{s.remote}")
+            except SessionError:  # already evicted or expired
+                pass
+
+    async def aclose(self) -> None:
+        for handle in list(self._sessions):
+            try:
+                await self.close(handle)
+            except (CloudUnavailable, CloudRejected):
+                pass
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        await self._http.aclose()
