@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import os
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -107,7 +108,8 @@ def _wait_ready(cloud: LocalCloud, ready: Path, timeout: float) -> None:
         time.sleep(0.05)
     info = json.loads(ready.read_text())
     cloud.base_url = f"{info['scheme']}://127.0.0.1:{info['port']}"
-    with httpx.Client(verify=str(cloud.verify) if cloud.verify else True, timeout=5.0) as client:
+    verify = ssl.create_default_context(cafile=str(cloud.verify)) if cloud.verify else True
+    with httpx.Client(verify=verify, timeout=5.0) as client:
         while True:
             if cloud.process.poll() is not None:
                 raise fail(f"exited with status {cloud.process.returncode}")

@@ -1,0 +1,81 @@
+"""Session lifecycle on the real service: KV budget with LRU eviction, idle expiry, tombstones
+visible to the owner only, truncate/close, and the compute worker serializing everything."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import torch
+
+from cloud_helpers import C, auth, metric, open_session, step
+from server.launch import local_cloud_thread
+from umbra import wire
+
+# one tiny-model session at the KV cache's minimum capacity (128 slots):
+# 3 middle layers x (K+V) x 2 kv heads x 16 dims x 4 bytes x 128 slots
+SESSION_BYTES = 3 * 2 * 2 * 16 * 4 * 128
+
+
+def forward(http, token, sid, body):
+    return http.post(f"/v1/sessions/{sid}/forward", content=body, headers=auth(token))
+
+
+def test_lru_eviction_within_the_kv_budget(model_dir):
+    settings = dict(kv_budget_bytes=int(2.5 * SESSION_BYTES), torch_threads=1)
+    with local_cloud_thread(model_dir, settings=settings) as cloud, \
+            httpx.Client(base_url=cloud.base_url, timeout=30) as http:
+        other = cloud.add_token("other")
+        a, b, c = (open_session(http, cloud.token) for _ in range(3))
+        for sid in (a, b):
+            assert forward(http, cloud.token, sid, step(t=4)).status_code == 200
+        assert forward(http, cloud.token, a, step(start_pos=4, start=4)).status_code == 200  # a is now the newest
+        assert forward(http, cloud.token, c, step(t=4)).status_code == 200  # over budget: b (LRU) goes
+        r = forward(http, cloud.token, b, step(start_pos=4, start=4))
+        assert r.status_code == 410 and "evicted" in r.json()["detail"] and "re-prefill" in r.json()["detail"]
+        assert forward(http, other, b, step()).status_code == 404  # the tombstone is the owner's only
+        assert forward(http, cloud.token, a, step(start_pos=5, start=5)).status_code == 200
+        assert forward(http, cloud.token, c, step(start_pos=4, start=4)).status_code == 200
+
+        # a single session that needs more than the whole budget is refused, not thrashed
+        big = open_session(http, cloud.token)
+        r = forward(http, cloud.token, big, step(t=3 * 128))
+        assert r.status_code == 413 and "more than the server's whole budget" in r.json()["detail"]
+
+        text = http.get("/metrics", headers=auth(cloud.token)).text
+        assert metric(text, "umbra_cloud_sessions_evicted_total") == 1
+        assert metric(text, "umbra_cloud_sessions_active") == 2  # a and c
+        assert 0 < metric(text, "umbra_cloud_kv_bytes") <= metric(text, "umbra_cloud_kv_budget_bytes")
+
+
+def test_idle_sessions_expire(model_dir):
+    settings = dict(session_idle_seconds=0.4, sweep_interval_seconds=0.1, torch_threads=1)
+    with local_cloud_thread(model_dir, settings=settings) as cloud, \
+            httpx.Client(base_url=cloud.base_url, timeout=30) as http:
+        sid = open_session(http, cloud.token)
+        assert forward(http, cloud.token, sid, step(t=2)).status_code == 200
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            text = http.get("/metrics", headers=auth(cloud.token)).text
+            if metric(text, "umbra_cloud_sessions_expired_total") == 1:
+                break
+            time.sleep(0.1)
+        assert metric(text, "umbra_cloud_sessions_active") == 0
+        r = forward(http, cloud.token, sid, step(start_pos=2))
+        assert r.status_code == 410 and "expired" in r.json()["detail"]
+
+
+def test_truncate_continue_and_close(cloud):
+    with httpx.Client(base_url=cloud.base_url, timeout=30) as http:
+        sid = open_session(http, cloud.token)
+        h = torch.randn(1, 6, C)
+        pos = torch.arange(6)[None]
+        full = wire.decode(forward(http, cloud.token, sid, wire.encode(wire.forward_frame(h, pos))).content).hidden
+        r = http.post(f"/v1/sessions/{sid}/truncate", json={"length": 3}, headers=auth(cloud.token))
+        assert r.status_code == 204
+        body = wire.encode(wire.forward_frame(h[:, 3:], pos[:, 3:], start=3, tail=2))
+        again = wire.decode(forward(http, cloud.token, sid, body).content).hidden
+        assert again.shape == (1, 2, C)
+        assert torch.allclose(again, full[:, 4:], atol=1e-5)
+        assert http.delete(f"/v1/sessions/{sid}", headers=auth(cloud.token)).status_code == 204
+        assert forward(http, cloud.token, sid, step()).status_code == 404
