@@ -45,5 +45,8 @@ def read_documents(corpus_dir: Path, split: str, lang: str) -> Iterator[Document
 
 
 def read_split(corpus_dir: Path, split: str, langs: tuple[str, ...] = LANGS) -> list[Document]:
-    """All documents of a split, in (language, path) order."""
-    return [d for lang in langs for d in read_documents(corpus_dir, split, lang)]
+    """All documents of a split, in (language, path) order; languages without a file are skipped."""
+    present = [lang for lang in langs if corpus_file(corpus_dir, split, lang).exists()]
+    if not present:
+        raise ConfigError(f"no corpus files for split {split!r} in {corpus_dir}; run `umbra data build`")
+    return [d for lang in present for d in read_documents(corpus_dir, split, lang)]

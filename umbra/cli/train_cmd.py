@@ -1,0 +1,95 @@
+"""`umbra train ...`: pretraining (with exact resume), throughput benchmark and export."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from umbra.training.config import ModelConfig, TrainConfig
+
+_RUNTIME_ONLY = ("stop_at_step", "threads", "checkpoint_minutes")  # may change on resume
+
+
+def _config(args: argparse.Namespace) -> TrainConfig:
+    m = ModelConfig(hidden_size=args.hidden, num_layers=args.layers, num_heads=args.heads,
+                    num_kv_heads=args.kv_heads, intermediate_size=args.intermediate)
+    return TrainConfig(out_dir=Path(args.out_dir), corpus_dir=Path(args.corpus_dir),
+                       tokenizer_dir=Path(args.tokenizer), export_dir=Path(args.export_dir),
+                       seed=args.seed, batch_size=args.batch_size, total_tokens=args.total_tokens,
+                       lr=args.lr, warmup_steps=args.warmup_steps, bf16=not args.fp32,
+                       threads=args.threads, eval_every_steps=args.eval_every,
+                       checkpoint_minutes=args.checkpoint_minutes, stop_at_step=args.stop_at_step,
+                       model=m)
+
+
+def _pretrain(args: argparse.Namespace) -> int:
+    from umbra.training.checkpoint import CHECKPOINT_NAME, load_checkpoint
+    from umbra.training.config import train_config_from_dict
+    from umbra.training.trainer import pretrain
+
+    cfg = _config(args)
+    if args.resume:  # the checkpoint's own settings win, except runtime-only knobs
+        saved = train_config_from_dict(load_checkpoint(cfg.out_dir / CHECKPOINT_NAME)["config"])
+        for key in _RUNTIME_ONLY:
+            setattr(saved, key, getattr(cfg, key))
+        cfg = saved
+    result = pretrain(cfg, resume=args.resume)
+    print(json.dumps({"step": result.state.step, "tokens_seen": result.state.tokens_seen,
+                      "finished": result.finished, "interrupted": result.interrupted}))
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from umbra.training.bench import measure_throughput
+
+    print(json.dumps(measure_throughput(_config(args), steps=args.steps)))
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from umbra.training.export import export_checkpoint
+
+    out = export_checkpoint(Path(args.checkpoint), Path(args.out), Path(args.tokenizer))
+    print(f"exported to {out}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    train = subparsers.add_parser("train", help="pretrain and export the default code model")
+    sub = train.add_subparsers(dest="train_command", required=True)
+    d, dm = TrainConfig(), ModelConfig()
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--out-dir", default=str(d.out_dir), help="checkpoints, logs, plot")
+    common.add_argument("--corpus-dir", default=str(d.corpus_dir))
+    common.add_argument("--tokenizer", default=str(d.tokenizer_dir))
+    common.add_argument("--export-dir", default=str(d.export_dir))
+    common.add_argument("--seed", type=int, default=d.seed)
+    common.add_argument("--batch-size", type=int, default=d.batch_size, help="blocks per step")
+    common.add_argument("--total-tokens", type=int, default=d.total_tokens)
+    common.add_argument("--lr", type=float, default=d.lr)
+    common.add_argument("--warmup-steps", type=int, default=d.warmup_steps)
+    common.add_argument("--fp32", action="store_true", help="disable bfloat16 autocast")
+    common.add_argument("--threads", type=int, default=d.threads)
+    common.add_argument("--eval-every", type=int, default=d.eval_every_steps)
+    common.add_argument("--checkpoint-minutes", type=float, default=d.checkpoint_minutes)
+    common.add_argument("--stop-at-step", type=int, default=None)
+    common.add_argument("--hidden", type=int, default=dm.hidden_size)
+    common.add_argument("--layers", type=int, default=dm.num_layers)
+    common.add_argument("--heads", type=int, default=dm.num_heads)
+    common.add_argument("--kv-heads", type=int, default=dm.num_kv_heads)
+    common.add_argument("--intermediate", type=int, default=dm.intermediate_size)
+
+    p = sub.add_parser("pretrain", parents=[common], help="pretrain (or --resume) the model")
+    p.add_argument("--resume", action="store_true", help="continue from <out-dir>/last.pt")
+    p.set_defaults(func=_pretrain)
+
+    b = sub.add_parser("bench", parents=[common], help="measure training tokens/s")
+    b.add_argument("--steps", type=int, default=8)
+    b.set_defaults(func=_bench)
+
+    e = sub.add_parser("export", help="write safetensors + config + tokenizer from a checkpoint")
+    e.add_argument("--checkpoint", default="runs/pretrain/last.pt")
+    e.add_argument("--out", default=str(d.export_dir))
+    e.add_argument("--tokenizer", default=str(d.tokenizer_dir))
+    e.set_defaults(func=_export)

@@ -1,0 +1,132 @@
+"""Deterministic packed training stream: documents -> FIM -> tokens + <|endoftext|> -> blocks.
+
+Epoch `e` is a pure function of (seed, e, corpus, tokenizer, FIM config): documents are
+permuted by a generator seeded with (seed, e), each document's FIM draws use a generator
+seeded with (seed, e, document index), and the concatenated token stream is cut into
+`context_length` blocks (the incomplete tail is dropped). The data position is (epoch, block),
+which the checkpoint stores, so a resumed run sees exactly the same batches."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from umbra.data.corpus import Document
+from umbra.data.tokenizer import EOS
+from umbra.errors import ConfigError
+from umbra.training.config import FimConfig
+from umbra.training.fim import SENTINELS, fim_transform, render
+
+log = logging.getLogger(__name__)
+
+_CHUNK_DOCS = 1_000  # documents tokenized per batch call (bounds memory of Encoding objects)
+
+def load_raw_tokenizer(tokenizer_dir: Path) -> Tokenizer:
+    path = tokenizer_dir / "tokenizer.json"
+    if not path.exists():
+        raise ConfigError(f"no tokenizer at {tokenizer_dir}; run `umbra data tokenizer`")
+    tok = Tokenizer.from_file(str(path))
+    tok.encode_special_tokens = True  # special-token strings inside code are plain text
+    return tok
+
+def encode_documents(tok: Tokenizer, segments_per_doc: list[list[str]]) -> np.ndarray:
+    """Token ids of the documents, each followed by <|endoftext|>, as one uint16 array."""
+    ids_of = {s: tok.token_to_id(s) for s in (*SENTINELS, EOS)}
+    texts = [s for segs in segments_per_doc for s in segs if s not in SENTINELS and s]
+    encoded = iter(tok.encode_batch(texts, add_special_tokens=False)) if texts else iter(())
+    out: list[int] = []
+    for segs in segments_per_doc:
+        for s in segs:
+            if s in SENTINELS:
+                out.append(ids_of[s])
+            elif s:
+                out.extend(next(encoded).ids)
+        out.append(ids_of[EOS])
+    return np.asarray(out, dtype=np.uint16)
+
+def blocks_of(stream: np.ndarray, context_length: int) -> np.ndarray:
+    """Cut a token stream into full blocks of shape (n, context_length)."""
+    n = len(stream) // context_length
+    return stream[: n * context_length].reshape(n, context_length)
+
+@dataclass(frozen=True)
+class StreamSpec:
+    seed: int
+    context_length: int
+    fim: FimConfig
+
+class PackedStream:
+    """Training batches addressed by (epoch, block); epochs are cached in memory and on disk."""
+
+    def __init__(self, docs: list[Document], tok: Tokenizer, spec: StreamSpec, cache_dir: Path | None):
+        if not docs:
+            raise ConfigError("the training split is empty")
+        self.docs = docs
+        self.tok = tok
+        self.spec = spec
+        self.cache_dir = cache_dir
+        self._epoch: int | None = None
+        self._blocks: np.ndarray | None = None
+        self.fingerprint = self._fingerprint()
+
+    def _fingerprint(self) -> str:
+        h = hashlib.sha256()
+        h.update(json.dumps(asdict(self.spec), sort_keys=True).encode())
+        h.update(self.tok.to_str().encode())
+        for d in self.docs:
+            h.update(d.path.encode() + b"\0" + hashlib.sha256(d.text.encode()).digest())
+        return h.hexdigest()[:16]
+
+    def epoch_tokens(self, epoch: int) -> np.ndarray:
+        """The full token stream of one epoch (deterministic)."""
+        order = np.random.default_rng([self.spec.seed, epoch]).permutation(len(self.docs))
+        parts = []
+        for start in range(0, len(order), _CHUNK_DOCS):
+            segments = []
+            for idx in order[start:start + _CHUNK_DOCS]:
+                rng = np.random.default_rng([self.spec.seed, epoch, int(idx)])
+                segments.append(render(fim_transform(self.docs[idx].text, self.spec.fim, rng)))
+            parts.append(encode_documents(self.tok, segments))
+        return np.concatenate(parts)
+
+    def epoch_blocks(self, epoch: int) -> np.ndarray:
+        if self._epoch == epoch and self._blocks is not None:
+            return self._blocks
+        cached = self.cache_dir / f"epoch{epoch}-{self.fingerprint}.npy" if self.cache_dir else None
+        if cached is not None and cached.exists():
+            blocks = np.load(cached)
+        else:
+            log.info("tokenizing epoch %d", epoch)
+            blocks = blocks_of(self.epoch_tokens(epoch), self.spec.context_length)
+            if cached is not None:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                tmp = cached.with_suffix(".tmp.npy")
+                np.save(tmp, blocks)
+                tmp.replace(cached)
+        if len(blocks) == 0:
+            raise ConfigError("the training split is shorter than one block")
+        self._epoch, self._blocks = epoch, blocks
+        return blocks
+
+    def batch(self, epoch: int, block: int, batch_size: int) -> tuple[np.ndarray, int, int]:
+        """Blocks for the batch at (epoch, block) and the position after it.
+
+        A batch never straddles epochs: an epoch's tail shorter than a batch is skipped."""
+        blocks = self.epoch_blocks(epoch)
+        if block + batch_size > len(blocks):
+            epoch, block = epoch + 1, 0
+            blocks = self.epoch_blocks(epoch)
+            if batch_size > len(blocks):
+                raise ConfigError(f"batch_size {batch_size} exceeds the {len(blocks)} blocks of an epoch")
+        return blocks[block:block + batch_size], epoch, block + batch_size
+
+def eval_blocks(docs: list[Document], tok: Tokenizer, context_length: int, max_tokens: int) -> np.ndarray:
+    """Plain (non-FIM) validation blocks of one language, in path order, up to `max_tokens`."""
+    stream = encode_documents(tok, [[d.text] for d in sorted(docs, key=lambda d: d.path)])
+    return blocks_of(stream[:max_tokens], context_length)
