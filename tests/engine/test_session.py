@@ -1,0 +1,148 @@
+"""CompletionSession through LocalMiddle: prefix reuse, seeded sampling, stop rules end to end,
+cancellation between steps, and recovery when the middle loses the session."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+
+import pytest
+import torch
+
+from tiny_models import CODE_SNIPPETS
+from umbra.engine import CancelToken, CompletionEngine, EngineConfig, PromptConfig, SamplingConfig, StopConfig
+from umbra.errors import Cancelled, SessionError
+
+FILE = "".join(CODE_SNIPPETS)
+CURSOR = FILE.index("    return a + b") + len("    return ")
+PREFIX, SUFFIX = FILE[:CURSOR], FILE[CURSOR:]
+CFG = EngineConfig(prompt=PromptConfig(budget=256), stop=StopConfig(max_tokens=8, multiline=True,
+                                                                      stop_at_block_end=False))
+
+
+@pytest.fixture
+def engine(client_model, local_middle):
+    return CompletionEngine.split(client_model, local_middle, CFG)
+
+
+async def test_prefix_reuse_runs_only_new_tokens_and_matches_a_fresh_session(engine, local_middle):
+    async with engine.session() as s:
+        first = await s.complete(PREFIX, SUFFIX)
+        assert first.reused_tokens == 0 and first.recomputed_tokens == first.prompt_tokens
+        assert first.generated_tokens == 8 and first.stop_reason == "max_tokens"
+        typed = PREFIX + "a"  # one keystroke
+        second = await s.complete(typed, SUFFIX)
+        suffix_tokens = len(s.tokenizer.encode(SUFFIX))
+        assert second.reused_tokens >= first.prompt_tokens - suffix_tokens - 4
+        assert second.recomputed_tokens <= suffix_tokens + 4
+        assert second.recomputed_tokens == second.prompt_tokens - second.reused_tokens
+        # the client caches and the middle session were truncated to the common prefix
+        runner = s.runner
+        assert runner.enc_cache.length == runner.dec_cache.length == runner.length == s.cached_tokens
+        assert local_middle.runtime.sessions[runner.session].length == runner.length
+        again = await s.complete(typed, SUFFIX)  # identical request: only the last prompt token
+        assert again.recomputed_tokens == 1 and again.tokens == second.tokens
+    async with engine.session() as fresh:
+        ref = await fresh.complete(typed, SUFFIX)
+    assert ref.reused_tokens == 0
+    assert ref.tokens == second.tokens and ref.text == second.text
+
+
+async def test_sampling_is_deterministic_for_a_seed(engine):
+    def cfg(seed):
+        return dataclasses.replace(CFG, sampling=SamplingConfig(temperature=1.0, top_p=0.9, seed=seed),
+                                   stop=StopConfig(max_tokens=16, multiline=True, stop_at_block_end=False))
+
+    a = await engine.complete(PREFIX, SUFFIX, cfg(5))
+    b = await engine.complete(PREFIX, SUFFIX, cfg(5))
+    c = await engine.complete(PREFIX, SUFFIX, cfg(6))
+    greedy = await engine.complete(PREFIX, SUFFIX, dataclasses.replace(cfg(5), sampling=SamplingConfig()))
+    assert a.tokens == b.tokens and a.text == b.text
+    assert a.tokens != c.tokens
+    assert a.tokens != greedy.tokens
+
+
+def _biased(client_model, token_id: int, bias: float):
+    """The same model with an LM-head bias on one token (a real, slightly different model)."""
+    decoder = copy.deepcopy(client_model.decoder)
+    head = torch.nn.Linear(decoder.lm_head.in_features, decoder.lm_head.out_features, bias=True)
+    with torch.no_grad():
+        head.weight.copy_(decoder.lm_head.weight)
+        head.bias.zero_()
+        head.bias[token_id] = bias
+    decoder.lm_head = head.requires_grad_(False)
+    return dataclasses.replace(client_model, decoder=decoder)
+
+
+async def test_stop_at_the_fim_end_token(client_model, local_middle):
+    eos = client_model.tokenizer.token_id("<|endoftext|>")
+    engine = CompletionEngine.split(_biased(client_model, eos, 100.0), local_middle, CFG)
+    result = await engine.complete(PREFIX, SUFFIX)
+    assert (result.text, result.tokens, result.stop_reason) == ("", (), "eos")
+
+
+async def test_single_line_stops_at_newline(client_model, local_middle):
+    newline = client_model.tokenizer.encode("\n")[0]
+    cfg = dataclasses.replace(CFG, stop=StopConfig(max_tokens=8, multiline=False))
+    engine = CompletionEngine.split(_biased(client_model, newline, 100.0), local_middle, cfg)
+    mid_line = await engine.complete("x = ", "1\n")  # cursor inside a line: stop at once
+    assert (mid_line.text, mid_line.stop_reason, len(mid_line.tokens)) == ("", "newline", 1)
+    at_end = await engine.complete("x = 1", "\n")  # end of line: blank lines never end it
+    assert at_end.stop_reason == "max_tokens" and at_end.text == ""
+
+
+async def test_max_tokens(engine):
+    result = await engine.complete(PREFIX, SUFFIX, dataclasses.replace(CFG, stop=StopConfig(
+        max_tokens=3, multiline=True, stop_at_block_end=False)))
+    assert len(result.tokens) == 3 and result.stop_reason == "max_tokens"
+
+
+async def _wait_for(session, n):
+    while session.cached_tokens < n:
+        await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize("how", ["token", "task"])
+async def test_cancellation_between_decode_steps_keeps_the_session_usable(engine, how):
+    long = dataclasses.replace(CFG, stop=StopConfig(max_tokens=40, multiline=True, stop_at_block_end=False))
+    async with engine.session(long) as s:
+        cancel = CancelToken()
+        task = asyncio.create_task(s.complete(PREFIX, SUFFIX, cancel=cancel))
+        prompt_len = len(s.tokenizer.encode(PREFIX)) + len(s.tokenizer.encode(SUFFIX)) + 3
+        await _wait_for(s, prompt_len + 3)  # three decode steps in
+        cancel.cancel() if how == "token" else task.cancel()
+        with pytest.raises(Cancelled if how == "token" else asyncio.CancelledError):
+            await task
+        assert prompt_len + 3 <= s.cached_tokens < prompt_len + 40  # stopped early, cache consistent
+        assert s.runner.length == s.cached_tokens
+        after = await s.complete(PREFIX, SUFFIX, dataclasses.replace(CFG))
+        assert after.recomputed_tokens == 1  # the prompt was still cached
+    ref = await engine.complete(PREFIX, SUFFIX)
+    assert after.tokens == ref.tokens
+
+
+async def test_cancelled_token_stops_before_any_compute(engine):
+    cancel = CancelToken()
+    cancel.cancel()
+    async with engine.session() as s:
+        with pytest.raises(Cancelled):
+            await s.complete(PREFIX, SUFFIX, cancel=cancel)
+        assert s.cached_tokens == 0
+
+
+async def test_lost_middle_session_is_reprefilled_once(engine, local_middle):
+    async with engine.session() as s:
+        first = await s.complete(PREFIX, SUFFIX)
+        local_middle.runtime.sessions.pop(s.runner.session)  # the cloud dropped our cache
+        second = await s.complete(PREFIX, SUFFIX)
+    assert second.evicted and second.reused_tokens == 0
+    assert second.tokens == first.tokens
+
+
+async def test_closed_session_refuses_requests(engine):
+    s = engine.new_session()
+    await s.complete("x = ", "")
+    await s.close()
+    with pytest.raises(SessionError):
+        await s.complete("x = ", "")

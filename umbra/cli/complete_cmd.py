@@ -1,0 +1,150 @@
+"""`umbra complete FILE:LINE:COL` — print the completion at a position (1-based, like editors).
+
+Split by default: the client runs the first E and last D blocks and the middle runs in the
+cloud given by `--cloud URL --token T` (or UMBRA_CLOUD_URL / UMBRA_CLOUD_TOKEN). With no cloud
+configured it starts the real cloud service on 127.0.0.1 for the duration of the command and
+still goes over the network. `--local` runs the whole model in this process (the monolithic
+baseline; nothing is sent anywhere)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from umbra.engine import ClientModel, CompletionEngine, EngineConfig, PromptConfig, SamplingConfig, StopConfig
+from umbra.errors import ConfigError
+from umbra.model.parts import SplitPlan
+from umbra.paths import default_model_dir
+
+_D = EngineConfig()
+
+
+def register(sub) -> None:
+    p = sub.add_parser("complete", help="print the completion at FILE:LINE:COL",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("position", metavar="FILE:LINE:COL", help="cursor position, line and column 1-based")
+    p.add_argument("--model", type=Path, default=None,
+                   help="Hugging Face model directory (default: models/umbra-code-tiny in the repo)")
+    where = p.add_argument_group("where the middle blocks run")
+    where.add_argument("--cloud", metavar="URL", default=None, help="cloud service URL (env UMBRA_CLOUD_URL)")
+    where.add_argument("--token", default=None, help="cloud access token (env UMBRA_CLOUD_TOKEN)")
+    where.add_argument("--cloud-cert", metavar="PEM", default=None, help="certificate to trust for an HTTPS cloud")
+    where.add_argument("--local", action="store_true",
+                       help="run the whole model in-process (monolithic baseline, for comparison)")
+    where.add_argument("--encoder-blocks", "-E", type=int, default=None, help="client blocks before the wire")
+    where.add_argument("--decoder-blocks", "-D", type=int, default=None, help="client blocks after the wire")
+    gen = p.add_argument_group("generation")
+    gen.add_argument("--max-tokens", type=int, default=_D.stop.max_tokens)
+    gen.add_argument("--multiline", action=argparse.BooleanOptionalAction, default=_D.stop.multiline,
+                     help="complete a block instead of the current line")
+    gen.add_argument("--temperature", type=float, default=_D.sampling.temperature, help="0 = greedy")
+    gen.add_argument("--top-p", type=float, default=_D.sampling.top_p)
+    gen.add_argument("--seed", type=int, default=_D.sampling.seed)
+    gen.add_argument("--budget", type=int, default=_D.prompt.budget, help="context tokens in the prompt")
+    gen.add_argument("--prefix-share", type=float, default=_D.prompt.prefix_share)
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch intra-op threads, here and in a cloud this command starts (default: torch's)")
+    p.add_argument("--json", action="store_true", help="print the completion and its statistics as JSON")
+    p.set_defaults(func=run)
+
+
+def parse_position(spec: str) -> tuple[Path, int, int]:
+    """"path/to/file.py:12:5" -> (path, 12, 5); the path itself may contain colons."""
+    parts = spec.rsplit(":", 2)
+    if len(parts) != 3 or not parts[0]:
+        raise ConfigError(f"position must be FILE:LINE:COL, got {spec!r}")
+    try:
+        line, col = int(parts[1]), int(parts[2])
+    except ValueError:
+        raise ConfigError(f"LINE and COL must be integers in {spec!r}") from None
+    return Path(parts[0]), line, col
+
+
+def split_at(text: str, line: int, col: int) -> tuple[str, str]:
+    """(prefix, suffix) of `text` at 1-based `line` and `col` (col may be one past the line)."""
+    lines = text.split("\n")
+    if not 1 <= line <= len(lines):
+        raise ConfigError(f"line {line} is outside the file (1..{len(lines)})")
+    width = len(lines[line - 1].rstrip("\r"))
+    if not 1 <= col <= width + 1:
+        raise ConfigError(f"column {col} is outside line {line} (1..{width + 1})")
+    offset = sum(len(s) + 1 for s in lines[: line - 1]) + col - 1
+    return text[:offset], text[offset:]
+
+
+def _config(args) -> EngineConfig:
+    return EngineConfig(
+        prompt=PromptConfig(budget=args.budget, prefix_share=args.prefix_share),
+        sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p, seed=args.seed),
+        stop=StopConfig(max_tokens=args.max_tokens, multiline=args.multiline),
+    ).validate()
+
+
+def _plan(args) -> SplitPlan | None:
+    if args.encoder_blocks is None and args.decoder_blocks is None:
+        return None
+    if args.encoder_blocks is None or args.decoder_blocks is None:
+        raise ConfigError("give both --encoder-blocks and --decoder-blocks, or neither")
+    return SplitPlan(args.encoder_blocks, args.decoder_blocks)
+
+
+def run(args) -> int:
+    path, line, col = parse_position(args.position)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from exc
+    prefix, suffix = split_at(text, line, col)
+    config = _config(args)
+    url = args.cloud or os.environ.get("UMBRA_CLOUD_URL")
+    token = args.token or os.environ.get("UMBRA_CLOUD_TOKEN")
+    if args.local and (args.cloud or args.token):
+        raise ConfigError("--local runs without a cloud; drop --cloud/--token")
+    if url and not token and not args.local:
+        raise ConfigError("a cloud URL needs a token (--token or UMBRA_CLOUD_TOKEN)")
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ConfigError("--threads must be >= 1")
+        torch.set_num_threads(args.threads)
+    model = ClientModel.load(args.model or default_model_dir(), _plan(args))
+    result = asyncio.run(_complete(model, config, prefix, suffix, None if args.local else url, token, args))
+    if args.json:
+        stats = {k: v for k, v in asdict(result).items() if k not in ("text", "tokens")}  # no token ids
+        print(json.dumps({"completion": result.text, "generated_tokens": result.generated_tokens, **stats}))
+    else:
+        sys.stdout.write(result.text + "\n")
+    return 0
+
+
+async def _complete(model: ClientModel, config, prefix, suffix, url, token, args):
+    if args.local:
+        return await CompletionEngine.monolithic(model, config).complete(prefix, suffix)
+    if url:
+        return await _remote(model, config, prefix, suffix, url, token, args.cloud_cert)
+    from server.launch import local_cloud
+
+    settings = {} if args.threads is None else {"torch_threads": args.threads}
+    async with local_cloud(model.model_dir, model.plan, settings=settings) as cloud:
+        return await _remote(model, config, prefix, suffix, cloud.base_url, cloud.token, cloud.verify)
+
+
+async def _remote(model: ClientModel, config, prefix, suffix, url, token, verify):
+    from umbra.middle.remote import RemoteMiddle
+
+    middle = RemoteMiddle(url, token, hidden_size=model.spec.hidden_size, verify=verify)
+    try:
+        info = await middle.connect()
+        expected = list(model.plan.middle_range(model.spec.num_layers))
+        if list(info.get("layers", expected)) != expected:
+            raise ConfigError(f"the cloud runs blocks {info['layers']}, this client's split needs {expected} "
+                              f"(match --encoder-blocks/--decoder-blocks to the cloud)")
+        return await CompletionEngine.split(model, middle, config).complete(prefix, suffix)
+    finally:
+        await middle.aclose()
