@@ -39,8 +39,8 @@ class ComputeWorker:
 
     def __init__(self, torch_threads: int | None = None):
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="umbra-compute")
-        if torch_threads:
-            torch.set_num_threads(torch_threads)
+        if torch_threads:  # OpenMP's thread count is per calling thread: set it on the worker itself
+            self._pool.submit(torch.set_num_threads, torch_threads).result()
 
     async def run(self, fn, *args, **kwargs):
         loop = asyncio.get_running_loop()
