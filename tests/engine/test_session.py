@@ -12,7 +12,7 @@ import torch
 
 from tiny_models import CODE_SNIPPETS
 from umbra.engine import CancelToken, CompletionEngine, EngineConfig, PromptConfig, SamplingConfig, StopConfig
-from umbra.errors import Cancelled, SessionError
+from umbra.errors import Cancelled, ConfigError, SessionError
 
 FILE = "".join(CODE_SNIPPETS)
 CURSOR = FILE.index("    return a + b") + len("    return ")
@@ -146,3 +146,18 @@ async def test_closed_session_refuses_requests(engine):
     await s.close()
     with pytest.raises(SessionError):
         await s.complete("x = ", "")
+
+
+async def test_prompt_and_completion_fit_the_context_window(client_model, local_middle):
+    big = EngineConfig(prompt=PromptConfig(budget=4096), stop=StopConfig(max_tokens=16, multiline=True,
+                                                                         stop_at_block_end=False))
+    engine = CompletionEngine.split(client_model, local_middle, big, context_length=300)
+    assert engine.context_length == 300
+    long_file = FILE * 8
+    cursor = len(long_file) // 2
+    result = await engine.complete(long_file[:cursor], long_file[cursor:])
+    assert 250 < result.prompt_tokens and result.prompt_tokens + 16 <= 300
+    assert len(result.tokens) == 16
+    too_long = dataclasses.replace(big, stop=StopConfig(max_tokens=299))
+    with pytest.raises(ConfigError, match="no room"):
+        await engine.complete("x", "", too_long)

@@ -145,6 +145,7 @@ async def _remote(model: ClientModel, config, prefix, suffix, url, token, verify
         if list(info.get("layers", expected)) != expected:
             raise ConfigError(f"the cloud runs blocks {info['layers']}, this client's split needs {expected} "
                               f"(match --encoder-blocks/--decoder-blocks to the cloud)")
-        return await CompletionEngine.split(model, middle, config).complete(prefix, suffix)
+        engine = CompletionEngine.split(model, middle, config, context_length=info.get("max_seq_len"))
+        return await engine.complete(prefix, suffix)
     finally:
         await middle.aclose()

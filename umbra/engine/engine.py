@@ -25,21 +25,27 @@ from umbra.middle.protocol import Middle
 
 class CompletionEngine:
     def __init__(self, model: ClientModel, new_runner: Callable[[], Runner], mode: str,
-                 config: EngineConfig | None = None):
+                 config: EngineConfig | None = None, context_length: int | None = None):
         self.model = model
+        # prompt + completion must fit here: the model's positions, or less if the middle says so
+        self.context_length = min(model.spec.max_position_embeddings,
+                                  context_length or model.spec.max_position_embeddings)
         self.new_runner = new_runner
         self.mode = mode  # "split" | "monolithic"
         self.config = (config or EngineConfig()).validate()
         self.allowed = allowed_mask(model.spec.vocab_size, model.tokenizer, model.fim)
 
     @classmethod
-    def split(cls, model: ClientModel, middle: Middle, config: EngineConfig | None = None) -> "CompletionEngine":
-        """Client encoder/decoder around `middle`, which must run the same plan's blocks."""
+    def split(cls, model: ClientModel, middle: Middle, config: EngineConfig | None = None,
+              context_length: int | None = None) -> "CompletionEngine":
+        """Client encoder/decoder around `middle`, which must run the same plan's blocks.
+        `context_length`: the middle's longest session, if smaller than the model's."""
         if middle.hidden_size != model.spec.hidden_size:
             raise ConfigError(
                 f"the middle works on hidden size {middle.hidden_size}, the model on {model.spec.hidden_size}"
             )
-        return cls(model, lambda: SplitRunner(model.encoder, model.decoder, middle), "split", config)
+        return cls(model, lambda: SplitRunner(model.encoder, model.decoder, middle), "split", config,
+                   context_length)
 
     @classmethod
     def monolithic(cls, model: ClientModel, config: EngineConfig | None = None) -> "CompletionEngine":
@@ -49,7 +55,8 @@ class CompletionEngine:
 
     def new_session(self, config: EngineConfig | None = None) -> CompletionSession:
         m = self.model
-        return CompletionSession(self.new_runner(), m.tokenizer, m.fim, self.allowed, config or self.config)
+        return CompletionSession(self.new_runner(), m.tokenizer, m.fim, self.allowed, config or self.config,
+                                 self.context_length)
 
     @asynccontextmanager
     async def session(self, config: EngineConfig | None = None):

@@ -19,14 +19,16 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from umbra.engine.config import EngineConfig
+from umbra.engine.config import EngineConfig, PromptConfig
 from umbra.engine.fim import FimFormat, build_prompt
 from umbra.engine.postprocess import postprocess
 from umbra.engine.runner import Runner
 from umbra.engine.sampling import Sampler
 from umbra.engine.stops import StopContext, check_text
 from umbra.engine.tokenizer import ClientTokenizer
-from umbra.errors import Cancelled, SessionError
+from umbra.errors import Cancelled, ConfigError, SessionError
+
+_CONTROL_TOKENS = 4  # BOS + the three FIM markers, outside the context budget
 
 
 class CancelToken:
@@ -67,8 +69,9 @@ class CompletionResult:
 
 class CompletionSession:
     def __init__(self, runner: Runner, tokenizer: ClientTokenizer, fim: FimFormat,
-                 allowed: torch.Tensor, config: EngineConfig):
+                 allowed: torch.Tensor, config: EngineConfig, context_length: int):
         self.runner = runner
+        self.context_length = context_length  # most positions the model (and the middle) accept
         self.tokenizer = tokenizer
         self.fim = fim
         self.allowed = allowed  # bool [V]: ids the model may emit
@@ -91,7 +94,8 @@ class CompletionSession:
             if self.closed:
                 raise SessionError("completion session is closed")
             cancel.raise_if_cancelled()
-            prompt = build_prompt(self.tokenizer, self.fim, prefix, suffix, cfg.prompt, self._cut_hint)
+            prompt = build_prompt(self.tokenizer, self.fim, prefix, suffix, self._prompt_config(cfg),
+                                  self._cut_hint)
             self._cut_hint = prompt.prefix_cut
             try:
                 return await self._generate(prompt.ids, prefix, suffix, cfg, cancel)
@@ -109,6 +113,14 @@ class CompletionSession:
                 await self.runner.close()
 
     # -------------------------------------------------------------------------------------
+    def _prompt_config(self, cfg: EngineConfig) -> PromptConfig:
+        """The prompt budget, shrunk so prompt + completion fit the context window."""
+        limit = self.context_length - cfg.stop.max_tokens - _CONTROL_TOKENS
+        if limit < 1:
+            raise ConfigError(f"max_tokens {cfg.stop.max_tokens} leaves no room for a prompt in the "
+                              f"model's context of {self.context_length} positions")
+        return cfg.prompt if cfg.prompt.budget <= limit else replace(cfg.prompt, budget=limit)
+
     async def _run(self, ids: list[int]) -> torch.Tensor:
         logits = await self.runner.run(ids)
         self._cached.extend(ids)
