@@ -100,6 +100,7 @@ class SessionManager:
     def close(self, owner: str, sid: str) -> None:
         self.own(owner, sid)
         self._drop(sid, tombstone=False)
+        self.kv_bytes = self._total_bytes()
 
     def truncate(self, owner: str, sid: str, length: int) -> None:
         self.own(owner, sid)

@@ -162,23 +162,26 @@ async def test_eviction_and_expiry_are_transparent(tiny_model_dirs, hf_models, c
             assert middle.stats.reprefills == 1
 
 
-async def test_key_padding_and_reprefill_match_local_middle(tiny_model_dirs):
+async def test_key_padding_chunking_and_reprefill_match_local_middle(tiny_model_dirs):
+    """Batch 2 with left padding; prefills and re-prefills larger than the frame limit."""
     d = tiny_model_dirs["llama"]
-    blocks = load_middle(d)
-    local = LocalMiddle(blocks)
+    local = LocalMiddle(load_middle(d))
     gen = torch.Generator().manual_seed(5)
-    x = torch.randn(2, 9, 64, generator=gen)
-    pad = torch.ones(2, 9, dtype=torch.bool)
-    pad[1, :3] = False  # left padding of the second row
+    n = 100  # 2 x 100 positions x (256 + 8) bytes = 52 KB: four 16 KB frames
+    x = torch.randn(2, n + 3, 64, generator=gen)
+    pad = torch.ones(2, n + 3, dtype=torch.bool)
+    pad[1, :7] = False  # left padding of the second row
     pos = (pad.cumsum(1) - 1).clamp(min=0)
-    settings = dict(kv_budget_bytes=int(1.2 * SESSION_BYTES * 2), **ONE_THREAD)  # room for one B=2 session
-    with local_cloud_thread(d, settings=settings) as cloud:
+    settings = dict(kv_budget_bytes=int(1.2 * SESSION_BYTES * 2), max_frame_bytes=16 * 1024, **ONE_THREAD)
+    with local_cloud_thread(d, settings=settings) as cloud:  # KV room for one B=2 session
         async with RemoteMiddle(cloud.base_url, cloud.token) as remote:
             sl, sr, other = await local.open_session(), await remote.open_session(), await remote.open_session()
-            y_l = await local.forward(x[:, :6], pos[:, :6], sl, pad[:, :6])
-            y_r = await remote.forward(x[:, :6], pos[:, :6], sr, pad[:, :6])
+            y_l = await local.forward(x[:, :n], pos[:, :n], sl, pad[:, :n])
+            requests = remote.stats.http_requests
+            y_r = await remote.forward(x[:, :n], pos[:, :n], sr, pad[:, :n])
+            assert remote.stats.http_requests - requests == 4
             assert maxdiff(y_l, y_r) <= TOL
-            for t in range(6, 9):
+            for t in range(n, n + 3):
                 await remote.forward(x[:, :2], pos[:, :2], other, pad[:, :2])  # evicts sr
                 y_l = await local.forward(x[:, t : t + 1], pos[:, t : t + 1], sl, pad[:, : t + 1])
                 y_r = await remote.forward(x[:, t : t + 1], pos[:, t : t + 1], sr, pad[:, : t + 1])
@@ -249,10 +252,11 @@ async def test_tls_half_precision_wire_and_rejections(tiny_model_dirs, hf_models
                 with pytest.raises(CloudRejected, match="NaN or Inf") as info:  # over the stream
                     await middle.forward(torch.full((1, 1, 64), float("nan")), torch.tensor([[12]]), c.session)
                 assert info.value.status == 422
+                await c.run(ids[:, 11:12])  # the session survived it
+                training = await middle.open_session(training=True)  # a training forward cannot be split
                 with pytest.raises(CloudRejected, match="exceeds the cloud's limit") as info:
-                    await middle.forward(torch.zeros(1, 400, 64), torch.arange(400)[None], c.session)
+                    await middle.forward(torch.zeros(1, 400, 64), torch.arange(400)[None], training)
                 assert info.value.status == 413
-                await c.run(ids[:, 11:12])  # the session survived both
         assert sizes[torch.bfloat16] < 0.6 * sizes[torch.float32]
 
 

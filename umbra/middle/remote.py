@@ -92,7 +92,8 @@ class RemoteMiddle:
             raise ConfigError(f"wire_dtype must be float32, float16 or bfloat16, got {wire_dtype}")
         self.base_url = base_url.rstrip("/")
         self.wire_dtype, self.hidden_size = wire_dtype, hidden_size
-        self.stream_max_tokens, self.connect_timeout, self.tap = stream_max_tokens, connect_timeout, tap
+        self.stream_max_tokens, self.connect_timeout, self.timeout = stream_max_tokens, connect_timeout, timeout
+        self.tap = tap
         self.stats = WireStats()
         self.info: dict | None = None
         self._auth = {"Authorization": f"Bearer {token}"}
@@ -207,7 +208,12 @@ class RemoteMiddle:
         self.stats.ws_messages += 1
         try:
             await ws.send(data)
-            reply = await ws.recv()
+            async with asyncio.timeout(self.timeout):
+                reply = await ws.recv()
+        except TimeoutError as exc:
+            s.dirty = True  # the reply may still come: never read it as the next step's
+            self._drop_ws(s)
+            raise CloudUnavailable(f"cloud unreachable at {self.base_url}: no reply within {self.timeout:.0f}s") from exc
         except ConnectionClosed as exc:
             s.ws = None
             code, reason = (exc.rcvd.code, exc.rcvd.reason) if exc.rcvd else (None, "")
@@ -243,24 +249,50 @@ class RemoteMiddle:
             except (SessionError, CloudRejected):
                 s.remote = None  # gone or shorter than we think: re-prefill on the next step
 
+    def _positions_per_frame(self, x: torch.Tensor, total: int) -> int:
+        """How many positions of x [B,T,C] fit in one frame under the cloud's size limit."""
+        limit = (self.info or {}).get("max_frame_bytes")
+        if not limit:
+            return x.shape[1]
+        b = x.shape[0]
+        room = limit - 256 - b * total  # header, shapes, text; key padding of up to `total` slots
+        return max(1, room // (b * (x.shape[2] * x.element_size() + 8)))
+
+    async def _send(self, s: _Session, x, pos, key_padding, start: int, want: bool) -> torch.Tensor | None:
+        """Run positions [start, start+T) through the cloud session, in as many frames as the
+        cloud's size limit needs; returns the outputs if `want` (else asks for 1 per frame)."""
+        t, outs = x.shape[1], []
+        per = self._positions_per_frame(x, start + t)
+        for a in range(0, t, per):
+            b = min(t, a + per)
+            kp = None if key_padding is None else key_padding[:, : start + b]
+            frame = wire.forward_frame(x[:, a:b], pos[:, a:b], kp, start=start + a, tail=0 if want else 1)
+            data = self._frame_bytes(frame)
+            try:
+                if want and start + a > 0 and b - a <= self.stream_max_tokens:
+                    outs.append(await self._ws_step(s, data))
+                else:
+                    outs.append(await self._exchange(f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN))
+            except CloudRejected:
+                s.dirty = s.dirty or a > 0  # earlier frames of this call did land: roll them back next time
+                raise
+        return torch.cat(outs, 1) if want else None
+
     async def _step(self, s: _Session, x, pos, key_padding) -> torch.Tensor:
         t = x.shape[1]
+        if key_padding is None and s.key_padding is not None:  # the mask so far, extended by T real slots
+            key_padding = torch.cat([s.key_padding, torch.ones(x.shape[0], t, dtype=torch.bool)], 1)
         for _ in range(_MAX_REPREFILLS):
             try:
-                if s.remote is not None:
-                    data = self._frame_bytes(wire.forward_frame(x, pos, key_padding, start=s.length))
-                    if s.length and t <= self.stream_max_tokens:
-                        return await self._ws_step(s, data)
-                    return await self._exchange(f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN)
-                self._drop_ws(s)
-                s.remote = await self._open_remote(False)
-                self.stats.reprefills += bool(s.chunks)
-                hidden = torch.cat([h for h, _ in s.chunks] + [x], 1)
-                positions = torch.cat([p for _, p in s.chunks] + [pos], 1)
-                if key_padding is None and s.key_padding is not None:
-                    key_padding = torch.cat([s.key_padding, torch.ones(x.shape[0], t, dtype=torch.bool)], 1)
-                data = self._frame_bytes(wire.forward_frame(hidden, positions, key_padding, start=0, tail=t))
-                return await self._exchange(f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN)
+                if s.remote is None:  # evicted, expired or out of sync: rebuild the cloud's cache
+                    self._drop_ws(s)
+                    s.remote = await self._open_remote(False)
+                    if s.chunks:
+                        self.stats.reprefills += 1
+                        hidden = torch.cat([h for h, _ in s.chunks], 1)
+                        positions = torch.cat([p for _, p in s.chunks], 1)
+                        await self._send(s, hidden, positions, key_padding, 0, want=False)
+                return await self._send(s, x, pos, key_padding, s.length, want=True)
             except (SessionEvicted, _OutOfSync):
                 s.remote = None
         raise CloudRejected("the cloud evicted this session on every re-prefill; its KV budget is too small", 507)
