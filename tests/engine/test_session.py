@@ -161,3 +161,20 @@ async def test_prompt_and_completion_fit_the_context_window(client_model, local_
     too_long = dataclasses.replace(big, stop=StopConfig(max_tokens=299))
     with pytest.raises(ConfigError, match="no room"):
         await engine.complete("x", "", too_long)
+
+
+async def test_typing_in_a_file_larger_than_the_budget_reruns_only_the_tail(engine):
+    """Ten keystrokes in a file far over budget: the prefix cut stays put, so each request runs
+    the edited tokens plus the (budgeted) suffix, never the whole prompt again."""
+    big_file = FILE * 4
+    cursor = big_file.index("numbers = ", len(big_file) // 2)
+    before, after = big_file[:cursor], big_file[cursor:]
+    cfg = dataclasses.replace(CFG, stop=StopConfig(max_tokens=2, multiline=True, stop_at_block_end=False))
+    async with engine.session(cfg) as s:
+        first = await s.complete(before, after)
+        assert first.prompt_tokens > 200 and first.recomputed_tokens == first.prompt_tokens
+        suffix_budget = 256 - round(256 * 0.75)
+        for typed in ("t", "to", "tot", "tota", "total", "total ", "total =", "total = ", "total = s", "total = su"):
+            r = await s.complete(before + typed, after)
+            assert r.prompt_tokens > 200
+            assert r.recomputed_tokens <= suffix_budget + 6, (typed, r.recomputed_tokens)

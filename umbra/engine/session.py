@@ -26,7 +26,7 @@ from umbra.engine.runner import Runner
 from umbra.engine.sampling import Sampler
 from umbra.engine.stops import StopContext, check_text
 from umbra.engine.tokenizer import ClientTokenizer
-from umbra.errors import Cancelled, ConfigError, SessionError
+from umbra.errors import Cancelled, CloudUnavailable, ConfigError, SessionError
 
 _CONTROL_TOKENS = 4  # BOS + the three FIM markers, outside the context budget
 
@@ -110,7 +110,10 @@ class CompletionSession:
             if not self.closed:
                 self.closed = True
                 self._cached = []
-                await self.runner.close()
+                try:
+                    await self.runner.close()
+                except (CloudUnavailable, SessionError):  # dead cloud / dropped session: nothing held
+                    pass
 
     # -------------------------------------------------------------------------------------
     def _prompt_config(self, cfg: EngineConfig) -> PromptConfig:
