@@ -15,8 +15,7 @@ from umbra.engine.tokenizer import ClientTokenizer
 
 def allowed_mask(vocab_size: int, tok: ClientTokenizer, fmt: FimFormat) -> torch.Tensor:
     """bool [vocab_size]: True where the model may emit the id."""
-    allowed = torch.zeros(vocab_size, dtype=torch.bool)
-    allowed[: min(tok.size, vocab_size)] = True
+    allowed = tok.vocab_mask(vocab_size)
     banned = [i for i in tok.special_ids if i < vocab_size and i not in fmt.stop_ids]
     if banned:
         allowed[banned] = False

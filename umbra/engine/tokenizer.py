@@ -2,7 +2,8 @@
 
 Everything above it (FIM prompts, sampling masks, stop tokens) uses the ids this wrapper hands
 out and never calls the underlying tokenizer itself. That keeps one seam for the secret
-vocabulary permutation of a later issue (ids become π(public id)): only this module changes.
+vocabulary permutation of a later issue (ids become π(public id)): only this module changes
+(encode/decode, token_id, special/eos/bos ids and vocab_mask are the whole id surface).
 
 User text is encoded with special-token matching switched off, so a file that contains the
 literal string "<fim_middle>" cannot inject control tokens into the prompt."""
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import torch
 
 from umbra.errors import ConfigError
 
@@ -62,6 +65,13 @@ class ClientTokenizer:
 
     def has_tokens(self, *tokens: str) -> bool:
         return all(self.token_id(t) is not None for t in tokens)
+
+    def vocab_mask(self, vocab_size: int) -> torch.Tensor:
+        """bool [vocab_size]: True at ids that stand for a token of this tokenizer (models often
+        pad their embedding table past the vocabulary)."""
+        mask = torch.zeros(vocab_size, dtype=torch.bool)
+        mask[: min(self.size, vocab_size)] = True
+        return mask
 
     # -- text -----------------------------------------------------------------------------
     def encode(self, text: str) -> list[int]:
