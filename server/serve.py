@@ -88,6 +88,9 @@ def bind(settings: CloudSettings) -> socket.socket:
 def run(settings: CloudSettings, ready_file: Path | None = None) -> int:
     import uvicorn
 
+    from umbra.model.spec import load_spec
+
+    load_spec(settings.model_dir)  # fail fast, in one line, on a wrong model directory
     sock = bind(settings)
     host, port = sock.getsockname()[:2]
     scheme = "https" if settings.tls_cert else "http"

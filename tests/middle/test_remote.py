@@ -244,7 +244,10 @@ async def test_tls_half_precision_wire_and_rejections(tiny_model_dirs, hf_models
     with local_cloud_thread(d, tls=True, settings=dict(max_frame_bytes=32 * 1024, **ONE_THREAD)) as cloud:
         sizes = {}
         for dtype in (torch.float32, torch.bfloat16, torch.float16):
-            async with RemoteMiddle(cloud.base_url, cloud.token, verify=cloud.verify, wire_dtype=dtype) as middle:
+            seen = {"sent": 0, "received": 0}
+            tap = lambda direction, payload: seen.__setitem__(direction, seen[direction] + len(payload))  # noqa: E731
+            async with RemoteMiddle(cloud.base_url, cloud.token, verify=cloud.verify, wire_dtype=dtype,
+                                    tap=tap) as middle:
                 c = await SplitClient(clients["qwen2-tied"], middle).open()
                 out = torch.cat([await c.run(ids[:, :8])] + [await c.run(ids[:, t : t + 1]) for t in range(8, 12)], 1)
                 assert maxdiff(out, ref) <= (TOL if dtype == torch.float32 else 0.05)
@@ -257,6 +260,7 @@ async def test_tls_half_precision_wire_and_rejections(tiny_model_dirs, hf_models
                 with pytest.raises(CloudRejected, match="exceeds the cloud's limit") as info:
                     await middle.forward(torch.zeros(1, 400, 64), torch.arange(400)[None], training)
                 assert info.value.status == 413
+                assert (seen["sent"], seen["received"]) == (middle.stats.bytes_sent, middle.stats.bytes_received)
         assert sizes[torch.bfloat16] < 0.6 * sizes[torch.float32]
 
 

@@ -62,10 +62,11 @@ class _Session:
     ws: ClientConnection | None = None
     dirty: bool = False  # a step was cancelled in flight: the cloud may hold more than `length`
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    length: int = 0  # positions in `chunks`
 
-    @property
-    def length(self) -> int:
-        return sum(h.shape[1] for h, _ in self.chunks)
+    def append(self, hidden: torch.Tensor, positions: torch.Tensor) -> None:
+        self.chunks.append((hidden, positions))
+        self.length += hidden.shape[1]
 
     def keep(self, length: int) -> None:
         kept, n = [], 0
@@ -75,7 +76,7 @@ class _Session:
             take = min(h.shape[1], length - n)
             kept.append((h[:, :take], p[:, :take]))
             n += take
-        self.chunks = kept
+        self.chunks, self.length = kept, n
         if self.key_padding is not None:
             self.key_padding = self.key_padding[:, :length]
 
@@ -273,8 +274,8 @@ class RemoteMiddle:
                     outs.append(await self._ws_step(s, data))
                 else:
                     outs.append(await self._exchange(f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN))
-            except CloudRejected:
-                s.dirty = s.dirty or a > 0  # earlier frames of this call did land: roll them back next time
+            except CloudRejected:  # earlier frames may have landed, or the cloud dropped the session
+                s.dirty = True  # (413 over budget): check and roll back before the next step
                 raise
         return torch.cat(outs, 1) if want else None
 
@@ -307,8 +308,8 @@ class RemoteMiddle:
     async def forward(self, hidden: torch.Tensor, positions: torch.Tensor, session: str,
                       key_padding: torch.Tensor | None = None) -> torch.Tensor:
         s = self._session(session)
-        x = hidden.detach().to("cpu", self.wire_dtype).contiguous()
-        pos = positions.detach().to("cpu", torch.int64).contiguous()
+        x = hidden.detach().to("cpu", self.wire_dtype, copy=True).contiguous()  # kept for re-prefills
+        pos = positions.detach().to("cpu", torch.int64, copy=True).contiguous()
         kp = None if key_padding is None else key_padding.detach().to("cpu", torch.bool).contiguous()
         async with s.lock:
             if s.training:
@@ -327,7 +328,8 @@ class RemoteMiddle:
                     s.dirty = True
                     self._drop_ws(s)
                     raise
-                s.chunks.append((x, pos))
+                s.dirty = False  # the whole step landed: the cloud holds exactly history + step
+                s.append(x, pos)
                 if kp is not None:
                     s.key_padding = kp
                 elif s.key_padding is not None:
