@@ -18,6 +18,8 @@ COMMAND_MODULES = [
     "umbra.cli.data_cmd",
     "umbra.cli.train_cmd",
     "umbra.cli.eval_cmd",
+    "umbra.cli.init_cmd",
+    "umbra.cli.keys_cmd",
 ]
 
 
