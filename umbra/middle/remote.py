@@ -137,8 +137,8 @@ class RemoteMiddle:
         self._count("received", r.content)
         if r.status_code >= 400:
             try:
-                detail = r.json().get("detail", r.text)
-            except ValueError:
+                detail = r.json()["detail"]
+            except (ValueError, KeyError, TypeError):
                 detail = r.text[:200]
             raise self._rejection(r.status_code, str(detail))
         return r
@@ -274,8 +274,8 @@ class RemoteMiddle:
                     outs.append(await self._ws_step(s, data))
                 else:
                     outs.append(await self._exchange(f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN))
-            except CloudRejected:  # earlier frames may have landed, or the cloud dropped the session
-                s.dirty = True  # (413 over budget): check and roll back before the next step
+            except (CloudRejected, CloudUnavailable):  # earlier frames (or this one) may have landed,
+                s.dirty = True  # or the cloud dropped the session (413): check and roll back next time
                 raise
         return torch.cat(outs, 1) if want else None
 
