@@ -199,7 +199,7 @@ async def test_cancelled_steps_resynchronize(tiny_model_dirs, hf_models, clients
         async with RemoteMiddle(cloud.base_url, cloud.token) as middle:
             c = await SplitClient(clients["qwen2-tied"], middle).open()
             await c.run(ids[:, :10])
-            t = 10
+            t, cancelled_in_flight = 10, 0
             for i, delay in enumerate((0, 0.0005, 0.002, 0.01, 0.03, 0)):
                 task = asyncio.ensure_future(c.run(ids[:, t : t + 1]))
                 await asyncio.sleep(delay)
@@ -208,12 +208,15 @@ async def test_cancelled_steps_resynchronize(tiny_model_dirs, hf_models, clients
                     await task
                     t += 1  # finished before the cancel: keep it
                 except asyncio.CancelledError:
+                    session = middle._sessions[c.session]
+                    cancelled_in_flight += session.dirty
                     if i % 2:  # the engine's way: truncate everything to the common prefix
                         await c.truncate(t)
                     else:  # or just roll the local caches back and carry on
                         c.rollback(t)
                 assert maxdiff((await c.run(ids[:, t : t + 1]))[:, 0], ref[:, t]) <= TOL
                 t += 1
+            assert cancelled_in_flight >= 1  # at least one cancel hit a step on the wire
 
 
 async def test_training_forward_backward_over_http(tiny_model_dirs):
