@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+import torch  # noqa: E402
+
+# Test helpers (tiny_models.py) import by name; appended so the real `server`/`keys` packages win.
+sys.path.append(str(Path(__file__).parent))
+# One intra-op thread: the tiny test models gain nothing from more, and on a loaded 2-core
+# machine OpenMP's spinning threads make each step an order of magnitude slower.
+torch.set_num_threads(1)
 
 from tiny_models import FAMILIES, build_tiny_model  # noqa: E402
 
