@@ -153,3 +153,30 @@ def test_private_tokenizer_wraps_any_minimal_tokenizer():
     assert tok.all_special_ids == perm.to_private([0, 3])
     with pytest.raises(ValidationError):
         PrivateTokenizer(object(), perm)
+
+
+def test_split_point_quantities_are_invariant_to_pi(model_dir):
+    """What π does NOT hide: with rows and labels permuted consistently, the hidden states sent to
+    the cloud and the gradient returned at the middle's output are exactly the public model's
+    (docs/privacy/ltokenizer.md). π only protects token ids themselves."""
+    enc, dec = load_client(model_dir)
+    mid = load_middle(model_dir)
+    penc, pdec = load_client(model_dir)
+    perm = Permutation.random(enc.spec.vocab_size)
+    to_private_order_(penc, pdec, perm)
+    ids = torch.randint(0, enc.spec.vocab_size, (1, 8), generator=torch.Generator().manual_seed(1))
+    pos = torch.arange(8).unsqueeze(0)
+    labels = torch.roll(ids, -1, dims=1)
+
+    def split_view(e, d, x_ids, y):
+        with torch.no_grad():
+            sent = e(x_ids, pos)  # what crosses the wire forward
+            back = mid(sent, pos).requires_grad_(True)
+        loss = torch.nn.functional.cross_entropy(d(back, pos)[0], y[0])
+        loss.backward()
+        return sent, back.grad  # the gradient the client sends to the cloud
+
+    sent_pub, grad_pub = split_view(enc, dec.requires_grad_(False), ids, labels)
+    sent_priv, grad_priv = split_view(penc, pdec.requires_grad_(False), perm.to_private(ids), perm.to_private(labels))
+    assert torch.equal(sent_priv, sent_pub)
+    assert torch.allclose(grad_priv, grad_pub, atol=1e-7, rtol=1e-5)
