@@ -53,7 +53,7 @@ def test_prompt_layout_psm(tokenizers, style):
     tok = tokenizers[style]
     fmt = detect_format(tok)
     prefix, suffix = "def add(a, b):\n    return ", "\n\nprint(add(1, 2))\n"
-    prompt = build_prompt(tok, fmt, prefix, suffix, PromptConfig())
+    prompt = build_prompt(tok, fmt, prefix, suffix, PromptConfig(order="psm"))
     head = [fmt.bos_id] if style == "codellama" else []
     assert prompt.ids == head + [fmt.prefix_id, *tok.encode(prefix), fmt.suffix_id, *tok.encode(suffix),
                                  fmt.middle_id]
@@ -61,10 +61,39 @@ def test_prompt_layout_psm(tokenizers, style):
     assert (prompt.prefix_tokens, prompt.suffix_tokens) == (len(tok.encode(prefix)), len(tok.encode(suffix)))
 
 
+def test_prompt_layout_spm_for_models_trained_on_it(tokenizers):
+    tok = tokenizers["starcoder"]
+    fmt = detect_format(tok)
+    prefix, suffix = "def add(a, b):\n    return ", "\n\nprint(add(1, 2))\n"
+    prompt = build_prompt(tok, fmt, prefix, suffix, PromptConfig())  # auto -> SPM for this template
+    assert prompt.ids == [fmt.prefix_id, fmt.suffix_id, *tok.encode(suffix), fmt.middle_id, *tok.encode(prefix)]
+    with pytest.raises(ConfigError, match="SPM"):
+        build_prompt(tokenizers["qwen"], detect_format(tokenizers["qwen"]), prefix, suffix, PromptConfig(order="spm"))
+    qwen = detect_format(tokenizers["qwen"])
+    assert build_prompt(tokenizers["qwen"], qwen, prefix, suffix, PromptConfig()).ids[-1] == qwen.middle_id
+
+
+def test_typing_in_spm_order_keeps_everything_but_the_last_word(tokenizers):
+    tok = tokenizers["starcoder"]
+    fmt = detect_format(tok)
+    typed, suffix = "total = price * quantity", "\n" + LONG_FILE
+    prev, hint = None, None
+    for n in range(1, len(typed) + 1):
+        prompt = build_prompt(tok, fmt, LONG_FILE + typed[:n], suffix, PromptConfig(budget=200), hint)
+        hint = prompt.prefix_cut
+        if prev is not None and prev.prefix_cut == prompt.prefix_cut:
+            common = next((i for i, (a, b) in enumerate(zip(prev.ids, prompt.ids)) if a != b), len(prev.ids))
+            assert len(prompt.ids) - common <= 4
+        prev = prompt
+
+
 def _split(prompt, fmt):
+    """(prefix ids, suffix ids) of a prompt in either order."""
     ids = prompt.ids
-    i, j = ids.index(fmt.prefix_id), ids.index(fmt.suffix_id)
-    return ids[i + 1 : j], ids[j + 1 : -1]
+    i, j, m = ids.index(fmt.prefix_id), ids.index(fmt.suffix_id), ids.index(fmt.middle_id)
+    if j == i + 1:  # SPM: PRE SUF suffix MID prefix
+        return ids[m + 1 :], ids[j + 1 : m]
+    return ids[i + 1 : j], ids[j + 1 : m]
 
 
 def test_budget_is_weighted_toward_the_prefix_and_cuts_whole_lines(tokenizers):
@@ -117,7 +146,7 @@ def test_consecutive_keystrokes_keep_the_prefix_cut(tokenizers):
         cuts.append(hint)
         assert prompt.prefix_tokens + prompt.suffix_tokens <= 120
         if prev is not None and cuts[-1] == cuts[-2]:
-            common = next((i for i, (a, b) in enumerate(zip(prev.ids, prompt.ids)) if a != b), 0)
+            common = next((i for i, (a, b) in enumerate(zip(prev.ids, prompt.ids)) if a != b), len(prev.ids))
             assert common >= prompt.prefix_tokens - 4  # only the last word's tokens change
         prev = prompt
     assert len(set(cuts)) <= 2  # the slack absorbs a whole line of typing (at most one move)

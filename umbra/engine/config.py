@@ -17,8 +17,13 @@ class PromptConfig:
     # When the prefix must be cut, cut this much deeper than needed (fraction of the prefix
     # budget) so the next keystrokes keep the same cut and their prompts still share a prefix.
     cut_slack: float = 0.125
+    # "auto": SPM where the model was trained on it (prefix last, so typing reuses the cache),
+    # else PSM; "psm" / "spm" force an order (see fim.py).
+    order: str = "auto"
 
     def validate(self) -> None:
+        if self.order not in ("auto", "psm", "spm"):
+            raise ConfigError(f"prompt order must be auto, psm or spm, got {self.order!r}")
         if self.budget < 1:
             raise ConfigError(f"prompt budget must be >= 1 token, got {self.budget}")
         if not 0.0 <= self.prefix_share <= 1.0:

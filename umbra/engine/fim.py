@@ -1,9 +1,13 @@
 """Fill-in-the-middle prompts: model-specific templates, detection, and the token budget.
 
 A template is recognised from the tokenizer's special tokens (no model names are trusted).
-Prompts are built in PSM order — `[BOS] PRE prefix SUF suffix MID` — which every supported
-family was trained on. Because the suffix follows the prefix, each keystroke re-runs the
-prompt from the edit point on; giving the prefix most of the budget keeps that tail short.
+Two orders exist. PSM — `[BOS] PRE prefix SUF suffix MID` — which every supported family was
+trained on: because the suffix follows the prefix, each keystroke re-runs the prompt from the
+edit point on (the whole suffix), so the prefix gets most of the budget to keep that tail
+short. SPM — `PRE SUF suffix MID prefix` (StarCoder's variant; the default model is trained on
+both) — puts the suffix first, so typing at the cursor leaves every cached token valid except
+the last word's: a keystroke recomputes a handful of tokens instead of the suffix. Templates
+whose models were trained on SPM use it by default (`PromptConfig.order = "auto"`).
 
 The budget counts context tokens (prefix + suffix, not control tokens). When the context does
 not fit, the prefix loses whole lines from its top and the suffix whole lines from its bottom.
@@ -29,6 +33,7 @@ class FimTemplate:
     middle: str
     stops: tuple[str, ...]  # tokens that end the middle (those absent from the vocab are ignored)
     bos: bool = False  # prepend the tokenizer's BOS token
+    spm: bool = False  # the model family was also trained in SPM order (see the module doc)
 
 
 TEMPLATES = (
@@ -36,7 +41,7 @@ TEMPLATES = (
                 ("<|endoftext|>", "<|fim_pad|>", "<|file_sep|>", "<|repo_name|>", "<|im_end|>")),
     # The default model and StarCoder / SantaCoder.
     FimTemplate("starcoder", "<fim_prefix>", "<fim_suffix>", "<fim_middle>",
-                ("<|endoftext|>", "<pad>", "<fim_pad>", "<file_sep>")),
+                ("<|endoftext|>", "<pad>", "<fim_pad>", "<file_sep>"), spm=True),
     # CodeLlama's sentencepiece vocab spells its infilling tokens with a leading '▁'.
     FimTemplate("codellama", "▁<PRE>", "▁<SUF>", "▁<MID>", ("▁<EOT>", "</s>"), bos=True),
     FimTemplate("codellama", "<PRE>", "<SUF>", "<MID>", ("<EOT>", "</s>"), bos=True),
@@ -57,6 +62,11 @@ class FimFormat:
     @property
     def name(self) -> str:
         return self.template.name
+
+    def uses_spm(self, order: str) -> bool:
+        if order == "spm" and not self.template.spm:
+            raise ConfigError(f"the {self.name} FIM template has no SPM order")
+        return order == "spm" or (order == "auto" and self.template.spm)
 
 
 def detect_format(tok: ClientTokenizer) -> FimFormat:
@@ -101,7 +111,10 @@ def build_prompt(tok: ClientTokenizer, fmt: FimFormat, prefix: str, suffix: str,
     cut, p_ids = _cut_prefix(tok, prefix, tail_start, p_ids, p_offs, p_alloc, cfg.cut_slack, cut_hint)
     s_ids = _cut_suffix(tok, s_head, s_ids, s_offs, s_alloc)
     head = [fmt.bos_id] if fmt.bos_id is not None else []
-    ids = head + [fmt.prefix_id, *p_ids, fmt.suffix_id, *s_ids, fmt.middle_id]
+    if fmt.uses_spm(cfg.order):
+        ids = head + [fmt.prefix_id, fmt.suffix_id, *s_ids, fmt.middle_id, *p_ids]
+    else:
+        ids = head + [fmt.prefix_id, *p_ids, fmt.suffix_id, *s_ids, fmt.middle_id]
     return FimPrompt(ids, cut, len(p_ids), len(s_ids))
 
 

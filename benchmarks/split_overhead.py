@@ -1,0 +1,187 @@
+"""Split-inference overhead, measured in one run on one model and machine.
+
+    python benchmarks/split_overhead.py [--model DIR | --synthetic qwen2.5-0.5b] [--threads 1]
+
+Variants: (a) monolithic lean loop (our blocks, no seam), (b) split with LocalMiddle,
+(c) split through the real cloud service on loopback (uvicorn subprocess, WebSocket decode),
+(d) transformers `generate` / forward on the same weights. Reports ms per decoded token,
+ms for a long prefill, wire bytes per token, and a typing run (50 requests, one more character
+each) through the split engine showing tokens recomputed per request. Repetitions of all
+variants are interleaved and medians reported, because this machine is noisy. Prints markdown.
+
+`--synthetic qwen2.5-0.5b` builds random weights with Qwen2.5-0.5B's block shapes (24 layers,
+hidden 896, GQA 14/2, MLP 4864) and the embedded tokenizer's vocabulary, for a model whose
+per-token compute resembles a real code LLM's."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from server.launch import local_cloud
+from umbra.engine import ClientModel, CompletionEngine, EngineConfig
+from umbra.engine.runner import MonolithicRunner, SplitRunner
+from umbra.middle.local import LocalMiddle
+from umbra.middle.remote import RemoteMiddle
+from umbra.paths import default_model_dir, repo_root
+
+
+def build_synthetic(shape: str, tokenizer_dir: Path, out: Path) -> Path:
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    if shape != "qwen2.5-0.5b":
+        raise SystemExit(f"unknown synthetic shape {shape}")
+    vocab = len(__import__("json").loads((tokenizer_dir / "tokenizer.json").read_text())["model"]["vocab"])
+    cfg = Qwen2Config(vocab_size=max(vocab, 8192), hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                      num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=4096,
+                      tie_word_embeddings=True, rms_norm_eps=1e-6)
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).save_pretrained(out)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (tokenizer_dir / name).exists():
+            shutil.copy(tokenizer_dir / name, out / name)
+    return out
+
+
+async def time_runner(runner, prompt: list[int], steps: int) -> tuple[float, float]:
+    """(prefill seconds, seconds per decoded token) for one greedy run on a fresh runner."""
+    t0 = time.perf_counter()
+    logits = await runner.run(prompt)
+    t1 = time.perf_counter()
+    for _ in range(steps):
+        logits = await runner.run([int(logits.argmax())])
+    t2 = time.perf_counter()
+    await runner.close()
+    return t1 - t0, (t2 - t1) / steps
+
+
+def time_transformers(hf, prompt: list[int], steps: int) -> tuple[float, float]:
+    ids = torch.tensor([prompt])
+    with torch.no_grad():
+        t0 = time.perf_counter()
+        hf(ids, use_cache=True)
+        t1 = time.perf_counter()
+        hf.generate(ids, max_new_tokens=1, min_new_tokens=1, do_sample=False)
+        t2 = time.perf_counter()
+        hf.generate(ids, max_new_tokens=steps + 1, min_new_tokens=steps + 1, do_sample=False)
+        t3 = time.perf_counter()
+    return t1 - t0, ((t3 - t2) - (t2 - t1)) / steps
+
+
+async def typing_run(engine: CompletionEngine, text: str, requests: int) -> list[tuple[int, int, float]]:
+    """(prompt tokens, recomputed tokens, seconds) per request, one more character each time."""
+    cut = len(text) // 2
+    out = []
+    async with engine.session() as session:
+        for i in range(requests + 1):
+            t0 = time.perf_counter()
+            r = await session.complete(text[: cut + i], text[cut + i :])
+            if i:  # the first request fills the caches; the run is the 50 after it
+                out.append((r.prompt_tokens, r.recomputed_tokens, time.perf_counter() - t0))
+    return out
+
+
+async def main_async(args) -> None:
+    torch.set_num_threads(args.threads)
+    model_dir = args.model
+    model = ClientModel.load(model_dir)
+    spec = model.spec
+    context = spec.max_position_embeddings
+    prefill_len = min(args.prefill, context - args.steps - 8)
+    gen = torch.Generator().manual_seed(0)
+    n_vocab = model.tokenizer.size
+    long_prompt = torch.randint(0, n_vocab, (prefill_len,), generator=gen).tolist()
+    short_prompt = long_prompt[:32]
+    middle_blocks = model.load_middle()
+
+    from transformers import AutoModelForCausalLM
+
+    hf = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    results: dict[str, dict[str, list[float]]] = {k: {"prefill": [], "decode": []} for k in "abcd"}
+    settings = {"torch_threads": args.threads}
+    async with local_cloud(model_dir, model.plan, settings=settings) as cloud:
+        remote = RemoteMiddle(cloud.base_url, cloud.token, hidden_size=spec.hidden_size)
+        info = await remote.connect()
+        local = LocalMiddle(middle_blocks)
+        variants = {
+            "a": lambda: MonolithicRunner(model.encoder, middle_blocks, model.decoder),
+            "b": lambda: SplitRunner(model.encoder, model.decoder, local),
+            "c": lambda: SplitRunner(model.encoder, model.decoder, remote),
+        }
+        await time_runner(variants["c"](), short_prompt, 4)  # warm up sockets and caches
+        decode_bytes = 0.0
+        for _ in range(args.reps):
+            for key, make in variants.items():
+                prefill, _ = await time_runner(make(), long_prompt, 1)
+                if key == "c":
+                    remote.stats.reset()
+                _, per_token = await time_runner(make(), short_prompt, args.steps)
+                if key == "c":
+                    decode_bytes = (remote.stats.bytes_sent + remote.stats.bytes_received - 0.0)
+                results[key]["prefill"].append(prefill)
+                results[key]["decode"].append(per_token)
+            p, d = time_transformers(hf, long_prompt, 1)
+            results["d"]["prefill"].append(p)
+            _, d = time_transformers(hf, short_prompt, args.steps)
+            results["d"]["decode"].append(d)
+        # bytes of the whole short run (32-token prefill + steps), reported per decoded token below
+        remote.stats.reset()
+        await time_runner(variants["c"](), short_prompt[:1], args.steps)
+        per_token_bytes = (remote.stats.bytes_sent + remote.stats.bytes_received) / (args.steps + 1)
+        sample = (repo_root() / "examples" / "sample.py").read_text()
+        engine = CompletionEngine.split(model, remote, EngineConfig(), context_length=info["max_seq_len"])
+        typing = await typing_run(engine, sample, args.typing)
+        await remote.aclose()
+
+    med = {k: {m: statistics.median(v) * 1000 for m, v in r.items()} for k, r in results.items()}
+    names = {"a": "(a) monolithic lean loop", "b": "(b) split, LocalMiddle", "c": "(c) split, cloud on loopback",
+             "d": "(d) transformers generate"}
+    n_params = sum(p.numel() for part in (model.encoder, middle_blocks, model.decoder) for p in part.parameters())
+    print(f"model: {model_dir.name if not args.synthetic else args.synthetic} ({spec.family}, {spec.num_layers} layers, "
+          f"hidden {spec.hidden_size}, {n_params / 1e6:.1f}M params), split E={model.plan.encoder_blocks} "
+          f"D={model.plan.decoder_blocks}, fp32, torch threads={args.threads}, reps={args.reps} (medians)\n")
+    print(f"| variant | decode ms/token | ratio to (a) | prefill {prefill_len} tokens, ms | ratio to (a) |")
+    print("|---|---:|---:|---:|---:|")
+    for k in "abcd":
+        print(f"| {names[k]} | {med[k]['decode']:.2f} | {med[k]['decode'] / med['a']['decode']:.3f} "
+              f"| {med[k]['prefill']:.1f} | {med[k]['prefill'] / med['a']['prefill']:.3f} |")
+    print(f"\nwire bytes per decoded token (both directions, fp32 payloads): {per_token_bytes:,.0f} "
+          f"(hidden size {spec.hidden_size} × 4 bytes × 2 directions = {spec.hidden_size * 8:,} + framing); "
+          f"last measured decode run total: {decode_bytes:,.0f} bytes")
+    recomputed = [r for _, r, _ in typing]
+    latency = [s * 1000 for _, _, s in typing]
+    print(f"\ntyping run: {len(typing)} requests, each one more character, through the cloud: prompt "
+          f"{typing[0][0]}–{typing[-1][0]} tokens; tokens recomputed per request: min {min(recomputed)}, "
+          f"median {statistics.median(recomputed):.0f}, max {max(recomputed)} "
+          f"(re-running the prompt would be {statistics.median(p for p, _, _ in typing):.0f}); "
+          f"request latency median {statistics.median(latency):.1f} ms")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", type=Path, default=None, help="model directory (default: the embedded model)")
+    p.add_argument("--synthetic", default=None, help="'qwen2.5-0.5b': random weights of that shape")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads, client and cloud alike")
+    p.add_argument("--steps", type=int, default=64, help="decode steps per timed run")
+    p.add_argument("--prefill", type=int, default=1024, help="long prompt length (capped by the context)")
+    p.add_argument("--reps", type=int, default=5, help="interleaved repetitions (medians reported)")
+    p.add_argument("--typing", type=int, default=50, help="requests in the typing run")
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix="umbra-bench-") as tmp:
+        if args.synthetic:
+            args.model = build_synthetic(args.synthetic, args.model or default_model_dir(), Path(tmp) / "m")
+        else:
+            args.model = args.model or default_model_dir()
+        asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
