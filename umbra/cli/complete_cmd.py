@@ -4,7 +4,12 @@ Split by default: the client runs the first E and last D blocks and the middle r
 cloud given by `--cloud URL --token T` (or UMBRA_CLOUD_URL / UMBRA_CLOUD_TOKEN). With no cloud
 configured it starts the real cloud service on 127.0.0.1 for the duration of the command and
 still goes over the network. `--local` runs the whole model in this process (the monolithic
-baseline; nothing is sent anywhere)."""
+baseline; nothing is sent anywhere).
+
+`--bundle DIR` (or UMBRA_BUNDLE) completes with a client bundle made by `umbra init`: private
+token ids, the INDVocab-randomized embedding and the permuted LM head, its key from the OS
+keyring. The cloud still runs the base model's public middle blocks; `--model` then names that
+base model (default: the directory the bundle was made from)."""
 
 from __future__ import annotations
 
@@ -31,7 +36,11 @@ def register(sub) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("position", metavar="FILE:LINE:COL", help="cursor position, line and column 1-based")
     p.add_argument("--model", type=Path, default=None,
-                   help="Hugging Face model directory (default: models/umbra-code-tiny in the repo)")
+                   help="Hugging Face model directory (default: models/umbra-code-tiny in the repo; "
+                        "with --bundle: the base model, default the one the bundle was made from)")
+    p.add_argument("--bundle", type=Path, default=None, metavar="DIR",
+                   help="client bundle to complete with (env UMBRA_BUNDLE; see `umbra init`)")
+    p.add_argument("--service", default=None, help="keyring service holding the bundle's key (default: umbra)")
     where = p.add_argument_group("where the middle blocks run")
     where.add_argument("--cloud", metavar="URL", default=None, help="cloud service URL (env UMBRA_CLOUD_URL)")
     where.add_argument("--token", default=None, help="cloud access token (env UMBRA_CLOUD_TOKEN)")
@@ -113,7 +122,7 @@ def run(args) -> int:
         if args.threads < 1:
             raise ConfigError("--threads must be >= 1")
         torch.set_num_threads(args.threads)
-    model = ClientModel.load(args.model or default_model_dir(), _plan(args))
+    model = _load_model(args)
     result = asyncio.run(_complete(model, config, prefix, suffix, None if args.local else url, token, args))
     if args.json:
         stats = {k: v for k, v in asdict(result).items() if k not in ("text", "tokens")}  # no token ids
@@ -121,6 +130,17 @@ def run(args) -> int:
     else:
         sys.stdout.write(result.text + "\n")
     return 0
+
+
+def _load_model(args) -> ClientModel:
+    bundle = args.bundle or os.environ.get("UMBRA_BUNDLE")
+    if not bundle:
+        return ClientModel.load(args.model or default_model_dir(), _plan(args))
+    if _plan(args) is not None:
+        raise ConfigError("a bundle fixes the split; drop --encoder-blocks/--decoder-blocks")
+    from keys import DEFAULT_SERVICE, KeyStore
+
+    return ClientModel.from_bundle(bundle, args.model, store=KeyStore(args.service or DEFAULT_SERVICE))
 
 
 async def _complete(model: ClientModel, config, prefix, suffix, url, token, args):
@@ -131,7 +151,7 @@ async def _complete(model: ClientModel, config, prefix, suffix, url, token, args
     from server.launch import local_cloud
 
     settings = {} if args.threads is None else {"torch_threads": args.threads}
-    async with local_cloud(model.model_dir, model.plan, settings=settings) as cloud:
+    async with local_cloud(model.check_base(), model.plan, settings=settings) as cloud:
         return await _remote(model, config, prefix, suffix, cloud.base_url, cloud.token, cloud.verify)
 
 

@@ -1,10 +1,16 @@
 """ClientModel: what the client loads from a model directory — spec, split plan, tokenizer, FIM
 format and the client parts (encoder, decoder). The monolithic baseline additionally loads the
-middle blocks, which a split client never reads."""
+middle blocks, which a split client never reads.
+
+`ClientModel.from_bundle(bundle_dir)` loads a client bundle (`umbra init`) instead: the
+INDVocab-randomized embedding and the LM head with rows in private order, and a tokenizer whose
+ids are private (π(public id); special ids, EOS and the vocab mask too). Logits then come out in
+private order and everything above (FIM, sampling, stops) works unchanged; the cloud runs the
+base model's public middle blocks either way."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -41,8 +47,9 @@ class ClientModel:
     fim: FimFormat
     encoder: ClientEncoder
     decoder: ClientDecoder
-    checkpoint: Checkpoint
+    checkpoint: Checkpoint | None  # None: a bundle's model; opened on demand by load_middle
     dtype: torch.dtype = torch.float32
+    bundle: object | None = field(default=None, repr=False)  # the ClientBundle it came from, if any
 
     @classmethod
     def load(cls, model_dir: str | Path, plan: SplitPlan | None = None,
@@ -60,6 +67,37 @@ class ClientModel:
         decoder = load_part(d, "decoder", plan, dtype, spec, ckpt)
         return cls(d, spec, plan, tokenizer, fim, encoder, decoder, ckpt, dtype)
 
+    @classmethod
+    def from_bundle(cls, bundle_dir: str | Path, base_dir: str | Path | None = None, *, store=None,
+                    dtype: torch.dtype = torch.float32) -> "ClientModel":
+        """A client bundle's model. `base_dir`: the public base model (the middle for --local or a
+        self-started cloud; default: the path the bundle was made from). `store`: the KeyStore
+        holding the bundle's key (default: the OS keyring's "umbra" service)."""
+        from umbra.privacy.bundle import BASE_DIR, load_bundle
+
+        bundle = load_bundle(bundle_dir, store=store, dtype=dtype, tokenizer_loader=ClientTokenizer.from_dir)
+        tokenizer = ClientTokenizer.from_dir(bundle.dir / BASE_DIR, permutation=bundle.permutation)
+        if tokenizer.size > bundle.spec.vocab_size:
+            raise ConfigError(f"tokenizer has {tokenizer.size} tokens but the model only {bundle.spec.vocab_size}")
+        base = Path(base_dir) if base_dir is not None else Path(bundle.manifest.base["path"])
+        return cls(base, bundle.spec, bundle.plan, tokenizer, detect_format(tokenizer), bundle.encoder,
+                   bundle.decoder, None, dtype, bundle)
+
+    def check_base(self) -> Path:
+        """The base model directory, checked to be the one a bundle was made from (weight hashes);
+        ConfigError otherwise. Plain models: just that the directory is complete."""
+        d = check_model_dir(self.model_dir)
+        if self.bundle is not None:
+            from umbra.privacy.manifest import sha256_file
+
+            expected = self.bundle.manifest.base.get("weights", {})
+            if any(not (d / f).is_file() or sha256_file(d / f) != h for f, h in expected.items()):
+                raise ConfigError(f"{d} is not the base model this bundle was made from (weights differ); "
+                                  f"pass the right one with --model")
+        return d
+
     def load_middle(self) -> MiddleBlocks:
         """The middle blocks, for the monolithic baseline or an in-process LocalMiddle."""
+        if self.checkpoint is None:
+            self.checkpoint = Checkpoint(self.check_base())
         return load_part(self.model_dir, "middle", self.plan, self.dtype, self.spec, self.checkpoint)

@@ -1,9 +1,10 @@
 """ClientTokenizer: the one place where text meets token ids on the client.
 
 Everything above it (FIM prompts, sampling masks, stop tokens) uses the ids this wrapper hands
-out and never calls the underlying tokenizer itself. That keeps one seam for the secret
-vocabulary permutation of a later issue (ids become π(public id)): only this module changes
-(encode/decode, token_id, special/eos/bos ids and vocab_mask are the whole id surface).
+out and never calls the underlying tokenizer itself. With a client bundle's secret permutation π
+(`ClientTokenizer.from_dir(dir, permutation=π)` or `.with_permutation(π)`) every id it hands out
+or takes is private, p = π(public id): encode/decode, token_id, special/eos/bos ids and
+vocab_mask are the whole id surface, so nothing above this module knows which space it is in.
 
 User text is encoded with special-token matching switched off, so a file that contains the
 literal string "<fim_middle>" cannot inject control tokens into the prompt."""
@@ -19,19 +20,40 @@ from umbra.errors import ConfigError
 
 
 class ClientTokenizer:
-    def __init__(self, tokenizer, eos_tokens: tuple[str, ...] = (), bos_token: str | None = None):
-        """`tokenizer` is a `tokenizers.Tokenizer`; eos/bos name the model's own special tokens."""
+    def __init__(self, tokenizer, eos_tokens: tuple[str, ...] = (), bos_token: str | None = None,
+                 permutation=None):
+        """`tokenizer` is a `tokenizers.Tokenizer`; eos/bos name the model's own special tokens.
+        `permutation`: a client bundle's `umbra.privacy.ltokenizer.Permutation` (ids private)."""
         self._tok = tokenizer
         self._text_tok = tokenizer.from_str(tokenizer.to_str())  # copy that never matches specials
         self._text_tok.encode_special_tokens = True
-        self.size = tokenizer.get_vocab_size(with_added_tokens=True)  # ids are in [0, size)
+        self._names = (tuple(eos_tokens), bos_token)
+        self.size = tokenizer.get_vocab_size(with_added_tokens=True)  # public ids are in [0, size)
+        self._perm = permutation
+        if permutation is not None and permutation.size < self.size:
+            raise ConfigError(f"the permutation covers {permutation.size} ids, the tokenizer has {self.size}")
         added = tokenizer.get_added_tokens_decoder()
-        self.special_ids = frozenset(i for i, tok in added.items() if tok.special)
+        self.special_ids = frozenset(self._out(i) for i, tok in added.items() if tok.special)
         self.eos_ids = frozenset(i for i in map(self.token_id, eos_tokens) if i is not None)
         self.bos_id = self.token_id(bos_token) if bos_token else None
 
+    @property
+    def private(self) -> bool:
+        """True when ids are private (a bundle's permutation applies)."""
+        return self._perm is not None
+
+    def with_permutation(self, permutation) -> "ClientTokenizer":
+        """The same tokenizer handing out private ids π(public id)."""
+        return ClientTokenizer(self._tok, *self._names, permutation=permutation)
+
+    def __repr__(self) -> str:  # never show the permutation
+        return f"ClientTokenizer(size={self.size}, private={self.private})"
+
+    def _out(self, public_id: int) -> int:
+        return public_id if self._perm is None else self._perm.to_private(int(public_id))
+
     @classmethod
-    def from_dir(cls, model_dir: str | Path) -> "ClientTokenizer":
+    def from_dir(cls, model_dir: str | Path, permutation=None) -> "ClientTokenizer":
         """Load `tokenizer.json` of a local HF model dir; EOS/BOS from its tokenizer_config.json
         and config.json / generation_config.json (`eos_token_id` may be an int or a list)."""
         from tokenizers import Tokenizer
@@ -56,12 +78,13 @@ class ClientTokenizer:
             for i in ids if isinstance(ids, list) else [ids]:
                 if isinstance(i, int) and (name := tok.id_to_token(i)) is not None:
                     eos.append(name)
-        return cls(tok, tuple(dict.fromkeys(eos)), bos)
+        return cls(tok, tuple(dict.fromkeys(eos)), bos, permutation)
 
     # -- ids ------------------------------------------------------------------------------
     def token_id(self, token: str) -> int | None:
         """Id of a token given by its exact vocabulary string, or None if absent."""
-        return self._tok.token_to_id(token)
+        public_id = self._tok.token_to_id(token)
+        return None if public_id is None else self._out(public_id)
 
     def has_tokens(self, *tokens: str) -> bool:
         return all(self.token_id(t) is not None for t in tokens)
@@ -71,24 +94,31 @@ class ClientTokenizer:
         pad their embedding table past the vocabulary)."""
         mask = torch.zeros(vocab_size, dtype=torch.bool)
         mask[: min(self.size, vocab_size)] = True
-        return mask
+        if self._perm is None:
+            return mask
+        if self._perm.size != vocab_size:
+            raise ConfigError(f"the permutation covers {self._perm.size} ids, the model {vocab_size}")
+        return mask[self._perm.to_public(torch.arange(vocab_size))]  # private p <- public π⁻¹(p)
 
     # -- text -----------------------------------------------------------------------------
     def encode(self, text: str) -> list[int]:
         """Plain text (no special tokens recognised, none added) -> ids."""
         if not text:
             return []
-        return self._text_tok.encode(text, add_special_tokens=False).ids
+        ids = self._text_tok.encode(text, add_special_tokens=False).ids
+        return ids if self._perm is None else self._perm.to_private(ids)
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         """ids and each token's character span in `text`."""
         if not text:
             return [], []
         enc = self._text_tok.encode(text, add_special_tokens=False)
-        return enc.ids, enc.offsets
+        return (enc.ids if self._perm is None else self._perm.to_private(enc.ids)), enc.offsets
 
     def decode(self, ids: list[int]) -> str:
         """ids -> text, dropping special tokens."""
+        if self._perm is not None:
+            ids = self._perm.to_public([int(i) for i in ids])
         return self._tok.decode([i for i in ids if i < self.size], skip_special_tokens=True)
 
 
