@@ -1,0 +1,27 @@
+"""A simulated honest-but-curious cloud and its attacks on what the client sends (NOIR §5).
+
+The cloud records every hidden state and gradient it receives (`RecordingMiddle`, around any
+Middle) and attacks using only what it has: the PUBLIC base model, the public tokenizer and
+public code — never π, the randomized table or the client's tuned blocks.
+
+    recorder.py        RecordingMiddle: the cloud's view, as events
+    transcript.py      events -> ObservedSequence (what the cloud's sessions hold)
+    public.py          PublicModel: public parts, tokenizer, public-code samples
+    nearest.py     (a) nearest-neighbour inversion against per-token public states
+    probe.py       (b) learned inversion probe (MLP over a state and its neighbours)
+    frequency.py   (c) frequency analysis (cluster states, match public frequencies) and the
+                       frequency-only baseline
+    reconstruction.py (d) code reconstruction through the public middle + decoder + head
+    gradients.py   (e) label recovery from split fine-tuning gradients
+    metrics.py         token recovery, ROUGE-1, BLEU, NOIR's "clear gist"
+    suite.py           AttackSuite: build all attacks once, run and score them on a transcript
+    clients.py         simulated defended clients (benchmark), or a real bundle
+    traffic.py         inference / split-training traffic through a recorded Middle
+
+The benchmark is benchmarks/privacy_attacks.py (docs/privacy/attacks.md); `umbra audit` runs
+the same suite on the client's own recorded traffic (umbra/audit)."""
+
+from umbra.privacy.attacks.recorder import RecordingMiddle
+from umbra.privacy.attacks.transcript import ObservedSequence, assemble
+
+__all__ = ["ObservedSequence", "RecordingMiddle", "assemble"]

@@ -1,0 +1,115 @@
+"""Attack (c): frequency analysis, and the frequency-only baseline.
+
+INDVocab draws the table once per client, so equal tokens always start from equal rows, and at
+the split layer the states of one token in different contexts stay close. The cloud clusters
+every state it received (spherical k-means, k-means++ seeding) into as many clusters as public
+code of the same length has distinct tokens, ranks the clusters by size and the public tokens
+by frequency in public code, and labels rank r with token r — a substitution-cipher break that
+needs no model at all (it works on states from any encoder, tuned or not).
+
+The frequency-only baseline is the best guess from frequencies alone: the most frequent public
+token at every position. An attack is only informative where it beats it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from umbra.errors import ConfigError
+from umbra.privacy.attacks.transcript import ObservedSequence
+
+
+@dataclass(frozen=True)
+class FrequencyConfig:
+    iterations: int = 25  # Lloyd iterations of spherical k-means
+    clusters: int | None = None  # None: distinct tokens in public code of the received length
+    distinct_draws: int = 3  # public samples averaged to estimate that number
+    seed: int = 0
+
+    def validate(self) -> None:
+        if self.iterations < 1 or self.distinct_draws < 1 or (self.clusters is not None and self.clusters < 1):
+            raise ConfigError("frequency analysis needs iterations, distinct_draws (and clusters) >= 1")
+
+
+def expected_distinct(public_blocks: np.ndarray, n: int, draws: int, rng: np.random.Generator) -> int:
+    """Distinct ids in ~n public tokens taken as whole blocks in random order (text-like)."""
+    per = public_blocks.shape[1]
+    counts = []
+    for _ in range(draws):
+        order = rng.permutation(public_blocks.shape[0])
+        take = public_blocks[order[: max(1, -(-n // per))]].ravel()[:n]
+        counts.append(np.unique(take).size)
+    return max(1, int(round(float(np.mean(counts)))))
+
+
+@torch.no_grad()
+def spherical_kmeans(x: torch.Tensor, k: int, iterations: int, seed: int) -> torch.Tensor:
+    """Unit-norm centroids [k,C] of unit-norm points x [N,C] (k <= N)."""
+    g = torch.Generator().manual_seed(seed)
+    n = x.shape[0]
+    first = int(torch.randint(n, (1,), generator=g))
+    centroids = [x[first]]
+    best = (1 - x @ x[first]).clamp_min(0)  # cosine distance to the nearest chosen centroid
+    for _ in range(1, k):  # k-means++ seeding
+        total = float(best.sum())
+        if total <= 0:
+            i = int(torch.randint(n, (1,), generator=g))
+        else:
+            i = int(torch.multinomial(best / total, 1, generator=g))
+        centroids.append(x[i])
+        best = torch.minimum(best, (1 - x @ x[i]).clamp_min(0))
+    c = torch.stack(centroids)
+    for _ in range(iterations):
+        assign = (x @ c.T).argmax(-1)
+        sums = torch.zeros_like(c).index_add_(0, assign, x)
+        empty = sums.norm(dim=-1) == 0
+        if empty.any():  # re-seed empty clusters at the worst-served points
+            worst = (x @ c.T).max(-1).values.argsort()[: int(empty.sum())]
+            sums[empty] = x[worst]
+        c = torch.nn.functional.normalize(sums, dim=-1)
+    return c
+
+
+class FrequencyAnalysis:
+    name = "frequency"
+
+    def __init__(self, public_blocks: np.ndarray, public_counts: np.ndarray, config: FrequencyConfig = FrequencyConfig()):
+        config.validate()
+        self.config = config
+        self.blocks = public_blocks
+        self.ranked = np.argsort(-public_counts, kind="stable")  # public ids, most frequent first
+
+    def run(self, sequences: list[ObservedSequence]) -> list[np.ndarray]:
+        if not sequences:
+            return []
+        fresh = torch.cat([s.hidden[torch.from_numpy(s.scored)] for s in sequences]).float()
+        if fresh.shape[0] == 0:
+            return [np.full(s.length, -1, dtype=np.int64) for s in sequences]
+        x = torch.nn.functional.normalize(fresh, dim=-1)
+        rng = np.random.default_rng(self.config.seed)
+        k = self.config.clusters or expected_distinct(self.blocks, x.shape[0], self.config.distinct_draws, rng)
+        k = min(k, x.shape[0])
+        centroids = spherical_kmeans(x, k, self.config.iterations, self.config.seed)
+        sizes = torch.bincount((x @ centroids.T).argmax(-1), minlength=k)
+        rank_of_cluster = torch.empty(k, dtype=torch.long)
+        rank_of_cluster[sizes.argsort(descending=True, stable=True)] = torch.arange(k)
+        token_of_cluster = self.ranked[rank_of_cluster.numpy()]
+        out = []
+        for s in sequences:
+            assign = (torch.nn.functional.normalize(s.hidden.float(), dim=-1) @ centroids.T).argmax(-1)
+            out.append(token_of_cluster[assign.numpy()].astype(np.int64))
+        return out
+
+
+class FrequencyBaseline:
+    """Guess the most frequent public token everywhere."""
+
+    name = "baseline"
+
+    def __init__(self, public_counts: np.ndarray):
+        self.top = int(np.argmax(public_counts))
+
+    def run(self, sequences: list[ObservedSequence]) -> list[np.ndarray]:
+        return [np.full(s.length, self.top, dtype=np.int64) for s in sequences]

@@ -1,0 +1,122 @@
+"""The attack grid of docs/privacy/attacks.md: defence configuration × ε → attack scores.
+
+A cell builds a simulated client with its defences, sends the evaluation blocks through a
+recorded Middle (inference prefills; split fine-tuning steps for the gradient attack) and runs
+the suite on what the cloud recorded: attacks (a)–(d) and the baseline on inference traffic,
+(e) on training traffic. Results go to a JSON cache keyed by the model's fingerprint and the
+run's parameters, one entry per cell, written after each cell — a rerun skips finished cells."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from umbra.errors import ConfigError
+from umbra.middle.local import LocalMiddle
+from umbra.privacy.attacks.clients import Defence, build_client
+from umbra.privacy.attacks.public import PublicModel
+from umbra.privacy.attacks.recorder import RecordingMiddle
+from umbra.privacy.attacks.suite import AttackSuite
+from umbra.privacy.attacks.traffic import inference_traffic, training_traffic
+from umbra.privacy.indvocab import guess_bound
+
+CONFIGS = {  # name -> (INDVocab?, LTokenizer?, STuning?)
+    "none": (False, False, False),
+    "indvocab": (True, False, False),
+    "ltokenizer": (False, True, False),
+    "both": (True, True, False),
+    "both+stuning": (True, True, True),
+}
+TRAINING_ATTACKS = ("gradient",)
+
+
+@dataclass(frozen=True)
+class GridParams:
+    eval_blocks: int = 32  # client blocks sent as inference prompts (held-out split)
+    train_blocks: int = 16  # client blocks sent as split fine-tuning steps
+    batch_size: int = 4  # fine-tuning batch
+    seed: int = 0  # client draws (table, π) and evaluation sample
+
+    def key(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+def cells(configs: list[str], epsilons: list[float]) -> list[tuple[str, float | None]]:
+    """(config, ε) pairs; configurations without INDVocab get a single cell with ε = None."""
+    out = []
+    for name in configs:
+        if name not in CONFIGS:
+            raise ConfigError(f"unknown configuration {name!r} (known: {', '.join(CONFIGS)})")
+        if CONFIGS[name][0]:
+            out.extend((name, e) for e in epsilons)
+        else:
+            out.append((name, None))
+    return out
+
+
+def cell_key(config: str, epsilon: float | None) -> str:
+    return f"{config}@{'-' if epsilon is None else ('inf' if math.isinf(epsilon) else f'{epsilon:g}')}"
+
+
+def defence_of(config: str, epsilon: float | None) -> Defence:
+    ind, lt, st = CONFIGS[config]
+    return Defence(indvocab_epsilon=epsilon if ind else None, ltokenizer=lt, stuning=st)
+
+
+class GridCache:
+    """{run key: {cell key: result}} in one JSON file, rewritten atomically after every cell."""
+
+    def __init__(self, path: Path, run_key: str):
+        self.path, self.run_key = Path(path), run_key
+        self.data: dict = json.loads(self.path.read_text()) if self.path.is_file() else {}
+        self.data.setdefault(run_key, {})
+
+    @property
+    def cells(self) -> dict:
+        return self.data[self.run_key]
+
+    def put(self, key: str, value: dict) -> None:
+        self.cells[key] = value
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True))
+        os.replace(tmp, self.path)
+
+
+def run_key(public: PublicModel, suite_key: str, params: GridParams) -> str:
+    return hashlib.sha256(f"{public.fingerprint}|{suite_key}|{params.key()}".encode()).hexdigest()[:16]
+
+
+def run_cell(public: PublicModel, suite: AttackSuite, config: str, epsilon: float | None,
+             eval_blocks: np.ndarray, train_blocks: np.ndarray, params: GridParams) -> dict:
+    """One cell's scores: {"attacks": {name: score json}, "epsilon", "guess_bound", "seconds"}."""
+    defence = defence_of(config, epsilon)
+    t0 = time.perf_counter()
+    client = build_client(public.dir, defence, public.plan, seed=params.seed)
+    if defence.stuning:
+        raise ConfigError("the STuning row needs the split fine-tuning loop (umbra.tuning), not there yet")
+    middle = RecordingMiddle(LocalMiddle(public.middle))
+    asyncio.run(inference_traffic(client, middle, eval_blocks))
+    inference = middle.sequences()
+    middle.clear()
+    asyncio.run(training_traffic(client, middle, train_blocks, batch_size=params.batch_size))
+    training = middle.sequences()
+    names = tuple(suite.attacks)
+    scores = suite.run(inference, only=tuple(n for n in names if n not in TRAINING_ATTACKS)).to_json()
+    scores.update(suite.run(training, only=TRAINING_ATTACKS).to_json())
+    eps = defence.epsilon
+    return dict(config=config, label=defence.label, epsilon=None if epsilon is None else _eps_json(epsilon),
+                guess_bound=guess_bound(eps, public.vocab_size), attacks=scores,
+                seconds=round(time.perf_counter() - t0, 1))
+
+
+def _eps_json(e: float) -> float | str:
+    return "inf" if math.isinf(e) else e

@@ -1,0 +1,139 @@
+"""The attack suite: every attack of the simulated cloud over one recorded transcript, scored
+against the truth the client kept.
+
+    public = PublicModel(model_dir, plan)
+    suite  = AttackSuite.build(public, SuiteConfig(corpus=CorpusSample(corpus_dir)), cache_dir)
+    result = suite.run(sequences)            # list[ObservedSequence] with .truth
+    result.scores["probe"].recovery, result.reconstructions[i]["probe"] ...
+
+Scored positions are each sequence's fresh, non-padding positions for which the attack made a
+guess and the truth is known; text scores compare the public-tokenizer decoding of the guesses
+with that of the truth over exactly those positions."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from umbra.errors import ConfigError
+from umbra.privacy.attacks.frequency import FrequencyAnalysis, FrequencyBaseline, FrequencyConfig
+from umbra.privacy.attacks.gradients import GradientConfig, GradientLabelRecovery
+from umbra.privacy.attacks.metrics import AttackScore, GistThresholds, TextScore, aggregate, text_score, token_recovery
+from umbra.privacy.attacks.nearest import NearestConfig, NearestNeighbour
+from umbra.privacy.attacks.probe import InversionProbe, ProbeConfig
+from umbra.privacy.attacks.public import CorpusSample, PublicModel
+from umbra.privacy.attacks.reconstruction import CodeReconstruction
+from umbra.privacy.attacks.transcript import ObservedSequence
+
+log = logging.getLogger(__name__)
+
+ATTACKS = ("baseline", "nearest", "probe", "frequency", "reconstruction", "gradient")
+
+
+@dataclass(frozen=True)
+class SuiteConfig:
+    corpus: CorpusSample  # the attacker's public code (probe training, codebook, frequencies)
+    attacks: tuple[str, ...] = ATTACKS  # which to run ("baseline" = frequency-only guess)
+    nearest: NearestConfig = NearestConfig()
+    probe: ProbeConfig = ProbeConfig()
+    frequency: FrequencyConfig = FrequencyConfig()
+    gradient: GradientConfig = GradientConfig()
+    gist: GistThresholds = GistThresholds()
+
+    def validate(self) -> None:
+        unknown = set(self.attacks) - set(ATTACKS)
+        if unknown:
+            raise ConfigError(f"unknown attacks {sorted(unknown)} (known: {', '.join(ATTACKS)})")
+
+
+@dataclass
+class SuiteResult:
+    scores: dict[str, AttackScore]  # attack -> pooled score (only attacks that applied)
+    # per sequence: attack -> (reconstructed text, truth text, right, scored) over its scored positions
+    reconstructions: list[dict[str, tuple[str, str, int, int]]] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {name: s.to_json() for name, s in self.scores.items()}
+
+
+def probe_cache_path(cache_dir: Path, public: PublicModel, sample: CorpusSample, config: ProbeConfig) -> Path:
+    key = repr((public.fingerprint, asdict(sample) | {"corpus_dir": str(sample.corpus_dir)}, config.key()))
+    return Path(cache_dir) / f"probe-{hashlib.sha256(key.encode()).hexdigest()[:16]}.safetensors"
+
+
+class AttackSuite:
+    def __init__(self, public: PublicModel, config: SuiteConfig, attacks: dict[str, object]):
+        self.public, self.config, self.attacks = public, config, attacks
+
+    @classmethod
+    def build(cls, public: PublicModel, config: SuiteConfig, cache_dir: Path | None = None,
+              probe: InversionProbe | None = None, progress=None) -> "AttackSuite":
+        """Prepare the attacks (sample public code, build codebooks, train or load the probe)."""
+        config.validate()
+        blocks = public.sample_blocks(config.corpus)
+        counts = public.frequencies(blocks)
+        attacks: dict[str, object] = {}
+        for name in config.attacks:
+            if name == "baseline":
+                attacks[name] = FrequencyBaseline(counts)
+            elif name == "nearest":
+                attacks[name] = NearestNeighbour(public, config.nearest, blocks)
+            elif name == "probe":
+                attacks[name] = probe or _probe(public, blocks, config, cache_dir, progress)
+            elif name == "frequency":
+                attacks[name] = FrequencyAnalysis(blocks, counts, config.frequency)
+            elif name == "reconstruction":
+                attacks[name] = CodeReconstruction(public)
+            elif name == "gradient":
+                attacks[name] = GradientLabelRecovery(public, config.gradient)
+        return cls(public, config, attacks)
+
+    def run(self, sequences: list[ObservedSequence], only: tuple[str, ...] | None = None) -> SuiteResult:
+        """Run every attack (or those in `only`) and score it."""
+        if any(s.truth is None for s in sequences):
+            raise ConfigError("every sequence needs its truth to be scored")
+        result = SuiteResult(scores={}, reconstructions=[{} for _ in sequences])
+        for name, attack in self.attacks.items():
+            if only is not None and name not in only:
+                continue
+            guesses = attack.run(sequences)
+            counts, texts = [], []
+            for i, (seq, guess) in enumerate(zip(sequences, guesses)):
+                if guess is None:
+                    continue
+                keep = seq.scored & (guess >= 0)
+                right, scored = token_recovery(guess, seq.truth, keep)
+                if scored == 0:
+                    continue
+                recon, truth = self.public.decode(guess[keep]), self.public.decode(seq.truth[keep])
+                counts.append((right, scored))
+                texts.append(text_score(recon, truth))
+                result.reconstructions[i][name] = (recon, truth, right, scored)
+            if counts:
+                result.scores[name] = aggregate(name, counts, texts, self.config.gist)
+        return result
+
+
+def _probe(public: PublicModel, blocks: np.ndarray, config: SuiteConfig, cache_dir: Path | None, progress) -> InversionProbe:
+    path = probe_cache_path(cache_dir, public, config.corpus, config.probe) if cache_dir is not None else None
+    if path is not None and (cached := InversionProbe.load(path, config.probe)) is not None:
+        return cached
+    probe = InversionProbe.train(public, blocks, config.probe, progress=progress)
+    if path is not None:
+        probe.save(path)
+    return probe
+
+
+def text_scores(result: SuiteResult, attack: str) -> list[TextScore | None]:
+    """Per-sequence text scores of one attack (None where it did not apply)."""
+    out = []
+    for rec in result.reconstructions:
+        if attack in rec:
+            out.append(text_score(rec[attack][0], rec[attack][1]))
+        else:
+            out.append(None)
+    return out
