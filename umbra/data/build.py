@@ -38,10 +38,9 @@ def ensure_system_sources(install: bool) -> None:
             raise ConfigError(f"`{' '.join(cmd)}` failed")
 
 
-def candidate_files(cfg: DataConfig) -> Iterator[tuple[collect.SourceFile, str]]:
+def candidate_files(cfg: DataConfig, archives: dict) -> Iterator[tuple[collect.SourceFile, str]]:
     """Every candidate file with its license, in a fixed source order."""
     yield from ((f, sources.PY_STDLIB_LICENSE) for f in collect.python_stdlib_files())
-    archives = fetch_all(sources.PYPI_PACKAGES, cfg.path(cfg.cache_dir))
     for pkg in sources.PYPI_PACKAGES:
         yield from ((f, pkg.license) for f in collect.sdist_files(archives[pkg.name][0], pkg))
     yield from ((f, sources.GO_LICENSE) for f in collect.go_files())
@@ -56,7 +55,8 @@ def build_corpus(cfg: DataConfig, install_missing: bool = True) -> dict:
     licenses: dict[str, tuple[str, str]] = {}  # source -> (language, license)
     candidates: Counter = Counter()
     kept: dict[str, list[collect.SourceFile]] = defaultdict(list)
-    for f, license_id in candidate_files(cfg):
+    archives = fetch_all(sources.PYPI_PACKAGES, cfg.path(cfg.cache_dir))
+    for f, license_id in candidate_files(cfg, archives):
         licenses[f.source] = (f.lang, license_id)
         candidates[f.lang] += 1
         reason = reject_reason(f.text, cfg.filters) or dedup.classify(f.text)
@@ -83,6 +83,9 @@ def build_corpus(cfg: DataConfig, install_missing: bool = True) -> dict:
             split = assign_split(cfg.seed, path, cfg.valid_fraction, cfg.test_fraction)
             splits[split][lang].append(f)
     summary = _summarize(cfg, splits, candidates, rejected, capped, licenses, dedup)
+    summary["sdists"] = {p.name: {"version": p.version, "license": p.license,
+                                  "file": archives[p.name][0].name, "sha256": archives[p.name][1]}
+                         for p in sources.PYPI_PACKAGES}
     _check_balance(summary)
     _write_outputs(cfg, splits, summary)
     return summary
