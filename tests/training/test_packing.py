@@ -51,3 +51,12 @@ def test_lr_schedule_warmup_then_cosine():
     assert lrs[0] == 0.1 and lrs[9] == 1.0
     assert all(x >= y for x, y in zip(lrs[9:], lrs[10:]))
     assert abs(lr_at(110, 1.0, 10, 110, 0.1) - 0.1) < 1e-12
+
+
+def test_blocks_are_shuffled_across_files(tiny_corpus):
+    corpus, tok_dir = tiny_corpus
+    s = _stream(corpus, tok_dir)
+    blocks = s.epoch_blocks(0)
+    unshuffled = s.epoch_tokens(0)[: blocks.size].reshape(blocks.shape)
+    assert not np.array_equal(blocks, unshuffled)
+    assert sorted(map(bytes, blocks)) == sorted(map(bytes, unshuffled))  # same blocks, new order

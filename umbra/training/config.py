@@ -35,7 +35,7 @@ class TrainConfig:
     seed: int = 1234  # model init, data order and FIM draws derive from it
     batch_size: int = 8  # blocks per optimizer step (tokens/step = batch_size * context_length)
     total_tokens: int = 36_000_000  # training budget; sets the number of steps
-    lr: float = 1.5e-3  # peak learning rate
+    lr: float = 1e-3  # peak learning rate
     min_lr_ratio: float = 0.1  # final lr = lr * min_lr_ratio (cosine decay)
     warmup_steps: int = 300  # linear warmup from 0
     weight_decay: float = 0.1  # AdamW decay on matrices (not on norms)

@@ -3,7 +3,9 @@
 Epoch `e` is a pure function of (seed, e, corpus, tokenizer, FIM config): documents are
 permuted by a generator seeded with (seed, e), each document's FIM draws use a generator
 seeded with (seed, e, document index), and the concatenated token stream is cut into
-`context_length` blocks (the incomplete tail is dropped). The data position is (epoch, block),
+`context_length` blocks (the incomplete tail is dropped), and the blocks are shuffled with a
+generator seeded by (seed, e, 1) so that a batch mixes many files instead of one file's
+consecutive blocks. The data position is (epoch, block),
 which the checkpoint stores, so a resumed run sees exactly the same batches."""
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from umbra.training.fim import SENTINELS, fim_transform, render
 log = logging.getLogger(__name__)
 
 _CHUNK_DOCS = 1_000  # documents tokenized per batch call (bounds memory of Encoding objects)
+_LAYOUT = b"blocks-shuffled-v2"  # bump when the epoch layout changes (invalidates cached epochs)
 
 def load_raw_tokenizer(tokenizer_dir: Path) -> Tokenizer:
     path = tokenizer_dir / "tokenizer.json"
@@ -76,7 +79,7 @@ class PackedStream:
         self.fingerprint = self._fingerprint()
 
     def _fingerprint(self) -> str:
-        h = hashlib.sha256()
+        h = hashlib.sha256(_LAYOUT)
         h.update(json.dumps(asdict(self.spec), sort_keys=True).encode())
         h.update(self.tok.to_str().encode())
         for d in self.docs:
@@ -104,6 +107,7 @@ class PackedStream:
         else:
             log.info("tokenizing epoch %d", epoch)
             blocks = blocks_of(self.epoch_tokens(epoch), self.spec.context_length)
+            blocks = blocks[np.random.default_rng([self.spec.seed, epoch, 1]).permutation(len(blocks))]
             if cached is not None:
                 cached.parent.mkdir(parents=True, exist_ok=True)
                 tmp = cached.with_suffix(".tmp.npy")
