@@ -1,0 +1,62 @@
+"""Typed configuration of STuning (split fine-tuning of the client encoder and decoder)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from umbra.errors import ConfigError
+from umbra.training.config import FimConfig
+
+# May differ between a run and its resumption: they do not change the trajectory.
+RUNTIME_FIELDS = ("stop_at_step", "checkpoint_every")
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    steps: int = 300  # optimizer steps; the learning-rate schedule spans exactly these
+    batch_size: int = 4  # packed blocks per step
+    context_length: int = 512  # tokens per block (at most the model's positions)
+    lr: float = 5e-4  # peak learning rate (AdamW)
+    min_lr_ratio: float = 0.1  # final lr = lr * min_lr_ratio (cosine decay)
+    warmup_steps: int = 20  # linear warmup from 0
+    weight_decay: float = 0.1  # AdamW decay on matrices (not on norms)
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0  # max global gradient norm of the client's trainable parameters
+    seed: int = 0  # data order and FIM draws (umbra.training.packing)
+    fim: FimConfig = field(default_factory=FimConfig)  # plain next-token + FIM mix, as pretraining
+    # Also train the INDVocab-randomized embedding table. Off by default: the table's ε-IND
+    # guarantee covers the table as drawn; training moves its rows with gradients that flow
+    # through the public middle and the (public-initialized) LM head, which can pull them back
+    # toward the public geometry the cloud knows (docs/privacy/utility.md).
+    train_embedding: bool = False
+    checkpoint_every: int = 50  # steps between checkpoints (also at the end and when stopped)
+    stop_at_step: int | None = None  # stop early (checkpointed) at this step; schedule unchanged
+
+    def validate(self, max_positions: int | None = None) -> "TuneConfig":
+        for name in ("steps", "batch_size", "checkpoint_every"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.context_length < 2:
+            raise ConfigError("context_length must be >= 2 (one input and one label)")
+        if max_positions is not None and self.context_length > max_positions:
+            raise ConfigError(f"context_length {self.context_length} exceeds the model's {max_positions} positions")
+        if not self.lr > 0 or not 0 <= self.min_lr_ratio <= 1 or self.warmup_steps < 0:
+            raise ConfigError("need lr > 0, 0 <= min_lr_ratio <= 1 and warmup_steps >= 0")
+        if self.grad_clip <= 0 or self.weight_decay < 0:
+            raise ConfigError("need grad_clip > 0 and weight_decay >= 0")
+        if self.stop_at_step is not None and self.stop_at_step < 0:
+            raise ConfigError("stop_at_step must be >= 0")
+        return self
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TuneConfig":
+        d = dict(d)
+        return cls(fim=FimConfig(**d.pop("fim")), **d)
+
+    def trajectory(self) -> dict:
+        """The fields that determine the training trajectory (all but RUNTIME_FIELDS)."""
+        return {k: v for k, v in self.to_dict().items() if k not in RUNTIME_FIELDS}
