@@ -2,6 +2,7 @@
 
     python benchmarks/indvocab_build.py                       # 16k x 256 at three ε, 150k x 4096 at ε = 13
     python benchmarks/indvocab_build.py --skip-large          # only the small tables (seconds)
+    python benchmarks/indvocab_build.py --skip-small --large-dtype bfloat16   # a realistic large table
     python benchmarks/indvocab_build.py --model models/umbra-code-tiny   # also the model's real table
 
 Tables are synthetic N(0, 0.02²): float32 values are all distinct (the sampler's worst case:
@@ -63,13 +64,14 @@ def main(argv=None) -> int:
     ap.add_argument("--large-epsilons", type=_floats, default=[13.0], help="ε for the 150k x 4096 table")
     ap.add_argument("--large-dtype", choices=["float32", "bfloat16"], default="float32")
     ap.add_argument("--skip-large", action="store_true", help="only the 16k x 256 tables")
+    ap.add_argument("--skip-small", action="store_true", help="only the 150k x 4096 table")
     ap.add_argument("--model", type=Path, help="also time this model directory's own embedding table")
     ap.add_argument("--h", type=float, default=0.25)
     args = ap.parse_args(argv)
 
     rows = []
     small = {"float32": synthetic(16384, 256, torch.float32), "bfloat16": synthetic(16384, 256, torch.bfloat16)}
-    for eps in args.epsilons:
+    for eps in [] if args.skip_small else args.epsilons:
         for dtype, table in small.items():
             rows.append(time_build("synthetic", table, eps, args.h))
     if args.model is not None:

@@ -1,10 +1,10 @@
 """A real Secret Service for the tests that touch the OS keyring (GNOME Keyring over D-Bus).
 
 `secret_service` (session scope): if this process already reaches an unlocked Secret Service
-(a desktop session), it is used as it is. Otherwise a private D-Bus session bus and a
-`gnome-keyring-daemon --components=secrets` are started, the daemon's login keyring created and
-unlocked with a random throwaway password (gnome-keyring does not create a login keyring for an
-empty one) in a temporary XDG data directory, and DBUS_SESSION_BUS_ADDRESS is exported in
+(a desktop session), it is used as it is. Otherwise a private D-Bus session bus (without
+service activation) and a `gnome-keyring-daemon --components=secrets` are started, the
+daemon's login keyring created and unlocked with a random throwaway password (gnome-keyring
+does not create a login keyring for an empty one) in a temporary XDG data directory, and DBUS_SESSION_BUS_ADDRESS is exported in
 os.environ so subprocesses (the `umbra` CLI under test) inherit it. Both daemons are stopped and
 the directory removed at the end of the session. If that cannot work here the fixture FAILS and
 names the Debian packages to install; it never skips.
@@ -28,7 +28,22 @@ import pytest
 
 DEBIAN_PACKAGES = "dbus gnome-keyring"  # dbus-daemon, gnome-keyring-daemon
 INSTALL_HINT = f"install the Debian packages: apt-get install -y {DEBIAN_PACKAGES}"
-START_TIMEOUT_S = 20.0
+START_TIMEOUT_S = 60.0  # generous: CI machines can be heavily loaded
+
+
+_BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:dir={socket_dir}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"""
 
 
 def secret_service_usable() -> bool:
@@ -66,8 +81,14 @@ class _PrivateSecretService:
             raise
 
     def _start(self) -> None:
+        # Our own bus config: a session bus WITHOUT service activation. With the standard session
+        # config, the first Secret Service call could D-Bus-activate a second, locked
+        # gnome-keyring before ours claims the name ("another secret service is running").
+        (self.dir / "bus").mkdir(mode=0o700)
+        config = self.dir / "session-bus.conf"
+        config.write_text(_BUS_CONFIG.format(socket_dir=self.dir / "bus"))
         out = subprocess.run(
-            ["dbus-daemon", "--session", "--fork", "--print-address=1", "--print-pid=1"],
+            ["dbus-daemon", f"--config-file={config}", "--fork", "--print-address=1", "--print-pid=1"],
             capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
         )
         lines = out.stdout.split()

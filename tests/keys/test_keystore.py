@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import shutil
 import subprocess
 
 import keyring
@@ -39,6 +40,8 @@ def test_round_trip_through_secret_service(keystore):
 
 def test_visible_to_other_processes(keystore):
     """A secret set here is readable by secret-tool in a subprocess: it really is in the OS store."""
+    if shutil.which("secret-tool") is None:
+        pytest.fail("secret-tool not found; install the Debian package: apt-get install -y libsecret-tools")
     keystore.set("shared", b"hello-keyring")
     out = subprocess.run(
         ["secret-tool", "lookup", "service", keystore.service, "username", "shared"],
