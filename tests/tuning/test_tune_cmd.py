@@ -1,0 +1,79 @@
+"""`umbra tune --bundle DIR`: through a self-started cloud, a given cloud and in-process, the
+same tuned weights are written back into the bundle; stop and --resume; usage errors."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from safetensors.torch import load_file
+
+from server.launch import local_cloud_thread
+from umbra.cli.main import main
+from umbra.engine import ClientModel
+from umbra.paths import repo_root
+from umbra.privacy.bundle import BundleConfig, init_bundle
+
+
+@pytest.fixture
+def bundles(base_dir, tmp_path, keystore):
+    """Three copies of one bundle (same table, same π, same keyring entry)."""
+    first = tmp_path / "b1"
+    init_bundle(base_dir, BundleConfig(epsilon=32.0), first, store=keystore)
+    copies = [first]
+    for name in ("b2", "b3"):
+        shutil.copytree(first, tmp_path / name)
+        copies.append(tmp_path / name)
+    return copies
+
+
+def _flags(corpus_dir, keystore) -> list[str]:
+    return ["--steps", "3", "--batch-size", "2", "--context-length", "32", "--warmup-steps", "1", "--seed", "5",
+            "--corpus-dir", str(corpus_dir), "--service", keystore.service, "--threads", "1"]
+
+
+def _client_tensors(bundle):
+    return load_file(bundle / "client.safetensors")
+
+
+def test_tune_cli_three_ways_same_weights(bundles, base_dir, corpus_dir, keystore, capsys):
+    b1, b2, b3 = bundles
+    before = _client_tensors(b1)
+    env = {k: v for k, v in os.environ.items() if k not in ("UMBRA_CLOUD_URL", "UMBRA_CLOUD_TOKEN")}
+    r = subprocess.run([sys.executable, "-m", "umbra.cli.main", "tune", "--bundle", str(b1),
+                        *_flags(corpus_dir, keystore)], capture_output=True, text=True, env=env, timeout=600,
+                       cwd=repo_root())
+    assert r.returncode == 0, r.stderr
+    assert "finished; tuned weights written to the bundle" in r.stdout and "step 3/3" in r.stderr
+
+    assert main(["tune", "--bundle", str(b2), "--in-process", *_flags(corpus_dir, keystore), "--stop-at-step", "2"]) == 0
+    assert "stopped" in capsys.readouterr().out
+    assert all((_client_tensors(b2)[k] == v).all() for k, v in before.items())  # nothing written back yet
+    assert main(["tune", "--bundle", str(b2), "--in-process", *_flags(corpus_dir, keystore), "--resume"]) == 0
+    assert "3/3 steps" in capsys.readouterr().out
+
+    with local_cloud_thread(base_dir, settings={"torch_threads": 1}) as cloud:
+        assert main(["tune", "--bundle", str(b3), "--cloud", cloud.base_url, "--token", cloud.token,
+                     *_flags(corpus_dir, keystore)]) == 0
+
+    tuned = [_client_tensors(b) for b in (b1, b2, b3)]
+    assert any(not (tuned[0][k] == before[k]).all() for k in before)
+    for other in tuned[1:]:
+        for k, v in tuned[0].items():
+            assert (other[k] == v).all(), k  # bit-identical three ways
+    model = ClientModel.from_bundle(b1, store=keystore)  # the written-back bundle still verifies
+    assert model.bundle.manifest.updated is not None
+
+
+def test_tune_cli_usage_errors(bundles, corpus_dir, keystore, capsys):
+    b1 = bundles[0]
+    flags = _flags(corpus_dir, keystore)
+    assert main(["tune", "--bundle", str(b1), "--in-process", "--cloud", "http://x", *flags]) == 2
+    assert "--in-process runs without a cloud" in capsys.readouterr().err
+    assert main(["tune", "--bundle", str(b1), "--in-process", *flags, "--resume"]) == 2
+    assert "no tuning checkpoint" in capsys.readouterr().err
+    assert main(["tune", "--bundle", str(b1), "--in-process", *flags, "--context-length", "1"]) == 2
+    assert "context_length must be >= 2" in capsys.readouterr().err

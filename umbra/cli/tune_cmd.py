@@ -1,0 +1,141 @@
+"""`umbra tune --bundle DIR`: STuning of a client bundle's encoder and decoder (DESIGN §4).
+
+The client computes logits and the loss on private labels π(t) and sends only hidden states and
+the gradient at the middle's output; the middle returns the gradient at its input. By default
+the middle runs in the real cloud service started on 127.0.0.1 for the duration of the command
+(as `umbra complete` does); `--cloud URL --token T` uses a running one; `--in-process` runs the
+base model's middle blocks here. Data: the corpus train split, packed as in pretraining (plain
+next-token + FIM). Checkpoints go to DIR/tuning (resume with --resume); when the schedule is
+done the tuned weights are written back into the bundle (vocab rows in public order)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from umbra.errors import ConfigError
+from umbra.tuning.config import TuneConfig
+
+_D = TuneConfig()
+
+
+def register(sub) -> None:
+    p = sub.add_parser("tune", help="split fine-tuning (STuning) of a client bundle", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bundle", type=Path, required=True, metavar="DIR", help="client bundle (`umbra init`)")
+    p.add_argument("--model", type=Path, default=None,
+                   help="the bundle's base model (default: the directory it was made from)")
+    p.add_argument("--service", default=None, help="keyring service holding the bundle's key (default: umbra)")
+    p.add_argument("--out", type=Path, default=None, help="checkpoints and log (default: DIR/tuning)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out (its own settings)")
+    p.add_argument("--corpus-dir", type=Path, default=Path("data/corpus"), help="corpus with a train split")
+    where = p.add_argument_group("where the middle blocks run (default: a cloud service started here)")
+    where.add_argument("--cloud", metavar="URL", default=None, help="cloud service URL (env UMBRA_CLOUD_URL)")
+    where.add_argument("--token", default=None, help="cloud access token (env UMBRA_CLOUD_TOKEN)")
+    where.add_argument("--cloud-cert", metavar="PEM", default=None, help="certificate to trust for an HTTPS cloud")
+    where.add_argument("--in-process", action="store_true", help="run the middle blocks in this process")
+    t = p.add_argument_group("training")
+    t.add_argument("--steps", type=int, default=_D.steps)
+    t.add_argument("--batch-size", type=int, default=_D.batch_size, help="packed blocks per step")
+    t.add_argument("--context-length", type=int, default=_D.context_length, help="tokens per block")
+    t.add_argument("--lr", type=float, default=_D.lr, help="peak learning rate")
+    t.add_argument("--warmup-steps", type=int, default=_D.warmup_steps)
+    t.add_argument("--seed", type=int, default=_D.seed, help="data order and FIM draws")
+    t.add_argument("--train-embedding", action="store_true",
+                   help="also train the INDVocab table (its ε-IND guarantee then no longer covers the rows "
+                        "in use; see docs/privacy/utility.md)")
+    t.add_argument("--checkpoint-every", type=int, default=_D.checkpoint_every, help="steps between checkpoints")
+    t.add_argument("--stop-at-step", type=int, default=None, help="stop early (checkpointed); schedule unchanged")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch intra-op threads, here and in a cloud this command starts (default: torch's)")
+    p.set_defaults(func=run)
+
+
+def _config(args) -> TuneConfig:
+    return TuneConfig(steps=args.steps, batch_size=args.batch_size, context_length=args.context_length, lr=args.lr,
+                      warmup_steps=args.warmup_steps, seed=args.seed, train_embedding=args.train_embedding,
+                      checkpoint_every=args.checkpoint_every, stop_at_step=args.stop_at_step).validate()
+
+
+def run(args) -> int:
+    import torch
+
+    from keys import DEFAULT_SERVICE, KeyStore
+    from umbra.engine import ClientModel
+    from umbra.tuning import checkpoint as ckpt
+
+    url = args.cloud or os.environ.get("UMBRA_CLOUD_URL")
+    token = args.token or os.environ.get("UMBRA_CLOUD_TOKEN")
+    if args.in_process and (args.cloud or args.token):
+        raise ConfigError("--in-process runs without a cloud; drop --cloud/--token")
+    if url and not token and not args.in_process:
+        raise ConfigError("a cloud URL needs a token (--token or UMBRA_CLOUD_TOKEN)")
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ConfigError("--threads must be >= 1")
+        torch.set_num_threads(args.threads)
+    out = args.out or args.bundle / "tuning"
+    config = _config(args)
+    if args.resume:  # the checkpoint's own trajectory settings win; runtime knobs from the flags
+        saved = TuneConfig.from_dict(ckpt.load(out / ckpt.CHECKPOINT_NAME)["config"])
+        config = replace(saved, stop_at_step=config.stop_at_step, checkpoint_every=config.checkpoint_every)
+    model = ClientModel.from_bundle(args.bundle, args.model, store=KeyStore(args.service or DEFAULT_SERVICE))
+    result = asyncio.run(_tune(model, config, out, args, None if args.in_process else url, token))
+    bundle = model.bundle
+    if result.finished:
+        from umbra.privacy.bundle import save_client_weights
+
+        save_client_weights(bundle)
+    last = f"{result.losses[-1]:.4f}" if result.losses else "-"
+    state = "finished; tuned weights written to the bundle" if result.finished else "stopped (resume with --resume)"
+    print(f"tuned {result.state.step}/{config.steps} steps ({result.state.tokens_seen:,} tokens), "
+          f"last loss {last}: {state}. Checkpoint: {out / ckpt.CHECKPOINT_NAME}")
+    return 0 if result.finished or config.stop_at_step is not None else 130
+
+
+async def _tune(model, config: TuneConfig, out: Path, args, url, token):
+    from umbra.middle.local import LocalMiddle
+    from umbra.training.trainer import StopOnSignal
+    from umbra.tuning.data import TuneData
+    from umbra.tuning.loop import tune
+
+    data = TuneData.from_corpus(args.corpus_dir, model.bundle.dir / "base", config, cache_dir=out / "data",
+                                vocab_size=model.spec.vocab_size)
+
+    def progress(r) -> None:
+        if r.step == 1 or r.step % 10 == 0 or r.step == config.steps:
+            print(f"step {r.step}/{config.steps} loss {r.loss:.4f} lr {r.lr:.3g} grad {r.grad_norm:.3f} "
+                  f"{r.seconds:.2f} s/step", file=sys.stderr, flush=True)
+
+    async def go(middle):
+        with StopOnSignal() as stop:
+            return await tune(model.bundle, middle, data, config, out_dir=out, resume=args.resume,
+                              stop=lambda: stop.requested, on_step=progress)
+
+    if args.in_process:
+        return await go(LocalMiddle(model.load_middle()))
+    if url:
+        return await _remote(model, go, url, token, args.cloud_cert)
+    from server.launch import local_cloud
+
+    settings = {} if args.threads is None else {"torch_threads": args.threads}
+    async with local_cloud(model.check_base(), model.plan, settings=settings) as cloud:
+        return await _remote(model, go, cloud.base_url, cloud.token, cloud.verify)
+
+
+async def _remote(model, go, url, token, verify):
+    from umbra.middle.remote import RemoteMiddle
+
+    middle = RemoteMiddle(url, token, hidden_size=model.spec.hidden_size, verify=verify)
+    try:
+        info = await middle.connect()
+        expected = list(model.plan.middle_range(model.spec.num_layers))
+        if list(info.get("layers", expected)) != expected:
+            raise ConfigError(f"the cloud runs blocks {info['layers']}, this bundle's split needs {expected}")
+        return await go(middle)
+    finally:
+        await middle.aclose()
