@@ -52,7 +52,7 @@ def _args(argv=None) -> argparse.Namespace:
     p.add_argument("--work-dir", type=Path, default=Path("runs/privacy_attacks"), help="cache, probe, export")
     p.add_argument("--out", type=Path, default=Path("docs/privacy/attacks.md"))
     p.add_argument("--configs", default=",".join(CONFIGS))
-    p.add_argument("--epsilons", default="1,4,13,27,inf,256,1024")
+    p.add_argument("--epsilons", default="1,4,13,27,256,1024,4096,16384,inf")
     p.add_argument("--eval-blocks", type=int, default=GridParams.eval_blocks, help="client prompts (test split)")
     p.add_argument("--train-blocks", type=int, default=GridParams.train_blocks, help="client fine-tuning blocks")
     p.add_argument("--block-length", type=int, default=128)
@@ -138,7 +138,7 @@ def main(argv=None) -> int:
                                                              epochs=args.probe_epochs, seed=args.seed))
     cache = GridCache(args.work_dir / "cache.json", run_key(public, repr(suite_cfg), params))
     evaluation = CorpusSample(args.corpus, "test", block_length=args.block_length,
-                              blocks=args.eval_blocks + args.train_blocks, seed=args.seed + 1)
+                              blocks=args.eval_blocks + args.train_blocks, seed=args.seed + 1, per_document=1)
     blocks = public.sample_blocks(evaluation)
     eval_blocks, train_blocks = blocks[: args.eval_blocks], blocks[args.eval_blocks:]
     suite = None
@@ -165,7 +165,7 @@ def main(argv=None) -> int:
         f"|V|={public.vocab_size}.",
         f"Client traffic: {len(eval_blocks)} prompts × {args.block_length} tokens (inference, attacks a–d) and "
         f"{len(train_blocks)} blocks in batches of {params.batch_size} (split fine-tuning gradients, attack e) "
-        f"from the held-out `test` split; attacker's public code: {args.public_blocks} blocks of the `train` split; "
+        f"from the held-out `test` split (one block per file); attacker's public code: {args.public_blocks} blocks of the `train` split; "
         f"probe: window ±{args.probe_window}, width {args.probe_hidden}, {args.probe_epochs} epochs; seed {args.seed}.",
         f"Clear gist: BLEU-1 ≥ {g.bleu} or ROUGE-1 ≥ {g.rouge1}. Cache key `{cache.run_key}`.",
     ])

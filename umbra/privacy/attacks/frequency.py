@@ -46,20 +46,26 @@ def expected_distinct(public_blocks: np.ndarray, n: int, draws: int, rng: np.ran
 
 @torch.no_grad()
 def spherical_kmeans(x: torch.Tensor, k: int, iterations: int, seed: int) -> torch.Tensor:
-    """Unit-norm centroids [k,C] of unit-norm points x [N,C] (k <= N)."""
+    """Unit-norm centroids [k,C] of unit-norm points x [N,C] (k <= N). Seeding is greedy
+    k-means++: each step draws 2 + ⌊ln k⌋ candidates ∝ distance and keeps the one that lowers
+    the total distance most — plain k-means++ often seeds a huge cluster (a frequent token)
+    twice and merges two rare ones, which frequency analysis cannot recover from."""
     g = torch.Generator().manual_seed(seed)
     n = x.shape[0]
+    trials = 2 + int(np.log(max(k, 1)))
     first = int(torch.randint(n, (1,), generator=g))
     centroids = [x[first]]
-    best = (1 - x @ x[first]).clamp_min(0)  # cosine distance to the nearest chosen centroid
-    for _ in range(1, k):  # k-means++ seeding
+    best = (1 - x @ x[first]).clamp_min(0)  # 1 − cos = ½‖x − c‖² to the nearest chosen centroid
+    for _ in range(1, k):
         total = float(best.sum())
         if total <= 0:
-            i = int(torch.randint(n, (1,), generator=g))
+            cand = torch.randint(n, (trials,), generator=g)
         else:
-            i = int(torch.multinomial(best / total, 1, generator=g))
-        centroids.append(x[i])
-        best = torch.minimum(best, (1 - x @ x[i]).clamp_min(0))
+            cand = torch.multinomial(best / total, trials, replacement=True, generator=g)
+        dist = torch.minimum(best[None], (1 - x[cand] @ x.T).clamp_min(0))  # [trials, N]
+        pick = int(dist.sum(-1).argmin())
+        centroids.append(x[cand[pick]])
+        best = dist[pick]
     c = torch.stack(centroids)
     for _ in range(iterations):
         assign = (x @ c.T).argmax(-1)

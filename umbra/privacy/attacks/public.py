@@ -29,6 +29,7 @@ class CorpusSample:
     block_length: int = 128  # tokens per block
     blocks: int = 256  # blocks to draw
     seed: int = 0
+    per_document: int = 4  # at most this many blocks from one document (variety)
 
 
 class PublicModel:
@@ -101,13 +102,12 @@ class PublicModel:
         rng.shuffle(docs)
         out: list[np.ndarray] = []
         for text in docs:
-            ids = self.encode(text[: 40 * sample.block_length])  # ~5 blocks' worth of characters
-            for s in range(0, len(ids) - sample.block_length + 1, sample.block_length):
+            ids = self.encode(text[: 8 * sample.per_document * sample.block_length])  # enough characters
+            starts = range(0, len(ids) - sample.block_length + 1, sample.block_length)
+            for s in list(starts)[: sample.per_document]:
                 out.append(np.asarray(ids[s : s + sample.block_length], dtype=np.int64))
                 if len(out) == sample.blocks:
                     return np.stack(out)
-                if s >= 4 * sample.block_length:  # at most a few blocks per document: variety
-                    break
         if not out:
             raise ConfigError(f"no document in {sample.corpus_dir}/{sample.split} has {sample.block_length} tokens")
         return np.stack(out)

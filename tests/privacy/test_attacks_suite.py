@@ -1,0 +1,158 @@
+"""The attack suite end to end on a tiny model and a small generated corpus: traffic from
+simulated clients goes through a real LocalMiddle wrapped by RecordingMiddle, and every attack
+is scored against the truth. What must hold whatever the model's quality:
+
+* with no defence the split-layer states give the tokens away (nearest neighbour, probe);
+* LTokenizer alone changes nothing the cloud sees: every attack guesses exactly the same;
+* INDVocab at small ε pushes the state-inversion attacks to chance;
+* code reconstruction is exactly the public model's next-token argmax;
+* split fine-tuning gradients reveal the labels whatever INDVocab and LTokenizer do;
+* frequency analysis recovers tokens from nothing but frequencies when states are token-determined."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+from tiny_models import build_tiny_model_dir
+
+from umbra.data.corpus import Document, write_documents
+from umbra.middle.local import LocalMiddle
+from umbra.privacy.attacks.clients import Defence, build_client
+from umbra.privacy.attacks.frequency import FrequencyAnalysis, FrequencyConfig
+from umbra.privacy.attacks.grid import GridCache, GridParams, cells, run_cell
+from umbra.privacy.attacks.probe import InversionProbe, ProbeConfig
+from umbra.privacy.attacks.public import CorpusSample, PublicModel
+from umbra.privacy.attacks.recorder import RecordingMiddle
+from umbra.privacy.attacks.suite import AttackSuite, SuiteConfig
+from umbra.privacy.attacks.traffic import inference_traffic, training_traffic
+from umbra.privacy.attacks.transcript import ObservedSequence
+
+NAMES = ["alpha", "beta", "gamma", "delta", "path", "value", "items", "count", "total", "name", "data", "key"]
+TEMPLATES = [
+    "def {a}({b}, {c}):\n    return {b} + {c}\n",
+    "for {a} in range({n}):\n    print({a}, {b})\n",
+    "class {A}:\n    def __init__(self, {a}):\n        self.{a} = {a}\n",
+    "{a} = [{b} * {b} for {b} in {c} if {b} % 2 == 0]\n",
+    "import os\nif os.path.exists({a}):\n    {b} = open({a}).read()\n",
+    "{a} = {{}}\n{a}[{b}] = {a}.get({b}, 0) + {n}\n",
+]
+
+
+def _doc(rng: random.Random) -> str:
+    parts = []
+    for _ in range(12):
+        a, b, c = rng.sample(NAMES, 3)
+        parts.append(rng.choice(TEMPLATES).format(a=a, b=b, c=c, A=a.title(), n=rng.randint(1, 99)))
+    return "\n".join(parts)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("attacks")
+    build_tiny_model_dir(root / "model", family="qwen2-tied")
+    rng = random.Random(0)
+    for split, n in (("train", 60), ("test", 12)):
+        write_documents(root / "corpus", split, "python", [Document("python", f"{split}/{i}.py", _doc(rng)) for i in range(n)])
+    public = PublicModel(root / "model")
+    sample = CorpusSample(root / "corpus", langs=("python",), block_length=32, blocks=120)
+    config = SuiteConfig(corpus=sample, probe=ProbeConfig(hidden=128, epochs=15))
+    suite = AttackSuite.build(public, config, cache_dir=root / "cache")
+    evaluation = public.sample_blocks(CorpusSample(root / "corpus", "test", ("python",), 32, 16, seed=1, per_document=2))
+    return root, public, suite, evaluation
+
+
+async def _traffic(world, defence: Defence, training: bool = False):
+    root, public, _, blocks = world
+    client = build_client(root / "model", defence)
+    rec = RecordingMiddle(LocalMiddle(public.middle))
+    if training:
+        await training_traffic(client, rec, blocks, batch_size=4)
+    else:
+        await inference_traffic(client, rec, blocks)
+    return rec.sequences()
+
+
+async def test_no_defence_states_give_tokens_away_and_ltokenizer_changes_nothing(world):
+    _, _, suite, _ = world
+    plain = await _traffic(world, Defence())
+    permuted = await _traffic(world, Defence(ltokenizer=True))
+    for a, b in zip(plain, permuted):
+        assert torch.equal(a.hidden, b.hidden) and np.array_equal(a.truth, b.truth)
+    r_plain, r_perm = suite.run(plain), suite.run(permuted)
+    base = r_plain.scores["baseline"].recovery
+    assert r_plain.scores["nearest"].recovery > max(0.5, 3 * base)
+    assert r_plain.scores["probe"].recovery > max(0.5, 3 * base)
+    assert r_plain.to_json() == r_perm.to_json()
+
+
+async def test_small_epsilon_pushes_state_inversion_to_chance(world):
+    _, _, suite, _ = world
+    r = suite.run(await _traffic(world, Defence(indvocab_epsilon=1.0, ltokenizer=True)))
+    base = r.scores["baseline"].recovery
+    for name in ("nearest", "probe"):
+        assert r.scores[name].recovery <= base + 0.05, name
+
+
+async def test_code_reconstruction_is_the_public_models_next_token_argmax(world):
+    _, public, suite, blocks = world
+    seqs = await _traffic(world, Defence())
+    result = suite.run(seqs, only=("reconstruction",))
+    ids = torch.from_numpy(blocks)
+    pos = torch.arange(ids.shape[1])[None].expand(ids.shape[0], -1)
+    with torch.no_grad():
+        logits = public.decoder(public.middle(public.encoder(ids, pos), pos), pos)
+    logits = logits.masked_fill(~public.text_ids, float("-inf"))
+    expected = (logits.argmax(-1)[:, :-1] == ids[:, 1:]).sum().item()
+    assert result.scores["reconstruction"].tokens_right == expected
+    assert result.scores["reconstruction"].tokens_scored == ids[:, 1:].numel()
+
+
+@pytest.mark.parametrize("defence", [Defence(), Defence(indvocab_epsilon=1.0, ltokenizer=True)], ids=["none", "both"])
+async def test_split_finetuning_gradients_reveal_the_labels(world, defence):
+    _, _, suite, _ = world
+    seqs = await _traffic(world, defence, training=True)
+    assert all(s.grad is not None for s in seqs)
+    score = suite.run(seqs, only=("gradient",)).scores["gradient"]
+    assert score.tokens_scored == sum(s.length - 1 for s in seqs)
+    assert score.recovery > 0.9
+    assert score.clear_gist_rate == 1.0
+
+
+def test_frequency_analysis_from_frequencies_alone():
+    rng = np.random.default_rng(0)
+    vocab, dim = 40, 16
+    counts = np.round(2000 / np.arange(1, vocab + 1) ** 1.2).astype(int)  # Zipf-like public counts
+    public_blocks = rng.choice(vocab, size=(200, 50), p=counts / counts.sum())
+    directions = torch.nn.functional.normalize(torch.randn(vocab, dim), dim=-1)  # one direction per token
+    seqs = []
+    for row in rng.choice(vocab, size=(20, 50), p=counts / counts.sum()):
+        states = directions[torch.from_numpy(row)] + 0.01 * torch.randn(50, dim)
+        seqs.append(ObservedSequence(states, torch.arange(50), np.ones(50, bool), np.ones(50, bool), truth=row))
+    guesses = FrequencyAnalysis(public_blocks, counts, FrequencyConfig(seed=1)).run(seqs)
+    right = sum(int((g == s.truth).sum()) for g, s in zip(guesses, seqs))
+    top_share = max(np.bincount(np.concatenate([s.truth for s in seqs]))) / 1000
+    assert right / 1000 > 2 * top_share  # well beyond the frequency-only baseline
+
+
+def test_probe_cache_round_trip(world, tmp_path):
+    _, public, suite, blocks = world
+    probe = suite.attacks["probe"]
+    probe.save(tmp_path / "p.safetensors")
+    again = InversionProbe.load(tmp_path / "p.safetensors", probe.config)
+    states = public.states(torch.from_numpy(blocks[:2]))[0]
+    assert np.array_equal(again.guess_states(states), probe.guess_states(states))
+    assert InversionProbe.load(tmp_path / "p.safetensors", ProbeConfig(hidden=64)) is None
+
+
+def test_grid_cells_are_cached_and_resumable(world, tmp_path):
+    _, public, suite, blocks = world
+    grid = cells(["none", "both"], [4.0])
+    assert grid == [("none", None), ("both", 4.0)]
+    cache = GridCache(tmp_path / "cache.json", "run")
+    cell = run_cell(public, suite, "both", 4.0, blocks[:4], blocks[4:8], GridParams(eval_blocks=4, train_blocks=4))
+    assert cell["epsilon"] == 4.0 and set(cell["attacks"]) == set(suite.attacks)
+    cache.put("both@4", cell)
+    assert GridCache(tmp_path / "cache.json", "run").cells == {"both@4": cell}
