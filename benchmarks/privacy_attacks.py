@@ -25,12 +25,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from umbra.errors import ConfigError  # noqa: E402
 from umbra.privacy.attacks.grid import (  # noqa: E402
-    CONFIGS, GridCache, GridParams, cell_key, cells, run_cell, run_key,
+    CONFIGS, GridCache, GridParams, cell_key, cells, run_cell, run_key, tune_config,
 )
 from umbra.privacy.attacks.metrics import GistThresholds  # noqa: E402
 from umbra.privacy.attacks.probe import ProbeConfig  # noqa: E402
 from umbra.privacy.attacks.public import CorpusSample, PublicModel  # noqa: E402
 from umbra.privacy.attacks.suite import ATTACKS, AttackSuite, SuiteConfig  # noqa: E402
+from umbra.tuning import TuneData  # noqa: E402
 
 BEGIN, END = "<!-- BEGIN GENERATED: benchmarks/privacy_attacks.py -->", "<!-- END GENERATED -->"
 ATTACK_TITLES = {"baseline": "frequency-only baseline", "nearest": "(a) nearest neighbour", "probe": "(b) probe",
@@ -54,7 +55,11 @@ def _args(argv=None) -> argparse.Namespace:
     p.add_argument("--configs", default=",".join(CONFIGS))
     p.add_argument("--epsilons", default="1,4,13,27,256,1024,4096,16384,inf")
     p.add_argument("--eval-blocks", type=int, default=GridParams.eval_blocks, help="client prompts (test split)")
-    p.add_argument("--train-blocks", type=int, default=GridParams.train_blocks, help="client fine-tuning blocks")
+    p.add_argument("--gradient-steps", type=int, default=GridParams.gradient_steps,
+                   help="tuning steps whose gradients the cloud attacks (e)")
+    p.add_argument("--tune-steps", type=int, default=GridParams.tune_steps, help="STuning rows: steps before attacking")
+    p.add_argument("--batch-size", type=int, default=GridParams.batch_size, help="tuning batch (blocks)")
+    p.add_argument("--tune-lr", type=float, default=GridParams.tune_lr)
     p.add_argument("--block-length", type=int, default=128)
     p.add_argument("--public-blocks", type=int, default=512, help="public code blocks (train split) for the attacker")
     p.add_argument("--probe-epochs", type=int, default=ProbeConfig.epochs)
@@ -78,6 +83,11 @@ def _model_dir(args) -> tuple[Path, str]:
     return out, f"{args.checkpoint} at step {step} (exported to {out})"
 
 
+def _progress(step: int, total: int, loss: float) -> None:
+    if step % 100 == 0 or step == total:
+        print(f"probe: step {step}/{total}, loss {loss:.3f}", flush=True)
+
+
 def _fmt(v: float) -> str:
     return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f}"
 
@@ -91,7 +101,7 @@ def render(cache: GridCache, grid: list[tuple[str, float | None]], attacks: list
         cell = cache.cells.get(cell_key(config, e))
         label = CONFIGS_LABEL[config]
         if cell is None:
-            note = "needs umbra.tuning (pending)" if CONFIGS[config][2] else "not computed yet"
+            note = "not computed yet"
             rec_rows.append(f"| {label} | {eps(e)} | " + " | ".join(["…"] * len(attacks)) + f" | {note} |")
             continue
         a = cell["attacks"]
@@ -132,28 +142,28 @@ def main(argv=None) -> int:
     grid = cells(configs, _floats(args.epsilons))
     model_dir, model_note = _model_dir(args)
     public = PublicModel(model_dir)
-    params = GridParams(eval_blocks=args.eval_blocks, train_blocks=args.train_blocks, seed=args.seed)
+    params = GridParams(eval_blocks=args.eval_blocks, gradient_steps=args.gradient_steps, tune_steps=args.tune_steps,
+                        batch_size=args.batch_size, context_length=args.block_length, tune_lr=args.tune_lr,
+                        seed=args.seed)
     corpus = CorpusSample(args.corpus, "train", block_length=args.block_length, blocks=args.public_blocks, seed=args.seed)
     suite_cfg = SuiteConfig(corpus=corpus, probe=ProbeConfig(window=args.probe_window, hidden=args.probe_hidden,
                                                              epochs=args.probe_epochs, seed=args.seed))
     cache = GridCache(args.work_dir / "cache.json", run_key(public, repr(suite_cfg), params))
-    evaluation = CorpusSample(args.corpus, "test", block_length=args.block_length,
-                              blocks=args.eval_blocks + args.train_blocks, seed=args.seed + 1, per_document=1)
-    blocks = public.sample_blocks(evaluation)
-    eval_blocks, train_blocks = blocks[: args.eval_blocks], blocks[args.eval_blocks:]
+    evaluation = CorpusSample(args.corpus, "test", block_length=args.block_length, blocks=args.eval_blocks,
+                              seed=args.seed + 1, per_document=1)
+    eval_blocks = public.sample_blocks(evaluation)
+    tune_data = TuneData.from_corpus(args.corpus, public.dir, tune_config(params, False), split="test",
+                                     cache_dir=args.work_dir / "tune-data", vocab_size=public.vocab_size)
     suite = None
     for config, eps in grid:
         key = cell_key(config, eps)
         if key in cache.cells:
             continue
-        if CONFIGS[config][2]:
-            print(f"{key}: skipped (needs the split fine-tuning loop, umbra.tuning)", flush=True)
-            continue
         if suite is None:
             t0 = time.perf_counter()
-            suite = AttackSuite.build(public, suite_cfg, cache_dir=args.work_dir)
+            suite = AttackSuite.build(public, suite_cfg, cache_dir=args.work_dir, progress=_progress)
             print(f"attacks ready in {time.perf_counter() - t0:.0f}s", flush=True)
-        cache.put(key, run_cell(public, suite, config, eps, eval_blocks, train_blocks, params))
+        cache.put(key, run_cell(public, suite, config, eps, eval_blocks, tune_data, params))
         rec = {k: round(v["recovery"], 3) for k, v in cache.cells[key]["attacks"].items()}
         print(f"{key}: {rec} ({cache.cells[key]['seconds']}s)", flush=True)
     cmd = "python benchmarks/privacy_attacks.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
@@ -163,9 +173,11 @@ def main(argv=None) -> int:
         f"Model: {model_note}; fingerprint `{public.fingerprint}`; split E={public.plan.encoder_blocks}, "
         f"D={public.plan.decoder_blocks} of {public.spec.num_layers} layers; hidden size d={public.spec.hidden_size}; "
         f"|V|={public.vocab_size}.",
-        f"Client traffic: {len(eval_blocks)} prompts × {args.block_length} tokens (inference, attacks a–d) and "
-        f"{len(train_blocks)} blocks in batches of {params.batch_size} (split fine-tuning gradients, attack e) "
-        f"from the held-out `test` split (one block per file); attacker's public code: {args.public_blocks} blocks of the `train` split; "
+        f"Client traffic: {len(eval_blocks)} prompts × {args.block_length} tokens (inference, attacks a–d) from "
+        f"the held-out `test` split (one block per file), and split fine-tuning (umbra.tuning.tune, lr "
+        f"{params.tune_lr:g}) on the `test` split in batches of {params.batch_size} × {args.block_length}: "
+        f"attack (e) sees {params.gradient_steps} steps' gradients — the first steps of tuning, or for "
+        f"STuning rows the last of {params.tune_steps} steps, after which the tuned client sends the prompts; attacker's public code: {args.public_blocks} blocks of the `train` split; "
         f"probe: window ±{args.probe_window}, width {args.probe_hidden}, {args.probe_epochs} epochs; seed {args.seed}.",
         f"Clear gist: BLEU-1 ≥ {g.bleu} or ROUGE-1 ≥ {g.rouge1}. Cache key `{cache.run_key}`.",
     ])

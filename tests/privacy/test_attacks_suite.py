@@ -22,13 +22,14 @@ from umbra.data.corpus import Document, write_documents
 from umbra.middle.local import LocalMiddle
 from umbra.privacy.attacks.clients import Defence, build_client
 from umbra.privacy.attacks.frequency import FrequencyAnalysis, FrequencyConfig
-from umbra.privacy.attacks.grid import GridCache, GridParams, cells, run_cell
+from umbra.privacy.attacks.grid import GridCache, GridParams, cells, run_cell, tune_config
 from umbra.privacy.attacks.probe import InversionProbe, ProbeConfig
 from umbra.privacy.attacks.public import CorpusSample, PublicModel
 from umbra.privacy.attacks.recorder import RecordingMiddle
 from umbra.privacy.attacks.suite import AttackSuite, SuiteConfig
-from umbra.privacy.attacks.traffic import inference_traffic, training_traffic
+from umbra.privacy.attacks.traffic import inference_traffic, tuning_traffic
 from umbra.privacy.attacks.transcript import ObservedSequence
+from umbra.tuning import TuneConfig, TuneData
 
 NAMES = ["alpha", "beta", "gamma", "delta", "path", "value", "items", "count", "total", "name", "data", "key"]
 TEMPLATES = [
@@ -64,12 +65,19 @@ def world(tmp_path_factory):
     return root, public, suite, evaluation
 
 
+TUNE = TuneConfig(steps=3, batch_size=4, context_length=32, lr=1e-3, warmup_steps=0, checkpoint_every=3)
+
+
+def _tune_data(root, config=TUNE):
+    return TuneData.from_corpus(root / "corpus", root / "model", config, split="test", langs=("python",))
+
+
 async def _traffic(world, defence: Defence, training: bool = False):
     root, public, _, blocks = world
     client = build_client(root / "model", defence)
     rec = RecordingMiddle(LocalMiddle(public.middle))
     if training:
-        await training_traffic(client, rec, blocks, batch_size=4)
+        await tuning_traffic(client, rec, _tune_data(root), TUNE)
     else:
         await inference_traffic(client, rec, blocks)
     return rec.sequences()
@@ -114,7 +122,7 @@ async def test_code_reconstruction_is_the_public_models_next_token_argmax(world)
 async def test_split_finetuning_gradients_reveal_the_labels(world, defence):
     _, _, suite, _ = world
     seqs = await _traffic(world, defence, training=True)
-    assert all(s.grad is not None for s in seqs)
+    assert len(seqs) == TUNE.steps * TUNE.batch_size and all(s.grad is not None for s in seqs)
     score = suite.run(seqs, only=("gradient",)).scores["gradient"]
     assert score.tokens_scored == sum(s.length - 1 for s in seqs)
     assert score.recovery > 0.9
@@ -148,11 +156,13 @@ def test_probe_cache_round_trip(world, tmp_path):
 
 
 def test_grid_cells_are_cached_and_resumable(world, tmp_path):
-    _, public, suite, blocks = world
-    grid = cells(["none", "both"], [4.0])
-    assert grid == [("none", None), ("both", 4.0)]
+    root, public, suite, blocks = world
+    grid = cells(["none", "both+stuning"], [4.0])
+    assert grid == [("none", None), ("both+stuning", 4.0)]
+    params = GridParams(eval_blocks=4, gradient_steps=2, tune_steps=4, batch_size=2, context_length=32)
     cache = GridCache(tmp_path / "cache.json", "run")
-    cell = run_cell(public, suite, "both", 4.0, blocks[:4], blocks[4:8], GridParams(eval_blocks=4, train_blocks=4))
+    cell = run_cell(public, suite, "both+stuning", 4.0, blocks[:4], _tune_data(root, tune_config(params, True)), params)
     assert cell["epsilon"] == 4.0 and set(cell["attacks"]) == set(suite.attacks)
-    cache.put("both@4", cell)
-    assert GridCache(tmp_path / "cache.json", "run").cells == {"both@4": cell}
+    assert cell["attacks"]["gradient"]["tokens_scored"] == 2 * 2 * 31  # the last 2 of 4 steps, 2 blocks each
+    cache.put("both+stuning@4", cell)
+    assert GridCache(tmp_path / "cache.json", "run").cells == {"both+stuning@4": cell}

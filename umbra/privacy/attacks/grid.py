@@ -1,9 +1,11 @@
 """The attack grid of docs/privacy/attacks.md: defence configuration × ε → attack scores.
 
-A cell builds a simulated client with its defences, sends the evaluation blocks through a
-recorded Middle (inference prefills; split fine-tuning steps for the gradient attack) and runs
-the suite on what the cloud recorded: attacks (a)–(d) and the baseline on inference traffic,
-(e) on training traffic. Results go to a JSON cache keyed by the model's fingerprint and the
+A cell builds a simulated client with its defences and runs the split fine-tuning loop
+(umbra.tuning.tune) through a recorded Middle: `gradient_steps` steps for the rows without
+STuning (the first steps of any tuning run), `tune_steps` for the STuning rows, of which the
+last `gradient_steps` are kept for the gradient attack. The client then sends the evaluation
+blocks as inference prefills. The suite runs on what the cloud recorded: attacks (a)–(d) and
+the baseline on the inference traffic, (e) on the tuning traffic. Results go to a JSON cache keyed by the model's fingerprint and the
 run's parameters, one entry per cell, written after each cell — a rerun skips finished cells."""
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from umbra.privacy.attacks.clients import Defence, build_client
 from umbra.privacy.attacks.public import PublicModel
 from umbra.privacy.attacks.recorder import RecordingMiddle
 from umbra.privacy.attacks.suite import AttackSuite
-from umbra.privacy.attacks.traffic import inference_traffic, training_traffic
+from umbra.privacy.attacks.traffic import inference_traffic, tuning_traffic
 from umbra.privacy.indvocab import guess_bound
 
 CONFIGS = {  # name -> (INDVocab?, LTokenizer?, STuning?)
@@ -41,9 +43,12 @@ TRAINING_ATTACKS = ("gradient",)
 @dataclass(frozen=True)
 class GridParams:
     eval_blocks: int = 32  # client blocks sent as inference prompts (held-out split)
-    train_blocks: int = 16  # client blocks sent as split fine-tuning steps
-    batch_size: int = 4  # fine-tuning batch
-    seed: int = 0  # client draws (table, π) and evaluation sample
+    gradient_steps: int = 4  # tuning steps whose gradients attack (e) sees
+    tune_steps: int = 50  # STuning rows: tuning steps before the attacks
+    batch_size: int = 4  # tuning batch (blocks)
+    context_length: int = 128  # tuning block length
+    tune_lr: float = 5e-4  # tuning peak learning rate
+    seed: int = 0  # client draws (table, π), evaluation sample, tuning data order
 
     def key(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -95,26 +100,36 @@ def run_key(public: PublicModel, suite_key: str, params: GridParams) -> str:
     return hashlib.sha256(f"{public.fingerprint}|{suite_key}|{params.key()}".encode()).hexdigest()[:16]
 
 
+def tune_config(params: GridParams, stuning: bool):
+    from umbra.tuning import TuneConfig
+
+    steps = params.tune_steps if stuning else params.gradient_steps
+    return TuneConfig(steps=steps, batch_size=params.batch_size, context_length=params.context_length,
+                      lr=params.tune_lr, warmup_steps=min(10, steps // 5), seed=params.seed,
+                      checkpoint_every=steps)
+
+
 def run_cell(public: PublicModel, suite: AttackSuite, config: str, epsilon: float | None,
-             eval_blocks: np.ndarray, train_blocks: np.ndarray, params: GridParams) -> dict:
-    """One cell's scores: {"attacks": {name: score json}, "epsilon", "guess_bound", "seconds"}."""
+             eval_blocks: np.ndarray, tune_data, params: GridParams) -> dict:
+    """One cell's scores: {"attacks": {name: score json}, "epsilon", "guess_bound", "seconds",
+    "tune_losses"}. `tune_data`: umbra.tuning.TuneData of the client's code (public ids)."""
     defence = defence_of(config, epsilon)
     t0 = time.perf_counter()
     client = build_client(public.dir, defence, public.plan, seed=params.seed)
-    if defence.stuning:
-        raise ConfigError("the STuning row needs the split fine-tuning loop (umbra.tuning), not there yet")
     middle = RecordingMiddle(LocalMiddle(public.middle))
+    losses = asyncio.run(tuning_traffic(client, middle, tune_data, tune_config(params, defence.stuning),
+                                        record_last=params.gradient_steps))
+    training = middle.sequences()
+    middle.clear()
     asyncio.run(inference_traffic(client, middle, eval_blocks))
     inference = middle.sequences()
-    middle.clear()
-    asyncio.run(training_traffic(client, middle, train_blocks, batch_size=params.batch_size))
-    training = middle.sequences()
     names = tuple(suite.attacks)
     scores = suite.run(inference, only=tuple(n for n in names if n not in TRAINING_ATTACKS)).to_json()
     scores.update(suite.run(training, only=TRAINING_ATTACKS).to_json())
     eps = defence.epsilon
     return dict(config=config, label=defence.label, epsilon=None if epsilon is None else _eps_json(epsilon),
                 guess_bound=guess_bound(eps, public.vocab_size), attacks=scores,
+                tune_losses=[round(x, 4) for x in (losses[:1] + losses[-1:])],
                 seconds=round(time.perf_counter() - t0, 1))
 
 

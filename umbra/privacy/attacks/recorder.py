@@ -8,6 +8,8 @@ nothing is logged or written here."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 
@@ -93,3 +95,23 @@ class RecordingMiddle:
 
     def clear(self) -> None:
         self.events.clear()
+
+
+@contextlib.contextmanager
+def truth_from_encoder(encoder: torch.nn.Module, recorder: RecordingMiddle, permutation=None):
+    """Client side: while active, every call `encoder(ids, positions, ...)` hands the public ids
+    (π⁻¹ of the ids when the client has a permutation) to `recorder.attach_truth`, so the next
+    forward's event carries the truth. Works for any caller that runs the encoder right before
+    `middle.forward` (the completion runner, the tuning loop)."""
+
+    def hook(_module, args, kwargs):
+        ids = args[0] if args else kwargs.get("ids")
+        if isinstance(ids, torch.Tensor):
+            ids = ids.detach().to("cpu", torch.int64).numpy()
+            recorder.attach_truth(ids if permutation is None else permutation.to_public(ids))
+
+    handle = encoder.register_forward_pre_hook(hook, with_kwargs=True)
+    try:
+        yield recorder
+    finally:
+        handle.remove()
