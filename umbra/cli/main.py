@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "umbra.cli.init_cmd",
     "umbra.cli.keys_cmd",
     "umbra.cli.tune_cmd",
+    "umbra.cli.audit_cmd",
 ]
 
 

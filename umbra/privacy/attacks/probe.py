@@ -129,7 +129,7 @@ class InversionProbe:
                 sched.step()
                 step += 1
                 if progress is not None:
-                    progress(step, steps, float(loss))
+                    progress(step, steps, loss.item())
         return cls(net, config, vocab)
 
     @torch.no_grad()

@@ -55,6 +55,8 @@ class SuiteResult:
     scores: dict[str, AttackScore]  # attack -> pooled score (only attacks that applied)
     # per sequence: attack -> (reconstructed text, truth text, right, scored) over its scored positions
     reconstructions: list[dict[str, tuple[str, str, int, int]]] = field(default_factory=list)
+    # per sequence: attack -> its guesses [T] (public ids, -1 = none), for token-level displays
+    guesses: list[dict[str, np.ndarray]] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {name: s.to_json() for name, s in self.scores.items()}
@@ -96,7 +98,7 @@ class AttackSuite:
         """Run every attack (or those in `only`) and score it."""
         if any(s.truth is None for s in sequences):
             raise ConfigError("every sequence needs its truth to be scored")
-        result = SuiteResult(scores={}, reconstructions=[{} for _ in sequences])
+        result = SuiteResult(scores={}, reconstructions=[{} for _ in sequences], guesses=[{} for _ in sequences])
         for name, attack in self.attacks.items():
             if only is not None and name not in only:
                 continue
@@ -113,6 +115,7 @@ class AttackSuite:
                 counts.append((right, scored))
                 texts.append(text_score(recon, truth))
                 result.reconstructions[i][name] = (recon, truth, right, scored)
+                result.guesses[i][name] = guess
             if counts:
                 result.scores[name] = aggregate(name, counts, texts, self.config.gist)
         return result

@@ -1,0 +1,104 @@
+"""Run the attack suite on the client's own recorded traffic.
+
+Recordings are grouped by the base model and split they were sent with (the cloud's public
+model); each group is attacked as one transcript — a curious cloud pools everything it ever
+received, which is what frequency analysis feeds on — and the per-sequence results are mapped
+back to the recordings (one recording = one `umbra complete` or one editor request)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from umbra.audit.store import AuditRecord, AuditStore
+from umbra.errors import ConfigError
+from umbra.model.parts import SplitPlan
+from umbra.privacy.attacks.metrics import AttackScore, aggregate, text_score
+from umbra.privacy.attacks.probe import ProbeConfig
+from umbra.privacy.attacks.public import CorpusSample, PublicModel
+from umbra.privacy.attacks.suite import AttackSuite, SuiteConfig, SuiteResult
+from umbra.privacy.indvocab import guess_bound
+from umbra.paths import repo_root
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    corpus_dir: Path = field(default_factory=lambda: repo_root() / "data" / "corpus")  # attacker's public code
+    public_blocks: int = 512  # public code blocks (train split) for the probe, codebook and frequencies
+    block_length: int = 128
+    probe: ProbeConfig = ProbeConfig()
+    model_dir: Path | None = None  # the base model the cloud holds; None: as recorded
+    last: int | None = None  # only the most recent N recordings
+    cache_dir: Path | None = None  # trained probes; None: <audit dir>/cache
+
+
+@dataclass
+class RequestResult:
+    record: AuditRecord
+    first: int  # index of the record's first sequence in its group's SuiteResult
+    scores: dict[str, AttackScore]  # attack -> this record's score
+
+
+@dataclass
+class GroupResult:
+    facts: dict  # model_dir, split, epsilon, defences (from the first recording of the group)
+    suite: SuiteResult  # pooled over the group's traffic
+    requests: list[RequestResult]
+    public: PublicModel
+    guess_bound: float
+    positions: int  # fresh positions the cloud received
+
+
+def _group_key(record: AuditRecord, override: Path | None) -> tuple:
+    m = record.meta
+    return (str(override or m["model_dir"]), m["encoder_blocks"], m["decoder_blocks"], str(m.get("epsilon")),
+            m.get("indvocab"), m.get("ltokenizer"), m.get("bundle_id"))
+
+
+def run_audit(store: AuditStore, config: AuditConfig = AuditConfig(), progress=None) -> list[GroupResult]:
+    records = store.records()
+    if config.last is not None:
+        records = records[-config.last :]
+    if not records:
+        raise ConfigError(f"no audit recordings in {store.dir}; turn auditing on (`umbra audit on`) and complete "
+                          f"something first")
+    groups: dict[tuple, list[AuditRecord]] = {}
+    for r in records:
+        groups.setdefault(_group_key(r, config.model_dir), []).append(r)
+    cache = config.cache_dir or store.dir / "cache"
+    out = []
+    for key, recs in groups.items():
+        facts = dict(recs[0].meta)
+        model_dir = Path(key[0])
+        public = PublicModel(model_dir, SplitPlan(facts["encoder_blocks"], facts["decoder_blocks"]))
+        if public.spec.hidden_size != facts["hidden_size"]:
+            raise ConfigError(f"{model_dir} has hidden size {public.spec.hidden_size}, the recording "
+                              f"{facts['hidden_size']}: pass the base model the traffic was sent for (--model)")
+        sample = CorpusSample(Path(config.corpus_dir), "train", block_length=config.block_length,
+                              blocks=config.public_blocks)
+        suite = AttackSuite.build(public, SuiteConfig(corpus=sample, probe=config.probe), cache_dir=cache,
+                                  progress=progress)
+        sequences = [s for r in recs for s in r.sequences]
+        pooled = suite.run(sequences)
+        requests, first = [], 0
+        for r in recs:
+            requests.append(RequestResult(r, first, _scores(pooled, first, len(r.sequences), suite)))
+            first += len(r.sequences)
+        eps = facts.get("epsilon")
+        eps = math.inf if eps in (None, "inf") else float(eps)
+        facts["model_dir"] = str(model_dir)
+        out.append(GroupResult(facts, pooled, requests, public, guess_bound(eps, public.vocab_size),
+                               int(sum(s.scored.sum() for s in sequences))))
+    return out
+
+
+def _scores(pooled: SuiteResult, first: int, n: int, suite: AttackSuite) -> dict[str, AttackScore]:
+    """One record's scores, from the pooled run's per-sequence reconstructions."""
+    out = {}
+    for name in suite.attacks:
+        rows = [pooled.reconstructions[i][name] for i in range(first, first + n) if name in pooled.reconstructions[i]]
+        if rows:
+            out[name] = aggregate(name, [(r[2], r[3]) for r in rows], [text_score(r[0], r[1]) for r in rows],
+                                  suite.config.gist)
+    return out
