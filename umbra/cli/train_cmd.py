@@ -16,7 +16,8 @@ def _config(args: argparse.Namespace) -> TrainConfig:
                     num_kv_heads=args.kv_heads, intermediate_size=args.intermediate)
     return TrainConfig(out_dir=Path(args.out_dir), corpus_dir=Path(args.corpus_dir),
                        tokenizer_dir=Path(args.tokenizer), export_dir=Path(args.export_dir),
-                       seed=args.seed, batch_size=args.batch_size, total_tokens=args.total_tokens,
+                       seed=args.seed, batch_size=args.batch_size,
+                       total_tokens=args.total_tokens or TrainConfig.total_tokens,
                        lr=args.lr, warmup_steps=args.warmup_steps, bf16=not args.fp32,
                        threads=args.threads, eval_every_steps=args.eval_every,
                        checkpoint_minutes=args.checkpoint_minutes, stop_at_step=args.stop_at_step,
@@ -33,6 +34,8 @@ def _pretrain(args: argparse.Namespace) -> int:
         saved = train_config_from_dict(load_checkpoint(cfg.out_dir / CHECKPOINT_NAME)["config"])
         for key in _RUNTIME_ONLY:
             setattr(saved, key, getattr(cfg, key))
+        if args.total_tokens:  # explicit: extend (or shorten) the cosine schedule of the run
+            saved.total_tokens = args.total_tokens
         cfg = saved
     result = pretrain(cfg, resume=args.resume)
     print(json.dumps({"step": result.state.step, "tokens_seen": result.state.tokens_seen,
@@ -66,7 +69,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     common.add_argument("--export-dir", default=str(d.export_dir))
     common.add_argument("--seed", type=int, default=d.seed)
     common.add_argument("--batch-size", type=int, default=d.batch_size, help="blocks per step")
-    common.add_argument("--total-tokens", type=int, default=d.total_tokens)
+    common.add_argument("--total-tokens", type=int, default=None,
+                        help=f"training budget (default {d.total_tokens}); with --resume it "
+                             "re-targets the cosine schedule of the run")
     common.add_argument("--lr", type=float, default=d.lr)
     common.add_argument("--warmup-steps", type=int, default=d.warmup_steps)
     common.add_argument("--fp32", action="store_true", help="disable bfloat16 autocast")
