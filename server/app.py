@@ -14,9 +14,10 @@ from fastapi import FastAPI
 
 from server.auth import TokenStore
 from server.deps import CloudState
+from server.lora import LoraStore
 from server.errors import install_handlers
 from server.metrics import Metrics
-from server.routes import health, metrics, sessions, stream
+from server.routes import health, lora, metrics, sessions, stream
 from server.sessions import ComputeWorker, Limits, SessionManager
 from server.settings import CloudSettings, get_settings
 from umbra.middle.runtime import MiddleRuntime
@@ -53,7 +54,7 @@ async def lifespan(app: FastAPI):
         blocks, ckpt = await worker.run(_load, settings)
         runtime = MiddleRuntime(blocks, settings.max_seq_len)
         limits = Limits(settings.max_sessions_per_client, settings.session_idle_seconds, settings.kv_budget_bytes)
-        manager = SessionManager(runtime, limits, metrics)
+        manager = SessionManager(runtime, limits, metrics, LoraStore(blocks) if settings.lora else None)
         state = CloudState(settings, runtime, manager, worker, TokenStore(settings.token_file), metrics,
                            (blocks.stack.first, blocks.stack.last), list(ckpt.read_keys))
         metrics.gauges.update({
@@ -111,7 +112,7 @@ def create_app(settings: CloudSettings | None = None) -> FastAPI:
         app.dependency_overrides[get_settings] = lambda: settings
     app.state.metrics = Metrics()
     install_handlers(app)
-    for module in (health, sessions, stream, metrics):
+    for module in (health, sessions, stream, metrics, lora):
         app.include_router(module.router)
     app.add_middleware(LatencyMiddleware, metrics=app.state.metrics)
     return app

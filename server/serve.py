@@ -21,7 +21,7 @@ _FLAGS = {
     "tls_cert": "tls_cert", "tls_key": "tls_key", "max_seq_len": "max_seq_len",
     "max_frame_bytes": "max_frame_bytes", "max_sessions_per_client": "max_sessions_per_client",
     "session_idle_seconds": "session_idle_seconds", "kv_budget_bytes": "kv_budget_bytes",
-    "torch_threads": "torch_threads",
+    "torch_threads": "torch_threads", "lora": "lora",
 }
 
 
@@ -41,6 +41,8 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--session-idle-seconds", type=float)
     p.add_argument("--kv-budget-bytes", type=int)
     p.add_argument("--torch-threads", type=int)
+    p.add_argument("--lora", action="store_true", default=None,
+                   help="let each client train its own LoRA on the middle blocks (env UMBRA_CLOUD_LORA)")
     p.add_argument("--ready-file", type=Path, help="write {host, port, scheme} here once listening")
 
 

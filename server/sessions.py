@@ -10,6 +10,7 @@ SessionEvicted (HTTP 410: re-prefill into a new session); anybody else gets 404.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import time
 from collections import Counter, OrderedDict
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from server.errors import BudgetExceeded, OutOfSync, TooManySessions
+from server.lora import LoraStore
 from server.metrics import Metrics
 from umbra.errors import SessionError, SessionEvicted, ValidationError
 from umbra.middle.runtime import MiddleRuntime
@@ -51,8 +53,9 @@ class ComputeWorker:
 
 
 class SessionManager:
-    def __init__(self, runtime: MiddleRuntime, limits: Limits, metrics: Metrics):
+    def __init__(self, runtime: MiddleRuntime, limits: Limits, metrics: Metrics, lora: LoraStore | None = None):
         self.runtime, self.limits, self.metrics = runtime, limits, metrics
+        self.lora = lora  # per-client LoRA adapters (settings.lora), applied only to their owner's calls
         self.owners: dict[str, str] = {}  # session id -> client name
         self.lru: OrderedDict[str, float] = OrderedDict()  # session id -> last use, oldest first
         self.gone: OrderedDict[str, str] = OrderedDict()  # evicted/expired session id -> owner
@@ -140,11 +143,19 @@ class SessionManager:
         state = self.own(owner, sid)
         if frame.start is not None and frame.start != state.length:
             raise OutOfSync(f"session holds {state.length} positions but the step expects {frame.start}")
-        y = self.runtime.forward(sid, frame.hidden, frame.positions, frame.key_padding)
+        with self._adapter(owner):
+            y = self.runtime.forward(sid, frame.hidden, frame.positions, frame.key_padding)
         self.metrics.inc("umbra_cloud_tokens_processed_total", frame.hidden.shape[0] * frame.hidden.shape[1])
         self._enforce_budget(sid)
         return y[:, -frame.tail :] if frame.tail else y
 
     def backward(self, owner: str, sid: str, grad: torch.Tensor) -> torch.Tensor:
         self.own(owner, sid)
-        return self.runtime.backward(sid, grad)
+        with self._adapter(owner):
+            grad_in = self.runtime.backward(sid, grad)
+        if self.lora is not None:
+            self.lora.after_backward(owner)  # the owner's adapter takes its step (if training)
+        return grad_in
+
+    def _adapter(self, owner: str):
+        return self.lora.use(owner) if self.lora is not None else contextlib.nullcontext()

@@ -36,6 +36,7 @@ class CloudSettings(BaseSettings):
     kv_budget_bytes: int = 4 * 1024**3  # all sessions' KV caches; over it, LRU sessions are evicted
     torch_threads: int | None = None  # intra-op threads of the compute worker (None: torch default)
     debug_routes: bool = False  # expose GET /v1/debug/loaded (loaded tensor names; tests, audits)
+    lora: bool = False  # let each client train its own LoRA on the middle (server/lora.py, /v1/lora)
 
     def plan_args(self) -> tuple[int, int] | None:
         if self.encoder_blocks is None and self.decoder_blocks is None:

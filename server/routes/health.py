@@ -27,6 +27,7 @@ async def info(client: str = Depends(client_name), state: CloudState = Depends(g
         "max_seq_len": state.runtime.max_seq_len,
         "max_frame_bytes": state.settings.max_frame_bytes,
         "max_sessions_per_client": state.settings.max_sessions_per_client,
+        "lora": state.manager.lora is not None,
     }
 
 

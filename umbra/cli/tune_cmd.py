@@ -38,6 +38,14 @@ def register(sub) -> None:
     where.add_argument("--token", default=None, help="cloud access token (env UMBRA_CLOUD_TOKEN)")
     where.add_argument("--cloud-cert", metavar="PEM", default=None, help="certificate to trust for an HTTPS cloud")
     where.add_argument("--in-process", action="store_true", help="run the middle blocks in this process")
+    lora = p.add_argument_group("cloud LoRA (optional; needs --cloud and a cloud serving with --lora)")
+    lora.add_argument("--cloud-lora", action="store_true",
+                      help="also train a LoRA on the middle blocks that the cloud keeps and applies to this "
+                           "token's sessions only (a fresh one; with --resume the existing one continues)")
+    lora.add_argument("--lora-rank", type=int, default=8)
+    lora.add_argument("--lora-alpha", type=float, default=16.0)
+    lora.add_argument("--lora-lr", type=float, default=1e-3)
+    lora.add_argument("--lora-seed", type=int, default=None, help="init of the adapter (default: the cloud's entropy)")
     t = p.add_argument_group("training")
     t.add_argument("--steps", type=int, default=_D.steps)
     t.add_argument("--batch-size", type=int, default=_D.batch_size, help="packed blocks per step")
@@ -74,6 +82,9 @@ def run(args) -> int:
         raise ConfigError("--in-process runs without a cloud; drop --cloud/--token")
     if url and not token and not args.in_process:
         raise ConfigError("a cloud URL needs a token (--token or UMBRA_CLOUD_TOKEN)")
+    if args.cloud_lora and (args.in_process or not url):
+        raise ConfigError("--cloud-lora trains an adapter the cloud keeps for your token: give --cloud URL "
+                          "(in-process, or a cloud started by this command, there is no cloud to keep it)")
     if args.threads is not None:
         if args.threads < 1:
             raise ConfigError("--threads must be >= 1")
@@ -119,7 +130,7 @@ async def _tune(model, config: TuneConfig, out: Path, args, url, token):
     if args.in_process:
         return await go(LocalMiddle(model.load_middle()))
     if url:
-        return await _remote(model, go, url, token, args.cloud_cert)
+        return await _remote(model, go, url, token, args.cloud_cert, args)
     from server.launch import local_cloud
 
     settings = {} if args.threads is None else {"torch_threads": args.threads}
@@ -127,7 +138,7 @@ async def _tune(model, config: TuneConfig, out: Path, args, url, token):
         return await _remote(model, go, cloud.base_url, cloud.token, cloud.verify)
 
 
-async def _remote(model, go, url, token, verify):
+async def _remote(model, go, url, token, verify, args=None):
     from umbra.middle.remote import RemoteMiddle
 
     middle = RemoteMiddle(url, token, hidden_size=model.spec.hidden_size, verify=verify)
@@ -136,6 +147,26 @@ async def _remote(model, go, url, token, verify):
         expected = list(model.plan.middle_range(model.spec.num_layers))
         if list(info.get("layers", expected)) != expected:
             raise ConfigError(f"the cloud runs blocks {info['layers']}, this bundle's split needs {expected}")
+        if args is not None and args.cloud_lora:
+            return await _with_cloud_lora(go, middle, url, token, verify, args)
         return await go(middle)
     finally:
         await middle.aclose()
+
+
+async def _with_cloud_lora(go, middle, url, token, verify, args):
+    from umbra.tuning.cloud_lora import CloudLora, CloudLoraConfig
+
+    async with CloudLora(url, token, verify) as lora:
+        if args.resume:
+            if not (await lora.info()).get("enabled"):
+                raise ConfigError("--resume --cloud-lora: the cloud holds no LoRA for this token any more")
+            await lora.set_training(True)
+        else:
+            await lora.configure(CloudLoraConfig(args.lora_rank, args.lora_alpha, args.lora_lr, args.lora_seed))
+        try:
+            return await go(middle)
+        finally:
+            state = await lora.set_training(False)  # keep serving it, stop updating it
+            print(f"cloud LoRA: rank {state['rank']}, {state['steps']} steps; the cloud applies it to this "
+                  f"token's sessions", file=sys.stderr)
