@@ -21,7 +21,7 @@ from tiny_models import build_tiny_model_dir
 from umbra.data.corpus import Document, write_documents
 from umbra.middle.local import LocalMiddle
 from umbra.privacy.attacks.clients import Defence, build_client
-from umbra.privacy.attacks.frequency import FrequencyAnalysis, FrequencyConfig
+from umbra.privacy.attacks.frequency import FrequencyAnalysis, FrequencyCeiling, FrequencyConfig
 from umbra.privacy.attacks.grid import GridCache, GridParams, cells, run_cell, tune_config
 from umbra.privacy.attacks.probe import InversionProbe, ProbeConfig
 from umbra.privacy.attacks.public import CorpusSample, PublicModel
@@ -143,6 +143,8 @@ def test_frequency_analysis_from_frequencies_alone():
     right = sum(int((g == s.truth).sum()) for g, s in zip(guesses, seqs))
     top_share = max(np.bincount(np.concatenate([s.truth for s in seqs]))) / 1000
     assert right / 1000 > 2 * top_share  # well beyond the frequency-only baseline
+    ceiling = sum(int((g == s.truth).sum()) for g, s in zip(FrequencyCeiling(counts).run(seqs), seqs))
+    assert right <= ceiling + 20  # perfect clusters bound rank matching (up to ties)
 
 
 def test_probe_cache_round_trip(world, tmp_path):

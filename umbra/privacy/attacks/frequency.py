@@ -8,7 +8,8 @@ by frequency in public code, and labels rank r with token r — a substitution-c
 needs no model at all (it works on states from any encoder, tuned or not).
 
 The frequency-only baseline is the best guess from frequencies alone: the most frequent public
-token at every position. An attack is only informative where it beats it."""
+token at every position. An attack is only informative where it beats it. FrequencyCeiling is a
+yardstick, not an attack: the same rank matching with perfect clusters (it reads the truth)."""
 
 from __future__ import annotations
 
@@ -90,23 +91,52 @@ class FrequencyAnalysis:
     def run(self, sequences: list[ObservedSequence]) -> list[np.ndarray]:
         if not sequences:
             return []
-        fresh = torch.cat([s.hidden[torch.from_numpy(s.scored)] for s in sequences]).float()
-        if fresh.shape[0] == 0:
-            return [np.full(s.length, -1, dtype=np.int64) for s in sequences]
-        x = torch.nn.functional.normalize(fresh, dim=-1)
-        rng = np.random.default_rng(self.config.seed)
-        k = self.config.clusters or expected_distinct(self.blocks, x.shape[0], self.config.distinct_draws, rng)
-        k = min(k, x.shape[0])
-        centroids = spherical_kmeans(x, k, self.config.iterations, self.config.seed)
-        sizes = torch.bincount((x @ centroids.T).argmax(-1), minlength=k)
+        labels, sizes = cluster_labels(sequences, self.blocks, self.config)
+        k = int(sizes.numel())
         rank_of_cluster = torch.empty(k, dtype=torch.long)
         rank_of_cluster[sizes.argsort(descending=True, stable=True)] = torch.arange(k)
         token_of_cluster = self.ranked[rank_of_cluster.numpy()]
-        out = []
-        for s in sequences:
-            assign = (torch.nn.functional.normalize(s.hidden.float(), dim=-1) @ centroids.T).argmax(-1)
-            out.append(token_of_cluster[assign.numpy()].astype(np.int64))
-        return out
+        return [token_of_cluster[lab].astype(np.int64) for lab in labels]
+
+
+def cluster_labels(sequences: list[ObservedSequence], public_blocks: np.ndarray,
+                   config: FrequencyConfig) -> tuple[list[np.ndarray], torch.Tensor]:
+    """Cluster every received state: (labels [T] per sequence, cluster sizes over scored positions).
+    Clusters are fitted on the scored (fresh, real) states, each received state once."""
+    fresh = torch.cat([s.hidden[torch.from_numpy(s.scored)] for s in sequences]).float()
+    if fresh.shape[0] == 0:
+        raise ConfigError("no received positions to cluster")
+    x = torch.nn.functional.normalize(fresh, dim=-1)
+    rng = np.random.default_rng(config.seed)
+    k = config.clusters or expected_distinct(public_blocks, x.shape[0], config.distinct_draws, rng)
+    k = min(k, x.shape[0])
+    centroids = spherical_kmeans(x, k, config.iterations, config.seed)
+    sizes = torch.bincount((x @ centroids.T).argmax(-1), minlength=k)
+    labels = [(torch.nn.functional.normalize(s.hidden.float(), dim=-1) @ centroids.T).argmax(-1).numpy()
+              for s in sequences]
+    return labels, sizes
+
+
+class FrequencyCeiling:
+    """NOT an attack (it reads the truth): frequency-rank matching with perfect clusters, one per
+    true token — the most rank-based frequency analysis could recover from this much traffic if
+    the cloud told tokens apart exactly (INDVocab gives equal tokens equal rows; its ε does not
+    change this number). A yardstick for the frequency attack."""
+
+    name = "frequency_ceiling"
+
+    def __init__(self, public_counts: np.ndarray):
+        self.ranked = np.argsort(-public_counts, kind="stable")
+
+    def run(self, sequences: list[ObservedSequence]) -> list[np.ndarray]:
+        if not sequences:
+            return []
+        scored = np.concatenate([s.truth[s.scored] for s in sequences])
+        tokens, counts = np.unique(scored, return_counts=True)
+        rank = np.empty(tokens.size, dtype=np.int64)
+        rank[np.argsort(-counts, kind="stable")] = np.arange(tokens.size)
+        guess_of = dict(zip(tokens.tolist(), self.ranked[rank].tolist()))
+        return [np.array([guess_of.get(int(t), -1) for t in s.truth], dtype=np.int64) for s in sequences]
 
 
 class FrequencyBaseline:

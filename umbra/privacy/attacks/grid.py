@@ -1,10 +1,10 @@
 """The attack grid of docs/privacy/attacks.md: defence configuration × ε → attack scores.
 
-A cell builds a simulated client with its defences and runs the split fine-tuning loop
-(umbra.tuning.tune) through a recorded Middle: `gradient_steps` steps for the rows without
-STuning (the first steps of any tuning run), `tune_steps` for the STuning rows, of which the
-last `gradient_steps` are kept for the gradient attack. The client then sends the evaluation
-blocks as inference prefills. The suite runs on what the cloud recorded: attacks (a)–(d) and
+A cell builds a simulated client with its defences and records, through a recorded Middle, its
+evaluation blocks sent as inference prefills and the split fine-tuning loop (umbra.tuning.tune):
+rows without STuning send the prompts first (untuned client) and then run `gradient_steps`
+steps (the first steps of any tuning run); STuning rows tune for `tune_steps` steps, keep the
+last `gradient_steps` for the gradient attack, and then send the prompts from the tuned client. The suite runs on what the cloud recorded: attacks (a)–(d) and
 the baseline on the inference traffic, (e) on the tuning traffic. Results go to a JSON cache keyed by the model's fingerprint and the
 run's parameters, one entry per cell, written after each cell — a rerun skips finished cells."""
 
@@ -49,6 +49,7 @@ class GridParams:
     context_length: int = 128  # tuning block length
     tune_lr: float = 5e-4  # tuning peak learning rate
     seed: int = 0  # client draws (table, π), evaluation sample, tuning data order
+    protocol: int = 2  # bumped when a cell's procedure changes (invalidates cached cells)
 
     def key(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -117,12 +118,19 @@ def run_cell(public: PublicModel, suite: AttackSuite, config: str, epsilon: floa
     t0 = time.perf_counter()
     client = build_client(public.dir, defence, public.plan, seed=params.seed)
     middle = RecordingMiddle(LocalMiddle(public.middle))
+
+    def prompts():
+        middle.clear()
+        asyncio.run(inference_traffic(client, middle, eval_blocks))
+        return middle.sequences()
+
+    inference = None if defence.stuning else prompts()  # the untuned client's prompts
+    middle.clear()
     losses = asyncio.run(tuning_traffic(client, middle, tune_data, tune_config(params, defence.stuning),
                                         record_last=params.gradient_steps))
     training = middle.sequences()
-    middle.clear()
-    asyncio.run(inference_traffic(client, middle, eval_blocks))
-    inference = middle.sequences()
+    if inference is None:  # STuning: the tuned client's prompts
+        inference = prompts()
     names = tuple(suite.attacks)
     scores = suite.run(inference, only=tuple(n for n in names if n not in TRAINING_ATTACKS)).to_json()
     scores.update(suite.run(training, only=TRAINING_ATTACKS).to_json())

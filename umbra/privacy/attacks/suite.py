@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from umbra.errors import ConfigError
-from umbra.privacy.attacks.frequency import FrequencyAnalysis, FrequencyBaseline, FrequencyConfig
+from umbra.privacy.attacks.frequency import FrequencyAnalysis, FrequencyBaseline, FrequencyCeiling, FrequencyConfig
 from umbra.privacy.attacks.gradients import GradientConfig, GradientLabelRecovery
 from umbra.privacy.attacks.metrics import AttackScore, GistThresholds, TextScore, aggregate, text_score, token_recovery
 from umbra.privacy.attacks.nearest import NearestConfig, NearestNeighbour
@@ -32,12 +32,13 @@ from umbra.privacy.attacks.transcript import ObservedSequence
 log = logging.getLogger(__name__)
 
 ATTACKS = ("baseline", "nearest", "probe", "frequency", "reconstruction", "gradient")
+YARDSTICKS = ("frequency_ceiling",)  # scored like attacks but read the truth (see frequency.py)
 
 
 @dataclass(frozen=True)
 class SuiteConfig:
     corpus: CorpusSample  # the attacker's public code (probe training, codebook, frequencies)
-    attacks: tuple[str, ...] = ATTACKS  # which to run ("baseline" = frequency-only guess)
+    attacks: tuple[str, ...] = ATTACKS  # which to run ("baseline" = frequency-only guess; YARDSTICKS too)
     nearest: NearestConfig = NearestConfig()
     probe: ProbeConfig = ProbeConfig()
     frequency: FrequencyConfig = FrequencyConfig()
@@ -45,9 +46,9 @@ class SuiteConfig:
     gist: GistThresholds = GistThresholds()
 
     def validate(self) -> None:
-        unknown = set(self.attacks) - set(ATTACKS)
+        unknown = set(self.attacks) - set(ATTACKS) - set(YARDSTICKS)
         if unknown:
-            raise ConfigError(f"unknown attacks {sorted(unknown)} (known: {', '.join(ATTACKS)})")
+            raise ConfigError(f"unknown attacks {sorted(unknown)} (known: {', '.join(ATTACKS + YARDSTICKS)})")
 
 
 @dataclass
@@ -88,6 +89,8 @@ class AttackSuite:
                 attacks[name] = probe or _probe(public, blocks, config, cache_dir, progress)
             elif name == "frequency":
                 attacks[name] = FrequencyAnalysis(blocks, counts, config.frequency)
+            elif name == "frequency_ceiling":
+                attacks[name] = FrequencyCeiling(counts)
             elif name == "reconstruction":
                 attacks[name] = CodeReconstruction(public)
             elif name == "gradient":
