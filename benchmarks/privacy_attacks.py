@@ -34,7 +34,8 @@ from umbra.privacy.attacks.suite import ATTACKS, YARDSTICKS, AttackSuite, SuiteC
 from umbra.tuning import TuneData  # noqa: E402
 
 BEGIN, END = "<!-- BEGIN GENERATED: benchmarks/privacy_attacks.py -->", "<!-- END GENERATED -->"
-ATTACK_TITLES = {"baseline": "frequency-only baseline", "nearest": "(a) nearest neighbour", "probe": "(b) probe",
+ATTACK_TITLES = {"baseline": "frequency-only baseline", "sampler": "frequency sampler",
+                 "nearest": "(a) nearest neighbour", "probe": "(b) probe",
                  "frequency": "(c) frequency analysis", "reconstruction": "(d) code reconstruction",
                  "gradient": "(e) gradient labels", "frequency_ceiling": "(c) ceiling: perfect clusters†"}
 

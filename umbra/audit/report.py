@@ -23,7 +23,8 @@ from umbra.audit.analysis import GroupResult
 from umbra.privacy.attacks.metrics import GistThresholds
 from umbra.privacy.attacks.suite import ATTACKS
 
-TITLES = {"baseline": "frequency-only baseline", "nearest": "(a) nearest-neighbour inversion",
+TITLES = {"baseline": "frequency-only baseline", "sampler": "frequency sampler (uses nothing received)",
+          "nearest": "(a) nearest-neighbour inversion",
           "probe": "(b) learned inversion probe", "frequency": "(c) frequency analysis",
           "reconstruction": "(d) code reconstruction", "gradient": "(e) gradient label recovery"}
 CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
@@ -147,7 +148,9 @@ def write_report(path: str | Path, groups: list[GroupResult], command: str, gist
 traffic this client recorded, using only what the cloud has: the public base model, its tokenizer and public code
 (never π, the randomized table or this client's tuned blocks). A request counts as leaking a <b>clear gist</b>
 when BLEU-1 ≥ {gist.bleu} or ROUGE-1 ≥ {gist.rouge1} (NOIR §5.1); the frequency-only baseline is what guessing
-the most common token everywhere achieves. Highlighted tokens are ones the attack recovered.</p>
+the most common token everywhere achieves, and the frequency sampler (random common tokens, using nothing the
+cloud received) shows how much ROUGE-1 / BLEU-1 any code-looking output gets for free — an attack only tells you
+something where it beats both. Highlighted tokens are ones the attack recovered.</p>
 <p class="warn">This file contains your code in clear. Keep it private.</p>{body}</body></html>"""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,8 @@ by frequency in public code, and labels rank r with token r — a substitution-c
 needs no model at all (it works on states from any encoder, tuned or not).
 
 The frequency-only baseline is the best guess from frequencies alone: the most frequent public
-token at every position. An attack is only informative where it beats it. FrequencyCeiling is a
+token at every position. An attack is only informative where it beats it. FrequencySampler draws
+guesses from the public frequencies (the floor of the bag-of-words text scores). FrequencyCeiling is a
 yardstick, not an attack: the same rank matching with perfect clusters (it reads the truth)."""
 
 from __future__ import annotations
@@ -137,6 +138,23 @@ class FrequencyCeiling:
         rank[np.argsort(-counts, kind="stable")] = np.arange(tokens.size)
         guess_of = dict(zip(tokens.tolist(), self.ranked[rank].tolist()))
         return [np.array([guess_of.get(int(t), -1) for t in s.truth], dtype=np.int64) for s in sequences]
+
+
+class FrequencySampler:
+    """Independent guesses drawn from public token frequencies (seeded): it uses nothing the cloud
+    received. Its position-wise recovery is tiny, but its ROUGE-1 / BLEU-1 show how much of those
+    bag-of-words scores any code-looking output gets for free (common lexemes such as `(`, `)`,
+    `.`, `=` match whatever the truth is) — the floor under NOIR's clear-gist rule."""
+
+    name = "sampler"
+
+    def __init__(self, public_counts: np.ndarray, seed: int = 0):
+        self.p = public_counts / public_counts.sum()
+        self.seed = seed
+
+    def run(self, sequences: list[ObservedSequence]) -> list[np.ndarray]:
+        rng = np.random.default_rng(self.seed)
+        return [rng.choice(self.p.size, size=s.length, p=self.p).astype(np.int64) for s in sequences]
 
 
 class FrequencyBaseline:

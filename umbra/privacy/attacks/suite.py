@@ -20,7 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from umbra.errors import ConfigError
-from umbra.privacy.attacks.frequency import FrequencyAnalysis, FrequencyBaseline, FrequencyCeiling, FrequencyConfig
+from umbra.privacy.attacks.frequency import (
+    FrequencyAnalysis, FrequencyBaseline, FrequencyCeiling, FrequencyConfig, FrequencySampler,
+)
 from umbra.privacy.attacks.gradients import GradientConfig, GradientLabelRecovery
 from umbra.privacy.attacks.metrics import AttackScore, GistThresholds, TextScore, aggregate, text_score, token_recovery
 from umbra.privacy.attacks.nearest import NearestConfig, NearestNeighbour
@@ -31,7 +33,7 @@ from umbra.privacy.attacks.transcript import ObservedSequence
 
 log = logging.getLogger(__name__)
 
-ATTACKS = ("baseline", "nearest", "probe", "frequency", "reconstruction", "gradient")
+ATTACKS = ("baseline", "sampler", "nearest", "probe", "frequency", "reconstruction", "gradient")
 YARDSTICKS = ("frequency_ceiling",)  # scored like attacks but read the truth (see frequency.py)
 
 
@@ -83,6 +85,8 @@ class AttackSuite:
         for name in config.attacks:
             if name == "baseline":
                 attacks[name] = FrequencyBaseline(counts)
+            elif name == "sampler":
+                attacks[name] = FrequencySampler(counts, config.frequency.seed)
             elif name == "nearest":
                 attacks[name] = NearestNeighbour(public, config.nearest, blocks)
             elif name == "probe":
