@@ -14,7 +14,7 @@ from umbra.data.config import DataConfig
 from umbra.data.corpus import LANGS, Document, write_documents
 from umbra.data.dedup import Deduplicator, content_sha256
 from umbra.data.filters import reject_reason
-from umbra.data.manifest import ManifestRow, write_rows, write_summary
+from umbra.data.manifest import ManifestRow, read_summary, write_rows, write_summary
 from umbra.data.pypi import fetch_all
 from umbra.data.split import RESERVED, SPLITS, assign_split, cap_order, is_reserved
 from umbra.errors import ConfigError
@@ -140,6 +140,7 @@ def _check_balance(summary: dict) -> None:
 
 def _write_outputs(cfg: DataConfig, splits, summary: dict) -> None:
     corpus_dir, manifest_dir = cfg.path(cfg.corpus_dir), cfg.path(cfg.manifest_dir)
+    changed = False
     for split in (*SPLITS, RESERVED):
         rows = []
         for lang in LANGS:
@@ -147,6 +148,20 @@ def _write_outputs(cfg: DataConfig, splits, summary: dict) -> None:
             write_documents(corpus_dir, split, lang, [Document(lang, f.path, f.text) for f in files])
             rows += [ManifestRow(lang, f.source, f.path, content_sha256(f.text),
                                  len(f.text.encode("utf-8"))) for f in files]
-        write_rows(manifest_dir / f"{split}.tsv", rows)
+        changed |= write_rows(manifest_dir / f"{split}.tsv", rows)
+    _carry_token_stats(manifest_dir, summary, changed)
     write_summary(manifest_dir / "summary.json", summary)
     log.info("corpus written to %s, manifests to %s", corpus_dir, manifest_dir)
+
+
+TOKEN_STAT_KEYS = ("tokens", "tokenizer_vocab_size")  # written by `umbra data stats`
+
+
+def _carry_token_stats(manifest_dir, summary: dict, manifests_changed: bool) -> None:
+    """A rebuild that reproduces the same manifests keeps `umbra data stats`' token counts
+    (they describe the same files); a changed corpus drops them until stats runs again."""
+    path = manifest_dir / "summary.json"
+    if manifests_changed or not path.exists():
+        return
+    previous = read_summary(path)
+    summary.update({k: previous[k] for k in TOKEN_STAT_KEYS if k in previous})

@@ -5,6 +5,7 @@ The manifests never contain code; the corpus text itself lives under data/corpus
 from __future__ import annotations
 
 import csv
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,13 +24,19 @@ class ManifestRow:
     bytes: int  # size in bytes
 
 
-def write_rows(path: Path, rows: list[ManifestRow]) -> None:
+def write_rows(path: Path, rows: list[ManifestRow]) -> bool:
+    """Write the manifest sorted by (lang, path); True when its content changed."""
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf, delimiter="\t", lineterminator="\n")
+    w.writerow(FIELDS)
+    for r in sorted(rows, key=lambda r: (r.lang, r.path)):
+        w.writerow((r.lang, r.source, r.path, r.sha256, r.bytes))
+    text = buf.getvalue()
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh, delimiter="\t", lineterminator="\n")
-        w.writerow(FIELDS)
-        for r in sorted(rows, key=lambda r: (r.lang, r.path)):
-            w.writerow((r.lang, r.source, r.path, r.sha256, r.bytes))
+    path.write_text(text, encoding="utf-8", newline="")
+    return True
 
 
 def read_rows(path: Path) -> list[ManifestRow]:
