@@ -1,0 +1,22 @@
+// Construction of the LanguageClient for given settings: server command, documents, options.
+
+import { LanguageClient, LanguageClientOptions, RevealOutputChannelOn } from 'vscode-languageclient/node';
+import type { LogOutputChannel } from 'vscode';
+import { DOCUMENT_SELECTOR } from './languages';
+import { serverOptions } from './server';
+import { UmbraSettings, toInitializationOptions } from './settings';
+
+export const CLIENT_ID = 'umbra';
+export const CLIENT_NAME = 'Umbra';
+
+export function createLanguageClient(settings: UmbraSettings, log: LogOutputChannel): LanguageClient {
+    const options: LanguageClientOptions = {
+        documentSelector: DOCUMENT_SELECTOR,
+        initializationOptions: toInitializationOptions(settings),
+        // Server stderr and client messages go to the Umbra output channel. No trace channel:
+        // a protocol trace would copy the user's code into the log.
+        outputChannel: log,
+        revealOutputChannelOn: RevealOutputChannelOn.Never,
+    };
+    return new LanguageClient(CLIENT_ID, CLIENT_NAME, serverOptions(settings.server, process.env), options);
+}

@@ -1,0 +1,121 @@
+// Entry point: wires settings, the language client, the inline provider, the status bar and
+// the commands together. Each concern lives in its own module.
+
+import * as os from 'os';
+import * as vscode from 'vscode';
+import { LanguageClient, State } from 'vscode-languageclient/node';
+import { createLanguageClient } from './client';
+import { InlineProvider } from './inline';
+import { DOCUMENT_SELECTOR } from './languages';
+import { STATUS_METHOD, describeError } from './protocol';
+import { describeCommand } from './server';
+import { SettingsError, UmbraSettings, needsRestart, readSettings } from './settings';
+import { StatusBar } from './status';
+
+const COMMAND_RESTART = 'umbra.restartServer';
+const COMMAND_SHOW_OUTPUT = 'umbra.showOutput';
+
+let log: vscode.LogOutputChannel;
+let status: StatusBar;
+let client: LanguageClient | undefined;
+let settings: UmbraSettings | undefined;
+let queue: Promise<void> = Promise.resolve();
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+    log = vscode.window.createOutputChannel('Umbra', { log: true });
+    status = new StatusBar(log, COMMAND_SHOW_OUTPUT);
+    const provider = new InlineProvider(() => client, () => settings?.debounceMs ?? 0, log);
+    context.subscriptions.push(
+        log,
+        status,
+        vscode.languages.registerInlineCompletionItemProvider(DOCUMENT_SELECTOR, provider),
+        vscode.commands.registerCommand(COMMAND_RESTART, () => {
+            status.onRestart();
+            return schedule(true);
+        }),
+        vscode.commands.registerCommand(COMMAND_SHOW_OUTPUT, () => log.show()),
+        vscode.workspace.onDidChangeConfiguration((e) => {
+            if (e.affectsConfiguration('umbra')) {
+                void schedule(false);
+            }
+        }),
+        vscode.workspace.onDidChangeWorkspaceFolders(() => void schedule(false)),
+    );
+    await schedule(true);
+}
+
+export function deactivate(): Thenable<void> | undefined {
+    return queue.then(stopClient);
+}
+
+/** Runs start/stop/restart one at a time, in order. */
+function schedule(force: boolean): Promise<void> {
+    queue = queue.then(() => reconcile(force)).catch((error) => log.error(`server lifecycle: ${describeError(error)}`));
+    return queue;
+}
+
+/** Brings the client in line with the current settings; restarts only when needed (or forced). */
+async function reconcile(force: boolean): Promise<void> {
+    let next: UmbraSettings;
+    try {
+        next = readSettings(vscode.workspace.getConfiguration('umbra'), {
+            workspaceFolder: vscode.workspace.workspaceFolders?.[0]?.uri.fsPath,
+            userHome: os.homedir(),
+        });
+    } catch (error) {
+        if (!(error instanceof SettingsError)) {
+            throw error;
+        }
+        await stopClient();
+        settings = undefined;
+        log.error(error.message);
+        status.showClientState('misconfigured', error.problems.join('\n'));
+        void vscode.window.showErrorMessage(`Umbra: invalid settings — ${error.problems.join('; ')}`);
+        return;
+    }
+    const restart = force || needsRestart(settings, next);
+    settings = next;
+    if (!restart) {
+        return;
+    }
+    await stopClient();
+    if (!next.enable) {
+        status.showClientState('disabled');
+        return;
+    }
+    await startClient(next);
+}
+
+async function startClient(s: UmbraSettings): Promise<void> {
+    log.info(`starting the language server: ${describeCommand(s.server)}`);
+    const started = createLanguageClient(s, log);
+    started.onNotification(STATUS_METHOD, (params) => status.onNotification(params));
+    started.onDidChangeState((e) => {
+        if (e.newState === State.Stopped && client === started) {
+            status.showClientState('stopped', 'See the Umbra output for the reason; run "Umbra: Restart Server" to retry.');
+        }
+    });
+    client = started;
+    status.onNotification({ state: 'starting', message: 'starting the language server', mode: '' });
+    try {
+        await started.start();
+    } catch (error) {
+        log.error(`the language server did not start: ${describeError(error)}`);
+        status.showClientState('stopped', describeError(error));
+    }
+}
+
+async function stopClient(): Promise<void> {
+    const running = client;
+    client = undefined;
+    if (running === undefined) {
+        return;
+    }
+    try {
+        if (running.needsStop()) {
+            await running.stop();
+        }
+    } catch (error) {
+        log.warn(`stopping the language server: ${describeError(error)}`);
+    }
+}

@@ -1,0 +1,53 @@
+// package.json must agree with the code: setting defaults, activation languages, commands.
+import { strict as assert } from 'node:assert';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { LANGUAGES } from '../languages';
+import { ConfigSource, SETTING_KEYS, defaultOf, readSettings } from '../settings';
+
+const root = join(__dirname, '..', '..');
+const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+const properties: Record<string, { default: unknown; scope?: string; markdownDescription?: string }> =
+    manifest.contributes.configuration.properties;
+
+describe('package.json', () => {
+    it('contributes exactly the settings the code reads, with the same defaults', () => {
+        assert.deepStrictEqual(Object.keys(properties).sort(), SETTING_KEYS.map((k) => `umbra.${k}`).sort());
+        for (const key of SETTING_KEYS) {
+            assert.deepStrictEqual(properties[`umbra.${key}`].default, defaultOf(key), key);
+            assert.ok((properties[`umbra.${key}`].markdownDescription ?? '').length > 10, `${key} needs a description`);
+        }
+    });
+
+    it('package.json defaults are valid settings', () => {
+        // What VS Code hands over when the user set nothing: package.json's defaults.
+        const source: ConfigSource = {
+            get: <T>(key: string) => properties[`umbra.${key}`].default as T,
+        };
+        assert.doesNotThrow(() => readSettings(source));
+    });
+
+    it('keeps the program, model and cloud out of workspace settings', () => {
+        for (const key of SETTING_KEYS) {
+            if (/^(server|model|cloud)\./.test(key)) {
+                assert.equal(properties[`umbra.${key}`].scope, 'machine', key);
+            }
+        }
+    });
+
+    it('activates on every completed language', () => {
+        assert.deepStrictEqual(
+            [...manifest.activationEvents].sort(),
+            LANGUAGES.map((l) => `onLanguage:${l}`).sort(),
+        );
+    });
+
+    it('declares the commands and the entry point', () => {
+        const commands = manifest.contributes.commands.map((c: { command: string }) => c.command).sort();
+        assert.deepStrictEqual(commands, ['umbra.restartServer', 'umbra.showOutput']);
+        assert.equal(manifest.main, './out/extension.js');
+        assert.equal(manifest.name, 'umbra');
+        assert.match(manifest.engines.vscode, /^\^1\.(9\d|\d{3})/);
+    });
+});

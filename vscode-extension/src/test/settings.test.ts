@@ -1,0 +1,210 @@
+import { strict as assert } from 'node:assert';
+import { describe, it } from 'node:test';
+import {
+    ConfigSource,
+    DEFAULTS,
+    SETTING_KEYS,
+    SettingsError,
+    defaultOf,
+    expandPath,
+    needsRestart,
+    readSettings,
+    toInitializationOptions,
+} from '../settings';
+
+/** A configuration with some keys set, like a user's settings.json under "umbra". */
+function config(values: Record<string, unknown> = {}): ConfigSource {
+    return {
+        get<T>(key: string, defaultValue: T): T {
+            return (Object.prototype.hasOwnProperty.call(values, key) ? values[key] : defaultValue) as T;
+        },
+    };
+}
+
+function problemsOf(values: Record<string, unknown>): string[] {
+    try {
+        readSettings(config(values), { workspaceFolder: '/ws', userHome: '/home/u' });
+    } catch (error) {
+        assert.ok(error instanceof SettingsError);
+        return error.problems;
+    }
+    assert.fail(`expected ${JSON.stringify(values)} to be rejected`);
+}
+
+describe('settings → initializationOptions', () => {
+    it('defaults give the exact contract shape', () => {
+        const options = toInitializationOptions(readSettings(config()));
+        assert.deepStrictEqual(options, {
+            model: { dir: null, bundle: null, keyringService: 'umbra' },
+            cloud: { url: null, certificate: null, tokenEnv: 'UMBRA_CLOUD_TOKEN' },
+            completion: { maxTokens: 64, multiline: false, temperature: 0.0, topP: 1.0, contextTokens: 1024 },
+            threads: null,
+        });
+        // camelCase keys, nothing else: the JSON the server receives
+        assert.equal(
+            JSON.stringify(options),
+            '{"model":{"dir":null,"bundle":null,"keyringService":"umbra"},' +
+                '"cloud":{"url":null,"certificate":null,"tokenEnv":"UMBRA_CLOUD_TOKEN"},' +
+                '"completion":{"maxTokens":64,"multiline":false,"temperature":0,"topP":1,"contextTokens":1024},' +
+                '"threads":null}',
+        );
+    });
+
+    it('defaults of the extension-only settings', () => {
+        const s = readSettings(config());
+        assert.equal(s.enable, true);
+        assert.equal(s.debounceMs, 150);
+        assert.deepStrictEqual(s.server, { path: 'umbra', args: [], python: null });
+    });
+
+    it('carries every override through', () => {
+        const s = readSettings(
+            config({
+                'model.dir': '/models/tiny',
+                'model.bundle': '~/bundles/b1',
+                'model.keyringService': 'umbra-test',
+                'cloud.url': 'https://cloud.example:8443',
+                'cloud.certificate': '${workspaceFolder}/cloud.pem',
+                'cloud.tokenEnv': 'MY_TOKEN',
+                'completion.maxTokens': 128,
+                'completion.multiline': true,
+                'completion.temperature': 0.2,
+                'completion.topP': 0.95,
+                'completion.contextTokens': 2048,
+                threads: 2,
+                debounceMs: 0,
+                enable: false,
+            }),
+            { workspaceFolder: '/ws', userHome: '/home/u' },
+        );
+        assert.deepStrictEqual(toInitializationOptions(s), {
+            model: { dir: '/models/tiny', bundle: '/home/u/bundles/b1', keyringService: 'umbra-test' },
+            cloud: { url: 'https://cloud.example:8443', certificate: '/ws/cloud.pem', tokenEnv: 'MY_TOKEN' },
+            completion: { maxTokens: 128, multiline: true, temperature: 0.2, topP: 0.95, contextTokens: 2048 },
+            threads: 2,
+        });
+        assert.equal(s.debounceMs, 0);
+        assert.equal(s.enable, false);
+    });
+
+    it('treats empty strings of optional settings as unset', () => {
+        const s = readSettings(config({ 'model.dir': '', 'cloud.url': '', 'server.python': '  ', 'cloud.certificate': '' }));
+        assert.equal(s.model.dir, null);
+        assert.equal(s.cloud.url, null);
+        assert.equal(s.server.python, null);
+        assert.equal(s.cloud.certificate, null);
+    });
+
+    it('never contains a token', () => {
+        const options = JSON.stringify(toInitializationOptions(readSettings(config())));
+        assert.ok(!/"token"\s*:/i.test(options));
+        assert.ok(!SETTING_KEYS.some((k) => /token$/i.test(k) && k !== 'cloud.tokenEnv'));
+    });
+});
+
+describe('settings validation', () => {
+    const cases: [string, Record<string, unknown>, RegExp][] = [
+        ['maxTokens 0', { 'completion.maxTokens': 0 }, /^completion\.maxTokens must be an integer in \[1, 4096\], got 0$/],
+        ['maxTokens fractional', { 'completion.maxTokens': 2.5 }, /completion\.maxTokens/],
+        ['maxTokens string', { 'completion.maxTokens': '64' }, /completion\.maxTokens .* got "64"/],
+        ['temperature negative', { 'completion.temperature': -0.1 }, /completion\.temperature must be a number >= 0/],
+        ['temperature NaN', { 'completion.temperature': Number.NaN }, /completion\.temperature/],
+        ['topP 0', { 'completion.topP': 0 }, /completion\.topP must be a number in \(0, 1\]/],
+        ['topP above 1', { 'completion.topP': 1.5 }, /completion\.topP/],
+        ['contextTokens 0', { 'completion.contextTokens': 0 }, /completion\.contextTokens/],
+        ['multiline string', { 'completion.multiline': 'yes' }, /completion\.multiline must be true or false/],
+        ['threads 0', { threads: 0 }, /threads must be null or an integer/],
+        ['threads string', { threads: 'auto' }, /threads/],
+        ['debounce negative', { debounceMs: -1 }, /debounceMs must be an integer in \[0, 10000\]/],
+        ['enable string', { enable: 'true' }, /enable must be true or false/],
+        ['cloud url ftp', { 'cloud.url': 'ftp://cloud' }, /cloud\.url must be null or an http\(s\) URL/],
+        ['cloud url garbage', { 'cloud.url': 'not a url' }, /cloud\.url/],
+        ['tokenEnv with $', { 'cloud.tokenEnv': '$TOKEN' }, /cloud\.tokenEnv must be an environment variable name/],
+        ['tokenEnv empty', { 'cloud.tokenEnv': '' }, /cloud\.tokenEnv/],
+        ['keyringService empty', { 'model.keyringService': ' ' }, /model\.keyringService must be a non-empty string/],
+        ['server path empty', { 'server.path': '' }, /server\.path must be a non-empty path/],
+        ['server args not strings', { 'server.args': ['--x', 3] }, /server\.args must be an array of strings/],
+        ['server args string', { 'server.args': '--verbose' }, /server\.args/],
+        ['model dir number', { 'model.dir': 3 }, /model\.dir must be null or a path/],
+    ];
+    for (const [name, values, expected] of cases) {
+        it(`rejects ${name}`, () => {
+            const problems = problemsOf(values);
+            assert.equal(problems.length, 1, problems.join('\n'));
+            assert.match(problems[0], expected);
+        });
+    }
+
+    it('rejects a certificate without a cloud URL', () => {
+        const problems = problemsOf({ 'cloud.certificate': '/etc/cloud.pem' });
+        assert.deepStrictEqual(problems.length, 1);
+        assert.match(problems[0], /^cloud\.certificate applies to a configured umbra\.cloud\.url only/);
+    });
+
+    it('reports every problem at once, each under umbra.', () => {
+        try {
+            readSettings(config({ 'completion.topP': 0, threads: -2, 'cloud.url': 'x' }));
+            assert.fail('should throw');
+        } catch (error) {
+            assert.ok(error instanceof SettingsError);
+            assert.equal(error.problems.length, 3);
+            assert.match(error.message, /umbra\.completion\.topP/);
+            assert.match(error.message, /umbra\.threads/);
+            assert.match(error.message, /umbra\.cloud\.url/);
+        }
+    });
+
+    it('rejects a variable it cannot resolve', () => {
+        const problems = (() => {
+            try {
+                readSettings(config({ 'model.dir': '${workspaceFolder}/m' }), { userHome: '/home/u' });
+                return [];
+            } catch (error) {
+                return (error as SettingsError).problems;
+            }
+        })();
+        assert.equal(problems.length, 1);
+        assert.match(problems[0], /^model\.dir uses/);
+    });
+});
+
+describe('path expansion', () => {
+    const ctx = { workspaceFolder: '/ws', userHome: '/home/u' };
+    it('expands the known variables and a leading ~', () => {
+        assert.equal(expandPath('${workspaceFolder}/.venv/bin/python', ctx), '/ws/.venv/bin/python');
+        assert.equal(expandPath('${userHome}/x', ctx), '/home/u/x');
+        assert.equal(expandPath('~/x', ctx), '/home/u/x');
+        assert.equal(expandPath('~', ctx), '/home/u');
+    });
+    it('leaves everything else alone', () => {
+        assert.equal(expandPath('/a/~b/${other}', ctx), '/a/~b/${other}');
+        assert.equal(expandPath('umbra', ctx), 'umbra');
+    });
+    it('returns null for an unknown context value', () => {
+        assert.equal(expandPath('~/x', {}), null);
+        assert.equal(expandPath('${workspaceFolder}', { userHome: '/h' }), null);
+    });
+});
+
+describe('restart decisions', () => {
+    const base = readSettings(config());
+    it('restarts on first start and on anything the server sees', () => {
+        assert.equal(needsRestart(undefined, base), true);
+        assert.equal(needsRestart(base, readSettings(config({ 'completion.maxTokens': 10 }))), true);
+        assert.equal(needsRestart(base, readSettings(config({ 'server.args': ['-v'] }))), true);
+        assert.equal(needsRestart(base, readSettings(config({ enable: false }))), true);
+    });
+    it('does not restart for the debounce delay', () => {
+        assert.equal(needsRestart(base, readSettings(config({ debounceMs: 20 }))), false);
+        assert.equal(needsRestart(base, readSettings(config())), false);
+    });
+});
+
+describe('defaults table', () => {
+    it('has a default for every key', () => {
+        for (const key of SETTING_KEYS) {
+            assert.notEqual(defaultOf(key), undefined, key);
+        }
+        assert.equal(defaultOf('completion.topP'), DEFAULTS.completion.topP);
+    });
+});
