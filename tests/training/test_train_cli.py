@@ -31,6 +31,37 @@ def test_cli_pretrain_stop_resume_export(tiny_corpus, tmp_path, capsys):
                  str(tmp_path / "again"), "--tokenizer", str(tok)]) == 0
     assert (tmp_path / "again" / "config.json").exists()
     assert (tmp_path / "again" / "tokenizer.json").exists()
+    prov = json.loads((tmp_path / "again" / "training.json").read_text())
+    assert prov["state"]["step"] == 4 and prov["total_steps"] == 4 and prov["finished"]
+    assert "out_dir" not in prov["config"] and prov["hardware"]["logical_cpus"] >= 1
+    assert (tmp_path / "again" / "training_curves.png").stat().st_size > 1000
+
+
+def test_cli_export_eval_and_card_of_an_interim_checkpoint(tiny_corpus, tmp_path, capsys):
+    """A checkpoint mid-schedule exports as interim; the card renders from the committed files only."""
+    corpus, tok = tiny_corpus
+    out, model = tmp_path / "run", tmp_path / "model"
+    assert main(_args(corpus, tok, out, "--stop-at-step", "3")) == 0
+    assert main(["train", "export", "--checkpoint", str(out / "last.pt"), "--out", str(model),
+                 "--tokenizer", str(tok)]) == 0
+    assert main(["train", "card", "--model", str(model)]) == 2  # no eval.json yet: a clear error
+    assert "eval.json" in capsys.readouterr().err
+    assert main(["eval", "lm", "--model", str(model), "--corpus", str(corpus), "--split", "train",
+                 "--langs", "python", "--max-tokens", "512", "--fim-lines", "2", "--threads", "1",
+                 "--json", str(model / "eval.json")]) == 0
+    ev = json.loads((model / "eval.json").read_text())
+    assert ev["settings"]["fim_lines"] == 2 and ev["languages"][0]["lang"] == "python"
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps({"sources": {"cpython-3.11": {"lang": "python", "license": "PSF-2.0",
+                                                                "files": 3, "bytes": 1000}},
+                                   "tokens": {"python": {"train": 2e6, "valid": 1e4, "test": 1e4, "reserved": 5e5}}}))
+    assert main(["train", "card", "--model", str(model), "--summary", str(summary)]) == 0
+    card = (model / "README.md").read_text()
+    assert "**Interim**: pretraining step 3 of 4" in card
+    assert "| cpython-3.11 | Python | PSF-2.0 | 3 |" in card
+    assert "| Python | 2.00 M | 0.01 M | 0.01 M | 0.50 M |" in card
+    top1 = ev["languages"][0]["top1"]
+    assert f"| Python | {ev['languages'][0]['tokens']:,} | {top1:.1%} |" in card
 
 
 def test_cli_rejects_a_model_below_the_layer_floor(tiny_corpus, tmp_path, capsys):

@@ -38,5 +38,5 @@ def run_lm(args) -> int:
     print(markdown_table(reports))
     print(f"\n({seconds:.1f} s; split={cfg.split}, seed={cfg.seed})")
     if args.json:
-        args.json.write_text(json.dumps(as_json(reports, seconds), indent=2))
+        args.json.write_text(json.dumps(as_json(reports, seconds, cfg), indent=2))
     return 0

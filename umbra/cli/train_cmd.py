@@ -58,6 +58,13 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _card(args: argparse.Namespace) -> int:
+    from umbra.training.card import CardInputs, write_card
+
+    print(f"model card written to {write_card(CardInputs(Path(args.model), Path(args.summary)))}")
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     train = subparsers.add_parser("train", help="pretrain and export the default code model")
     sub = train.add_subparsers(dest="train_command", required=True)
@@ -98,3 +105,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--out", default=str(d.export_dir))
     e.add_argument("--tokenizer", default=str(d.tokenizer_dir))
     e.set_defaults(func=_export)
+
+    c = sub.add_parser("card", help="render the model card (README.md) of an exported model")
+    c.add_argument("--model", default=str(d.export_dir), help="exported model directory")
+    c.add_argument("--summary", default="data/manifest/summary.json", help="corpus summary")
+    c.set_defaults(func=_card)

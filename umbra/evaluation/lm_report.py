@@ -74,5 +74,9 @@ def markdown_table(reports: list[LangReport]) -> str:
     return "\n".join(rows)
 
 
-def as_json(reports: list[LangReport], seconds: float) -> dict:
-    return {"seconds": round(seconds, 1), "languages": [asdict(r) for r in reports]}
+def as_json(reports: list[LangReport], seconds: float, cfg: LmEvalConfig | None = None) -> dict:
+    out = {"seconds": round(seconds, 1), "languages": [asdict(r) for r in reports]}
+    if cfg is not None:
+        out["settings"] = {"split": cfg.split, "max_tokens_per_lang": cfg.max_tokens_per_lang,
+                           "fim_lines": cfg.fim_lines, "fim_max_tokens": cfg.fim_max_tokens, "seed": cfg.seed}
+    return out

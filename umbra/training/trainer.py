@@ -6,7 +6,7 @@ import contextlib
 import logging
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
@@ -16,7 +16,7 @@ from umbra.errors import ConfigError
 from umbra.training.checkpoint import CHECKPOINT_NAME, TrainState, load_checkpoint, restore, save_checkpoint
 from umbra.training.config import TrainConfig
 from umbra.training.evaluate import evaluate_languages
-from umbra.training.export import export_model
+from umbra.training.export import export_model, provenance
 from umbra.training.model import build_model, count_params
 from umbra.training.packing import PackedStream, StreamSpec, eval_blocks, load_raw_tokenizer
 from umbra.training.plot import plot_run
@@ -104,6 +104,10 @@ class Trainer:
 
     def checkpoint(self) -> None:
         save_checkpoint(self.ckpt_path, self.model, self.optimizer, self.state, self.cfg.to_dict())
+        self.plot()
+
+    def plot(self) -> None:
+        plot_run(self.train_log.read(), self.valid_log.read(), self.cfg.out_dir / "curves.png")
 
     def step(self) -> tuple[float, float, float]:
         cfg, st = self.cfg, self.state
@@ -129,7 +133,7 @@ class Trainer:
                                    "lang": lang, "loss": f"{m.loss:.5f}", "top1": f"{m.top1:.5f}",
                                    "tokens": m.tokens})
             log.info("step %d valid %s loss %.4f top1 %.4f", self.state.step, lang, m.loss, m.top1)
-        plot_run(self.train_log.read(), self.valid_log.read(), self.cfg.out_dir / "curves.png")
+        self.plot()
 
     def run(self) -> RunResult:
         cfg = self.cfg
@@ -163,7 +167,8 @@ class Trainer:
         if self.state.step >= total:
             if self.valid and self.state.step % cfg.eval_every_steps != 0:
                 self.validate()
-            export_model(self.model, cfg.export_dir, cfg.tokenizer_dir)
+            export_model(self.model, cfg.export_dir, cfg.tokenizer_dir,
+                         provenance(cfg.to_dict(), asdict(self.state), total), cfg.out_dir / "curves.png")
             result.finished = True
         return result
 

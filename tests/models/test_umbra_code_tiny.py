@@ -1,0 +1,113 @@
+"""The embedded default model `models/umbra-code-tiny`: what ships, and that it completes code in
+each of its languages through the real split path (a cloud service on loopback that holds only
+the middle blocks)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+
+import pytest
+import torch
+
+from server.launch import local_cloud
+from umbra.engine import ClientModel, CompletionEngine, EngineConfig
+from umbra.middle.remote import RemoteMiddle
+from umbra.paths import repo_root
+
+MODEL = repo_root() / "models" / "umbra-code-tiny"
+
+# (language, prefix, suffix): the cursor sits after `return ` in a two-argument `add`.
+SNIPPETS = {
+    "python": ("def add(a, b):\n    return ", "\n\n\nprint(add(1, 2))\n"),
+    "go": ("package main\n\nimport \"fmt\"\n\nfunc add(a, b int) int {\n\treturn ",
+           "\n}\n\nfunc main() {\n\tfmt.Println(add(1, 2))\n}\n"),
+    "java": ("public class Add {\n    static int add(int a, int b) {\n        return ",
+             "\n    }\n\n    public static void main(String[] args) {\n"
+             "        System.out.println(add(1, 2));\n    }\n}\n"),
+}
+
+# One expression over identifiers, literals, calls, indexing and operators.
+_EXPR = re.compile(r"[\w.\s+\-*/%<>=!&|^~?:,()\[\]'\"]+")
+
+
+def _balanced(text: str) -> bool:
+    pairs, stack = {")": "(", "]": "["}, []
+    for ch in text:
+        if ch in "([":
+            stack.append(ch)
+        elif ch in ")]":
+            if not stack or stack.pop() != pairs[ch]:
+                return False
+    return not stack
+
+
+def plausible(lang: str, prefix: str, suffix: str, completion: str) -> bool:
+    """Does the completed `return` line parse (Python) or look like one expression statement
+    (Go; Java with its `;`)?"""
+    if lang == "python":
+        try:
+            ast.parse(prefix + completion + suffix)
+        except SyntaxError:
+            return False
+        return True
+    expr = completion.strip()
+    if lang == "java":
+        if not expr.endswith(";"):
+            return False
+        expr = expr[:-1].rstrip()
+    return bool(expr) and _EXPR.fullmatch(expr) is not None and _balanced(expr) and expr.count('"') % 2 == 0
+
+
+def test_ships_a_small_llama_in_hugging_face_format():
+    for name in ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
+                 "tokenizer_config.json", "special_tokens_map.json", "README.md"):
+        assert (MODEL / name).is_file(), f"models/umbra-code-tiny/{name} must be committed"
+    config = json.loads((MODEL / "config.json").read_text())
+    assert config["model_type"] == "llama" and config["num_hidden_layers"] >= 6
+    model = ClientModel.load(MODEL)
+    middle = model.load_middle()
+    n = sum(p.numel() for part in (model.encoder, middle, model.decoder) for p in part.parameters())
+    assert n <= 30_000_000
+    assert list(model.plan.middle_range(model.spec.num_layers)) == [1, 2, 3, 4, 5]  # E=1, D=2
+
+
+def test_model_card_names_data_licenses_tokens_hardware_and_evaluation():
+    card = (MODEL / "README.md").read_text()
+    for needle in ("golang-src", "openjdk-17-source", "PSF", "BSD-3-Clause", "GPL-2.0",
+                   "tokens", "CPU", "next-token", "FIM line exact match", "umbra eval lm"):
+        assert needle in card, f"the model card must mention {needle!r}"
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+async def test_completes_add_in_python_go_and_java_through_the_cloud():
+    model = ClientModel.load(MODEL)
+    async with local_cloud(MODEL, model.plan, settings={"torch_threads": 1}) as cloud:
+        middle = RemoteMiddle(cloud.base_url, cloud.token, hidden_size=model.spec.hidden_size)
+        try:
+            info = await middle.connect()
+            engine = CompletionEngine.split(model, middle, EngineConfig(), context_length=info["max_seq_len"])
+            for lang, (prefix, suffix) in SNIPPETS.items():
+                result = await engine.complete(prefix, suffix)
+                assert result.text.strip(), f"{lang}: empty completion"
+                assert plausible(lang, prefix, suffix, result.text), f"{lang}: {result.text!r}"
+        finally:
+            await middle.aclose()
+
+
+def test_plausibility_check_rejects_broken_code():
+    prefix, suffix = SNIPPETS["python"]
+    assert plausible("python", prefix, suffix, "a + b")
+    assert not plausible("python", prefix, suffix, "a + (b")
+    assert plausible("go", "", "", "a + b") and not plausible("go", "", "", "a + b)")
+    assert not plausible("go", "", "", "")
+    assert plausible("java", "", "", "a + b;") and not plausible("java", "", "", "a + b")
+    assert not plausible("java", "", "", "{ a + b;")

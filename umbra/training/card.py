@@ -1,0 +1,148 @@
+"""`umbra train card`: the model card (README.md) of an exported model, rendered only from files
+that sit in the repo — the model's `config.json`, its `training.json` (written by the export),
+its `eval.json` (written by `umbra eval lm --json`) and the corpus summary
+`data/manifest/summary.json` — so anyone can regenerate it and every figure has a source."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from umbra.errors import ConfigError
+from umbra.model.parts import SplitPlan
+from umbra.training.export import CURVES_NAME, PROVENANCE_NAME
+
+EVAL_NAME = "eval.json"
+LANG_NAMES = {"python": "Python", "go": "Go", "java": "Java"}
+
+
+@dataclass(frozen=True)
+class CardInputs:
+    model_dir: Path  # exported model: config.json, training.json, eval.json
+    summary: Path = Path("data/manifest/summary.json")  # corpus statistics
+    name: str = "umbra-code-tiny"
+
+
+def _read_json(path: Path, hint: str) -> dict:
+    if not path.exists():
+        raise ConfigError(f"{path} is missing: {hint}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _param_count(cfg: dict) -> int:
+    """Parameters of a Llama config (tied head counted once)."""
+    h, i, n, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
+    head_dim = cfg.get("head_dim") or h // cfg["num_attention_heads"]
+    attn = h * head_dim * (2 * cfg["num_attention_heads"] + 2 * cfg["num_key_value_heads"])
+    block = attn + 3 * h * i + 2 * h
+    return n * block + v * h * (1 if cfg.get("tie_word_embeddings") else 2) + h
+
+
+def _data_section(summary: dict) -> list[str]:
+    out = ["| source | language | license | files | bytes |", "|---|---|---|---:|---:|"]
+    for name, s in sorted(summary["sources"].items(), key=lambda kv: (kv[1]["lang"], kv[0])):
+        out.append(f"| {name} | {LANG_NAMES.get(s['lang'], s['lang'])} | {s['license']} | {s['files']:,} "
+                   f"| {s['bytes'] / 1e6:.2f} MB |")
+    tokens = summary.get("tokens")
+    if tokens:
+        out += ["", "Tokens (shipped tokenizer, no FIM sentinels) per split:", "",
+                "| language | train | valid | test | reserved (never trained on) |", "|---|---:|---:|---:|---:|"]
+        for lang, t in tokens.items():
+            out.append(f"| {LANG_NAMES.get(lang, lang)} | {t['train'] / 1e6:.2f} M | {t['valid'] / 1e6:.2f} M "
+                       f"| {t['test'] / 1e6:.2f} M | {t['reserved'] / 1e6:.2f} M |")
+    return out
+
+
+def _eval_section(ev: dict) -> list[str]:
+    out = ["| language | tokens | next-token top-1 | perplexity | FIM lines | FIM line exact match |",
+           "|---|---:|---:|---:|---:|---:|"]
+    for r in ev["languages"]:
+        out.append(f"| {LANG_NAMES.get(r['lang'], r['lang'])} | {r['tokens']:,} | {r['top1']:.1%} "
+                   f"| {r['perplexity']:.2f} | {r['fim_cases']} | {r['fim_exact_match']:.1%} |")
+    return out
+
+
+def render_card(inputs: CardInputs) -> str:
+    d = inputs.model_dir
+    cfg = _read_json(d / "config.json", "export the model first (`umbra train export`)")
+    prov = _read_json(d / PROVENANCE_NAME, "export the model with `umbra train export` (it writes training.json)")
+    ev = _read_json(d / EVAL_NAME, f"run `umbra eval lm --model {d} --json {d / EVAL_NAME}`")
+    summary = _read_json(inputs.summary, "run `umbra data build` and `umbra data stats`")
+    st, tc, hw = prov["state"], prov["config"], prov["hardware"]
+    es = ev.get("settings", {})
+    total_tokens = prov["total_steps"] * tc["batch_size"] * tc["model"]["context_length"]
+    status = ("Final: the whole pretraining schedule ran." if prov["finished"] else
+              f"**Interim**: pretraining step {st['step']:,} of {prov['total_steps']:,} "
+              f"({st['tokens_seen'] / 1e6:.1f} M of {total_tokens / 1e6:.1f} M tokens); pretraining continues "
+              f"(`umbra train pretrain --resume`) and these weights and figures will be replaced.")
+    m = tc["model"]
+    plan = SplitPlan.default(cfg["num_hidden_layers"])
+    lines = [
+        f"# {inputs.name}", "",
+        "Umbra's embedded default code model: a small Llama-architecture causal LM trained by the project "
+        "itself, on this kind of machine, from code that Debian and PyPI ship as source. It exists so that "
+        "a fresh machine with no model downloads gets real completions through the split path; any local "
+        "Hugging Face Llama / Qwen2 / Mistral directory can replace it (`--model`).", "",
+        f"Status — {status}", "",
+        "## Model", "",
+        f"`LlamaForCausalLM`, {_param_count(cfg) / 1e6:.2f} M parameters: hidden {cfg['hidden_size']}, "
+        f"{cfg['num_hidden_layers']} layers, {cfg['num_attention_heads']} heads / {cfg['num_key_value_heads']} KV "
+        f"heads, SwiGLU {cfg['intermediate_size']}, vocabulary {cfg['vocab_size']:,}, context "
+        f"{cfg['max_position_embeddings']}, RoPE θ {cfg['rope_parameters']['rope_theta'] if 'rope_parameters' in cfg else cfg.get('rope_theta')}, "
+        f"tied embeddings. Umbra's default split: E={plan.encoder_blocks} client block(s), "
+        f"{cfg['num_hidden_layers'] - plan.encoder_blocks - plan.decoder_blocks} middle blocks in the cloud, "
+        f"D={plan.decoder_blocks} client blocks.", "",
+        "Files: `model.safetensors` (fp32), `config.json`, `generation_config.json`, the tokenizer "
+        "(`tokenizer.json`, `tokenizer_config.json`, `special_tokens_map.json`), `training.json` "
+        f"(provenance), `eval.json` (the table below), `{CURVES_NAME}`.", "",
+        "## Intended use and limits", "",
+        "Line and block completion of Python, Go and Java with fill-in-the-middle, as Umbra's default and as "
+        "the base model of its privacy experiments. It is tiny: expect short, local completions "
+        "(closing a call, finishing an expression, a common idiom), not program synthesis. It has seen no "
+        "other languages and no natural-language instruction data.", "",
+        "## Data", "",
+        "Built by `umbra data build` (details and filter statistics in `docs/data.md`): CPython's standard "
+        "library and pinned PyPI sdists (Python), Go's standard library from Debian `golang-src`, the JDK "
+        "class library from Debian `openjdk-17-source`; filtered (generated, minified), deduplicated "
+        "(exact and whitespace-normalized), split by file. The JDK sources are GPL-2.0 with the Classpath "
+        "exception and are used only as training data.", "",
+        *_data_section(summary), "",
+        "## Tokenizer", "",
+        "Byte-level BPE (`tokenizers`), 8,192 tokens learned on the training split; specials "
+        "`<|endoftext|>`=0, `<fim_prefix>`=1, `<fim_middle>`=2, `<fim_suffix>`=3, `<pad>`=4; "
+        "`decode(encode(x)) == x` byte-exactly.", "",
+        "## Training", "",
+        f"`umbra train pretrain`: FIM rate {tc['fim']['rate']} (PSM/SPM {1 - tc['fim']['spm_rate']:.1f}/"
+        f"{tc['fim']['spm_rate']:.1f}, character-level split points), {tc['batch_size']} × {m['context_length']}-token "
+        f"blocks per step, AdamW (β {tc['beta1']}/{tc['beta2']}, weight decay {tc['weight_decay']}), peak lr "
+        f"{tc['lr']:g} with {tc['warmup_steps']} warmup steps and cosine decay to {tc['lr'] * tc['min_lr_ratio']:g}, "
+        f"gradient clipping {tc['grad_clip']}, {'bfloat16 autocast' if tc['bf16'] else 'fp32'}, seed {tc['seed']}.", "",
+        f"- tokens seen: {st['tokens_seen']:,} ({st['step']:,} steps; schedule: {prov['total_steps']:,} steps, "
+        f"{total_tokens:,} tokens)",
+        f"- training wall time: {st['elapsed_s'] / 3600:.2f} h, summed over resumed runs",
+        f"- hardware: {hw['cpu']}, {hw['logical_cpus']} logical CPUs, {hw['torch_threads']} torch threads, no GPU",
+        "", f"![loss curves]({CURVES_NAME})" if (d / CURVES_NAME).exists() else "", "",
+        "## Evaluation", "",
+        f"`umbra eval lm` on the held-out {es.get('split', 'test')} split ({ev['seconds']:.0f} s): next-token "
+        f"top-1 accuracy and perplexity over up to {es.get('max_tokens_per_lang', 0):,} tokens of the files per "
+        "language, and FIM line exact match (one whole non-blank line hidden, completed greedily from prefix "
+        f"and suffix, compared after stripping whitespace; {es.get('fim_lines', '?')} cases per language "
+        f"sampled with seed {es.get('seed', '?')}).", "",
+        *_eval_section(ev), "",
+        "## Reproduce", "",
+        "```sh",
+        "umbra data build && umbra data tokenizer && umbra data stats",
+        "umbra train pretrain            # --resume after an interruption; checkpoints every 15 min",
+        "umbra train export --checkpoint runs/pretrain/last.pt --out models/umbra-code-tiny",
+        "umbra eval lm --model models/umbra-code-tiny --json models/umbra-code-tiny/eval.json",
+        "umbra train card --model models/umbra-code-tiny   # this file",
+        "```", "",
+    ]
+    return "\n".join(lines)
+
+
+def write_card(inputs: CardInputs) -> Path:
+    out = inputs.model_dir / "README.md"
+    out.write_text(render_card(inputs), encoding="utf-8")
+    return out
