@@ -1,11 +1,13 @@
-"""`umbra keys list` and `umbra keys rotate`: what the OS keyring holds for Umbra, and rotation
-of a client bundle's permutation key. Only entry names are ever printed, never secrets."""
+"""`umbra keys list`, `umbra keys rotate` and `umbra keys cloud-token`: what the OS keyring holds for
+Umbra, rotation of a client bundle's permutation key, and cloud tokens. Only entry names are ever
+printed, never secrets."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+from keys.errors import KeyStoreError
 from keys.store import DEFAULT_SERVICE, KeyStore
 
 
@@ -23,4 +25,49 @@ def rotate_bundle(bundle_dir: str | Path, service: str = DEFAULT_SERVICE, out=sy
 
     old, new = rotate_bundle_key(bundle_dir, KeyStore(service))
     print(f"rotated the permutation key of {bundle_dir}: key {old} -> {new} (old key deleted)", file=out)
+    return 0
+
+
+# -- cloud tokens ----------------------------------------------------------------------------------
+# The bearer token of a cloud service lives in the keyring entry `cloud-token:<url>` (the URL
+# without trailing slashes), read by the language server and the local HTTP server (lsp/cloud.py).
+# It is read from stdin, never from argv (argv is visible to every local user in `ps`).
+
+CLOUD_TOKEN_PREFIX = "cloud-token:"
+
+
+def cloud_token_name(url: str) -> str:
+    """The keyring entry name of the token for the cloud at `url`."""
+    url = url.strip().rstrip("/")
+    if not url.startswith(("http://", "https://")) or len(url) <= len("https://"):
+        raise KeyStoreError(f"a cloud URL starts with http:// or https://, got {url!r}")
+    return CLOUD_TOKEN_PREFIX + url
+
+
+def read_token(stream=None) -> str:
+    """The token typed at a hidden prompt (a terminal) or piped on stdin; surrounding whitespace dropped."""
+    stream = stream or sys.stdin
+    if stream.isatty():
+        import getpass
+
+        token = getpass.getpass("cloud token (not echoed): ")
+    else:
+        token = stream.read()
+    token = token.strip()
+    if not token or any(c.isspace() or ord(c) < 32 for c in token):
+        raise KeyStoreError("the token read from stdin is empty or contains whitespace / control characters")
+    return token
+
+
+def set_cloud_token(url: str, token: str, service: str = DEFAULT_SERVICE, out=sys.stdout) -> int:
+    name = cloud_token_name(url)
+    KeyStore(service).set(name, token.encode("utf-8"))
+    print(f"stored the token for {name[len(CLOUD_TOKEN_PREFIX):]} in the OS keyring (service {service!r})", file=out)
+    return 0
+
+
+def delete_cloud_token(url: str, service: str = DEFAULT_SERVICE, out=sys.stdout) -> int:
+    name = cloud_token_name(url)
+    KeyStore(service).delete(name)
+    print(f"deleted the token for {name[len(CLOUD_TOKEN_PREFIX):]} from the OS keyring (service {service!r})", file=out)
     return 0

@@ -1,4 +1,4 @@
-"""`umbra keys list | rotate --bundle DIR` (logic in keys/cli.py)."""
+"""`umbra keys list | rotate --bundle DIR | cloud-token set|delete URL` (logic in keys/cli.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from keys.store import DEFAULT_SERVICE
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("keys", help="list or rotate Umbra's keys in the OS keyring")
+    p = subparsers.add_parser("keys", help="list or rotate Umbra's keys, store cloud tokens (OS keyring)")
     sub = p.add_subparsers(dest="keys_command", required=True)
     ls = sub.add_parser("list", help="names of Umbra's entries in the OS keyring (never their values)")
     ls.add_argument("--service", default=DEFAULT_SERVICE, help="keyring service name (default: %(default)s)")
@@ -15,6 +15,14 @@ def register(subparsers) -> None:
     rot.add_argument("--bundle", required=True, metavar="DIR", help="client bundle directory (from `umbra init`)")
     rot.add_argument("--service", default=DEFAULT_SERVICE, help="keyring service name (default: %(default)s)")
     rot.set_defaults(func=_rotate)
+    tok = sub.add_parser("cloud-token", help="a cloud's bearer token in the OS keyring (for `umbra lsp` / `umbra serve`)")
+    tok_sub = tok.add_subparsers(dest="token_command", required=True)
+    put = tok_sub.add_parser("set", help="store the token for URL, read from stdin (never from the command line)")
+    rm = tok_sub.add_parser("delete", help="delete the token stored for URL")
+    for q, func in ((put, _token_set), (rm, _token_delete)):
+        q.add_argument("url", metavar="URL", help="cloud service URL, e.g. https://cloud.example:8443")
+        q.add_argument("--service", default=DEFAULT_SERVICE, help="keyring service name (default: %(default)s)")
+        q.set_defaults(func=func)
 
 
 def _list(args) -> int:
@@ -27,3 +35,15 @@ def _rotate(args) -> int:
     from keys.cli import rotate_bundle
 
     return rotate_bundle(args.bundle, args.service)
+
+
+def _token_set(args) -> int:
+    from keys.cli import read_token, set_cloud_token
+
+    return set_cloud_token(args.url, read_token(), args.service)
+
+
+def _token_delete(args) -> int:
+    from keys.cli import delete_cloud_token
+
+    return delete_cloud_token(args.url, args.service)
