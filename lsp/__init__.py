@@ -1,0 +1,15 @@
+"""Umbra's client servers: the language server (`umbra lsp`) and the local completion HTTP
+server (`umbra serve`), both over the split completion engine — never anything else.
+
+    options.py    InitializationOptions: the editor's settings, converted once at initialize
+    errors.py     OptionsError, NotReady, Superseded; the one error → LSP code / HTTP status table
+    cloud.py      the cloud to complete through: self-started on loopback or configured (token
+                  from the OS keyring or the environment), /healthz probe
+    backend.py    Backend: model + cloud + engine + sessions + status, shared by both servers
+    sessions.py   SessionPool: one warm session per document / session id, LRU, newer cancels older
+    documents.py  open documents with LSP line breaks and position encodings
+    server.py     the pygls language server (stdio), `umbra/status` notifications
+    settings.py   LocalSettings (UMBRA_LOCAL_*) of the HTTP server
+    http_app.py   the FastAPI app: lifespan, error handlers, `run` under uvicorn
+    routes/       /v1/completions, /v1/sessions/{id}, /healthz
+See docs/ARCHITECTURE.md ("Language server and local HTTP server")."""

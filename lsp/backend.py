@@ -1,0 +1,228 @@
+"""Backend: what the language server and the local HTTP server share — the client model, the
+cloud (self-started or configured), the split engine, the warm sessions and the status.
+
+    backend = Backend(options, on_status=send)    # on_status(Status) on every state change
+    await backend.start()                         # never raises: failures become a Status
+    backend.setup_error                           # the set-up failure, if any (HTTP: fatal)
+    result = await backend.complete(key, prefix, suffix, config)   # key None = throw-away session
+    await backend.forget(key); await backend.aclose()
+
+States: "starting" → "ready"; "unreachable" when a cloud call fails (CloudUnavailable) — the
+request fails and nothing is sent any other way (invariant 2; there is no local or monolithic
+path here at all) — and back to "ready" when a completion succeeds again or a /healthz probe
+(every `probe_interval` seconds while unreachable) answers; "error" when set-up fails (model,
+bundle key, cloud token, a self-started cloud that does not start) or the cloud rejects our
+token. The mode is always "split"."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from lsp.cloud import CloudLink, open_cloud, reachable
+from lsp.errors import NotReady
+from lsp.options import InitializationOptions, ModelOptions
+from lsp.sessions import SessionPool
+from umbra.engine import ClientModel, CompletionEngine, CompletionResult, EngineConfig
+from umbra.errors import (
+    Cancelled,
+    CloudRejected,
+    CloudUnavailable,
+    ConfigError,
+    UmbraError,
+)
+from umbra.middle.remote import RemoteMiddle
+from umbra.paths import default_model_dir
+
+log = logging.getLogger("umbra.lsp")
+
+STATES = ("starting", "ready", "unreachable", "error")
+
+
+@dataclass(frozen=True)
+class Status:
+    state: str  # one of STATES
+    message: str  # one line for the user (never prompts, completions or tokens)
+    mode: str = "split"  # the only mode: the middle blocks always run in the cloud
+
+    def to_json(self) -> dict:
+        return {"state": self.state, "message": self.message, "mode": self.mode}
+
+
+def load_model(options: ModelOptions) -> ClientModel:
+    """The client model: a bundle (key from the OS keyring) or a plain model directory (blocking)."""
+    if options.bundle:
+        from keys.store import KeyStore
+
+        return ClientModel.from_bundle(options.bundle, options.dir, store=KeyStore(options.keyring_service))
+    return ClientModel.load(options.dir or default_model_dir())
+
+
+class Backend:
+    def __init__(self, options: InitializationOptions, on_status: Callable[[Status], None] | None = None, *,
+                 max_sessions: int = 16, probe_interval: float = 2.0):
+        self.options = options
+        self.config: EngineConfig = options.completion.engine_config()
+        self.status = Status("starting", "Umbra is starting")
+        self.setup_error: BaseException | None = None
+        self.model: ClientModel | None = None
+        self.link: CloudLink | None = None
+        self.middle: RemoteMiddle | None = None
+        self.engine: CompletionEngine | None = None
+        self.pool = SessionPool(max_sessions)
+        self.counts: Counter[str] = Counter()  # completions "ok" / "cancelled" / "unreachable" / "failed"
+        self.closed = False
+        self._on_status = on_status or (lambda status: None)
+        self._probe_interval = probe_interval
+        self._stack = contextlib.ExitStack()  # the self-started cloud, if any
+        self._started = asyncio.Event()
+        self._connecting = asyncio.Lock()
+        self._watcher: asyncio.Task | None = None
+
+    # -- status ------------------------------------------------------------------------------
+    def _report(self, state: str, message: str) -> None:
+        changed = state != self.status.state
+        self.status = Status(state, message)
+        if changed or state == "starting":
+            log.warning("status %s: %s", state, message)
+            self._on_status(self.status)
+
+    def _unreachable(self, exc: CloudUnavailable) -> None:
+        if self.status.state == "unreachable":
+            return
+        code = self.link.exit_status() if self.link else None
+        why = f"the self-started cloud exited (status {code}); restart the server" if code is not None else str(exc)
+        self._report("unreachable", f"cloud unreachable: {why}. Completions are paused; Umbra never sends "
+                                    f"your code any other way.")
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.ensure_future(self._watch())
+
+    def _recovered(self) -> None:
+        """A cloud call worked: leave "unreachable" (or a refused-token "error") for "ready"."""
+        if self.status.state in ("unreachable", "error") and self.setup_error is None:
+            self._report("ready", f"split inference through {self.link.describe()} (working again)")
+
+    # -- set-up ------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Load the model, start or find the cloud, connect. Never raises (see `setup_error`)."""
+        self._report("starting", "loading the model")
+        try:
+            if self.options.threads is not None:
+                torch.set_num_threads(self.options.threads)
+            self.model = await asyncio.to_thread(load_model, self.options.model)
+            self._report("starting", "starting the cloud" if self.options.cloud.url is None else "connecting to the cloud")
+            self.link = await open_cloud(self.options, self.model, self._stack)
+            if self.closed:  # shut down while the cloud was starting: stop it again
+                await asyncio.to_thread(self._stack.close)
+                return
+            self.middle = self.link.middle(self.model.spec.hidden_size)
+            await self._engine()
+            self._report("ready", f"split inference through {self.link.describe()}")
+        except CloudUnavailable as exc:
+            if self.middle is None:  # a self-started cloud that did not come up: nothing to wait for
+                self._fail(exc)
+            else:
+                self._unreachable(exc)
+        except Exception as exc:  # noqa: BLE001 — every failure becomes a status, never a crash
+            self._fail(exc)
+        finally:
+            self._started.set()
+
+    def _fail(self, exc: BaseException) -> None:
+        self.setup_error = exc
+        message = str(exc) if isinstance(exc, UmbraError) else f"internal error ({type(exc).__name__})"
+        if not isinstance(exc, UmbraError):
+            log.error("set-up failed: %s: %s", type(exc).__name__, exc)
+        self._report("error", f"Umbra could not start: {message}")
+
+    async def _engine(self) -> CompletionEngine:
+        """The split engine, connecting to the cloud first if not done yet."""
+        if self.engine is None:
+            async with self._connecting:
+                if self.engine is None:
+                    info = await self.middle.connect()
+                    expected = list(self.model.plan.middle_range(self.model.spec.num_layers))
+                    if list(info.get("layers", expected)) != expected:
+                        raise ConfigError(f"the cloud runs blocks {info['layers']}, this client's split needs {expected}")
+                    self.engine = CompletionEngine.split(self.model, self.middle, self.config,
+                                                         context_length=info.get("max_seq_len"))
+        return self.engine
+
+    async def _watch(self) -> None:
+        """While unreachable: probe /healthz; once it answers (and we can connect), report ready."""
+        while not self.closed and self.status.state == "unreachable":
+            await asyncio.sleep(self._probe_interval)
+            if not await reachable(self.link):
+                continue
+            try:
+                await self._engine()
+            except CloudUnavailable:
+                continue
+            except UmbraError as exc:
+                self._fail(exc)
+                return
+            self._recovered()
+
+    # -- completions -------------------------------------------------------------------------
+    async def complete(self, key: str | None, prefix: str, suffix: str,
+                       config: EngineConfig | None = None) -> CompletionResult:
+        """Complete between `prefix` and `suffix` in the key's warm session (None: a fresh one)."""
+        await self._started.wait()
+        if self.closed:
+            raise NotReady("Umbra is shutting down")
+        if self.setup_error is not None:
+            raise NotReady(self.status.message)
+        config = config or self.config
+        try:
+            engine = await self._engine()
+            if key is None:
+                result = await engine.complete(prefix, suffix, config)
+            else:
+                result = await self.pool.run(key, engine.new_session,
+                                             lambda session: session.complete(prefix, suffix, config))
+        except CloudUnavailable as exc:
+            self.counts["unreachable"] += 1
+            self._unreachable(exc)
+            raise
+        except CloudRejected as exc:
+            self.counts["failed"] += 1
+            if exc.status in (401, 403):  # the token is wrong or revoked: the user must act
+                self._report("error", f"the cloud refused our token: {exc}")
+            raise
+        except (asyncio.CancelledError, Cancelled):
+            self.counts["cancelled"] += 1
+            raise
+        except BaseException:
+            self.counts["failed"] += 1
+            raise
+        self.counts["ok"] += 1
+        self._recovered()
+        return result
+
+    async def forget(self, key: str) -> bool:
+        """Close the key's session (document closed, HTTP DELETE); False if there was none."""
+        return await self.pool.close(key)
+
+    # -- teardown ----------------------------------------------------------------------------
+    async def aclose(self) -> None:
+        """Close every session, the connection to the cloud and a self-started cloud. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        if self._watcher is not None:
+            self._watcher.cancel()
+        await self.pool.close_all()
+        if self.middle is not None:
+            await self.middle.aclose()
+        await asyncio.to_thread(self._stack.close)
+
+    def stop_cloud(self) -> None:
+        """Synchronous last resort (the event loop is gone): stop a self-started cloud. Idempotent."""
+        self.closed = True
+        self._stack.close()

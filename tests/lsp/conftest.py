@@ -1,0 +1,18 @@
+"""Fixtures of the lsp tests: one tiny random model with a FIM tokenizer, and the real OS keyring
+(tests/keyring_fixture.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from keyring_fixture import keystore, secret_service  # noqa: F401  (pytest fixtures)
+from tiny_models import build_tiny_model_dir
+
+
+@pytest.fixture(scope="session")
+def lsp_model_dir(tmp_path_factory) -> Path:
+    """A tiny llama with a StarCoder-style FIM tokenizer (what the embedded default model uses)."""
+    d = tmp_path_factory.mktemp("lsp-tiny-model")
+    build_tiny_model_dir(d, family="llama", style="starcoder")
+    return d

@@ -1,0 +1,168 @@
+"""Helpers of the lsp tests: client capabilities, the `umbra/status` log, expected completions
+from the monolithic baseline, free/closed ports and a cloud restarted on the same port.
+
+(tests/lsp has no __init__.py on purpose, like tests/server and tests/keys: as a package named
+`lsp` under the rootdir it would shadow the real `lsp` package.)"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+from lsprotocol import types
+
+from lsp.options import CompletionOptions
+from umbra.engine import ClientModel, CompletionEngine
+from umbra.paths import repo_root
+
+LSP_COMMAND = [sys.executable, "-m", "lsp"]
+STATUS = "umbra/status"
+
+CAPABILITIES = types.ClientCapabilities(
+    general=types.GeneralClientCapabilities(position_encodings=[types.PositionEncodingKind.Utf16]),
+    text_document=types.TextDocumentClientCapabilities(
+        synchronization=types.TextDocumentSyncClientCapabilities(dynamic_registration=False),
+        completion=types.CompletionClientCapabilities(
+            completion_item=types.ClientCompletionItemOptions(snippet_support=False)),
+        inline_completion=types.InlineCompletionClientCapabilities(dynamic_registration=False),
+    ),
+)
+
+SOURCE = ("import os\n\n\ndef add(a, b):\n    total = a + b\n    return total\n\n\n"
+          "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = \n\n"
+          "print(add(1, 2))\n")
+
+
+class StatusLog:
+    """Every `umbra/status` notification the client receives, in order."""
+
+    def __init__(self, client):
+        self.items: list[dict] = []
+        self._changed = asyncio.Event()
+
+        @client.feature(STATUS)
+        def on_status(ls, params):
+            self.items.append(_plain(params))
+            self._changed.set()
+
+    @property
+    def states(self) -> list[str]:
+        return [s["state"] for s in self.items]
+
+    async def wait_for(self, state: str, after: int = 0, timeout: float = 240.0) -> dict:
+        """The first status with `state` at index >= `after`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for item in self.items[after:]:
+                if item["state"] == state:
+                    return item
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no {state!r} status within {timeout}s; got {self.items}")
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), remaining)
+            except TimeoutError:
+                pass
+
+
+def _plain(value):
+    """pygls hands custom notifications' params over as namedtuples: back to plain JSON values."""
+    if hasattr(value, "_asdict"):
+        return {k: _plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def initialize_params(options: dict, root: Path | None = None) -> types.InitializeParams:
+    return types.InitializeParams(capabilities=CAPABILITIES, initialization_options=options,
+                                  root_uri=None if root is None else root.as_uri())
+
+
+def open_document(client, uri: str, text: str, version: int = 1) -> None:
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        text_document=types.TextDocumentItem(uri=uri, language_id="python", version=version, text=text)))
+
+
+def insert(client, uri: str, version: int, line: int, character: int, text: str) -> None:
+    """An incremental didChange inserting `text` at (line, character)."""
+    pos = types.Position(line=line, character=character)
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+        content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text=text)]))
+
+
+def offset_of(text: str, line: int, character: int) -> int:
+    """String offset of an LSP position in `text` (ASCII-only lines, "\\n" breaks)."""
+    lines = text.split("\n")
+    return sum(len(x) + 1 for x in lines[:line]) + character
+
+
+class Monolithic:
+    """Expected completions: the same model run whole in this process (nothing leaves it)."""
+
+    def __init__(self, model_dir: Path):
+        self.model = ClientModel.load(model_dir)
+        self._engines: dict = {}
+
+    async def complete(self, prefix: str, suffix: str, options: CompletionOptions) -> str:
+        key = options
+        if key not in self._engines:
+            self._engines[key] = CompletionEngine.monolithic(self.model, options.engine_config())
+        return (await self._engines[key].complete(prefix, suffix)).text
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def refuses_connections(url: str) -> bool:
+    try:
+        httpx.get(url + "/healthz", timeout=2.0)
+    except httpx.TransportError:
+        return True
+    return False
+
+
+def wait_until(predicate, timeout: float = 60.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout}s")
+        time.sleep(0.1)
+
+
+@contextmanager
+def cloud_on_port(model_dir: Path, port: int, token_file: Path, timeout: float = 120.0):
+    """The real cloud service (`python -m server`) on a given loopback port with an existing token
+    file: a cloud that comes back after an outage at the same URL."""
+    log = token_file.parent / "restarted-cloud.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "server", "--model-dir", str(model_dir), "--host", "127.0.0.1",
+                                 "--port", str(port), "--token-file", str(token_file), "--torch-threads", "1"],
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=repo_root())
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until(lambda: proc.poll() is None and not refuses_connections(url) or proc.poll() is not None,
+                   timeout, "restarted cloud listening")
+        if proc.poll() is not None:
+            raise AssertionError(f"restarted cloud exited: {log.read_text()[-2000:]}")
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
