@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "umbra.cli.keys_cmd",
     "umbra.cli.tune_cmd",
     "umbra.cli.audit_cmd",
+    "umbra.cli.lsp_cmd",
 ]
 
 

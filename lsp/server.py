@@ -1,0 +1,222 @@
+"""The Umbra language server (pygls, stdio): inline completions through split inference.
+
+Lifecycle
+  initialize     initializationOptions → InitializationOptions, converted once (lsp/options.py);
+                 unknown keys / bad values → InvalidParams with the option's JSON path
+  initialized    set-up in the background (model, cloud, connection) with `umbra/status`
+                 notifications: "starting" → "ready" | "unreachable" | "error" (lsp/backend.py)
+  shutdown       close every session, the connection and a self-started cloud
+Features
+  textDocument/didOpen|didChange|didClose   incremental sync into our own documents
+                 (lsp/documents.py); didClose also closes the document's completion session
+  textDocument/inlineCompletion   (LSP 3.18) one item: the completion, inserted at the cursor
+                 (after the editor's selected suggestion, if it passes one)
+  textDocument/completion         for editors without inline completion: one item whose edit
+                 replaces the identifier before the cursor with itself + the completion;
+                 `data` carries the request's token statistics (never token ids)
+Each document has one warm CompletionSession (prefix reuse across keystrokes); `$/cancelRequest`
+and a newer request on the same document cancel the running one (lsp/sessions.py).
+Errors go through one table (lsp/errors.py). A cloud that cannot be reached yields an empty
+result: the `umbra/status` notification says so once, and nothing is sent any other way."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import threading
+import traceback
+from importlib.metadata import PackageNotFoundError, version
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
+from pygls.lsp.server import LanguageServer
+
+from lsp.backend import Backend, Status
+from lsp.documents import Documents, identifier_before
+from lsp.errors import NotReady, fault_for
+from lsp.options import InitializationOptions
+from umbra.engine import CompletionResult
+from umbra.errors import CloudUnavailable, UmbraError, ValidationError
+
+STATUS_METHOD = "umbra/status"
+log = logging.getLogger("umbra.lsp")
+
+
+def lsp_error(exc: BaseException) -> JsonRpcException:
+    """The response error for `exc` (the one place the language server maps errors)."""
+    fault = fault_for(exc)
+    if not isinstance(exc, UmbraError):  # a bug: type and frames for the log (no message: it could
+        # quote data), "internal error" for the editor
+        log.error("request failed: %s\n%s", type(exc).__name__, "".join(traceback.format_tb(exc.__traceback__)))
+    return JsonRpcException(message=fault.message, code=fault.lsp_code, data={"error": type(exc).__name__})
+
+
+def _version() -> str:
+    try:
+        return version("umbra")
+    except PackageNotFoundError:
+        return "0"
+
+
+class UmbraLanguageServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("umbra", _version(), text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.documents = Documents()
+        self.options: InitializationOptions | None = None
+        self.backend: Backend | None = None
+        self._starting: asyncio.Task | None = None
+
+    def send_status(self, status: Status) -> None:
+        self.protocol.notify(STATUS_METHOD, status.to_json())
+
+    async def complete(self, uri: str, prefix: str, suffix: str) -> CompletionResult | None:
+        """The completion in the document's session; None when the cloud is unreachable."""
+        if self.backend is None:
+            raise lsp_error(NotReady("the server is not initialized"))
+        try:
+            return await self.backend.complete(uri, prefix, suffix)
+        except CloudUnavailable:
+            return None  # the status notification said so; an error per keystroke would be noise
+        except Exception as exc:  # noqa: BLE001 — mapped in one place
+            raise lsp_error(exc) from None
+
+
+def create_server() -> UmbraLanguageServer:
+    ls = UmbraLanguageServer()
+
+    @ls.feature(types.INITIALIZE)
+    def initialize(ls: UmbraLanguageServer, params: types.InitializeParams) -> None:
+        try:
+            ls.options = InitializationOptions.from_json(params.initialization_options)
+        except UmbraError as exc:
+            raise lsp_error(exc) from None
+        encoding = ls.workspace.position_encoding or types.PositionEncodingKind.Utf16
+        ls.documents.encoding = str(getattr(encoding, "value", encoding))
+        ls.backend = Backend(ls.options, on_status=ls.send_status)
+
+    @ls.feature(types.INITIALIZED)
+    def initialized(ls: UmbraLanguageServer, params: types.InitializedParams) -> None:
+        if ls.backend is not None and ls._starting is None:
+            ls._starting = asyncio.ensure_future(ls.backend.start())
+
+    @ls.feature(types.SHUTDOWN)
+    async def shutdown(ls: UmbraLanguageServer, params: None) -> None:
+        if ls.backend is not None:
+            await ls.backend.aclose()
+
+    @ls.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: UmbraLanguageServer, params: types.DidOpenTextDocumentParams) -> None:
+        ls.documents.open(params.text_document)
+
+    @ls.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: UmbraLanguageServer, params: types.DidChangeTextDocumentParams) -> None:
+        ls.documents.change(params)
+
+    @ls.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    async def did_close(ls: UmbraLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
+        ls.documents.close(params.text_document.uri)
+        if ls.backend is not None:
+            await ls.backend.forget(params.text_document.uri)
+
+    @ls.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+    async def inline_completion(ls: UmbraLanguageServer,
+                                params: types.InlineCompletionParams) -> types.InlineCompletionList:
+        try:
+            doc = ls.documents.get(params.text_document.uri)
+            cursor = doc.offset(params.position)
+            start, end, lead = cursor, cursor, ""
+            selected = params.context.selected_completion_info if params.context else None
+            if selected is not None:  # complete after the suggestion the editor has selected
+                start, end = doc.offset(selected.range.start), doc.offset(selected.range.end)
+                if not start <= cursor <= end:
+                    raise ValidationError("the selected completion's range must contain the cursor")
+                lead = selected.text
+        except UmbraError as exc:
+            raise lsp_error(exc) from None
+        # Everything from the document is taken before the await: edits may arrive meanwhile.
+        prefix, suffix = doc.text[:start] + lead, doc.text[end:]
+        edit = types.Range(start=doc.position(start), end=doc.position(end))
+        result = await ls.complete(params.text_document.uri, prefix, suffix)
+        if result is None or not result.text:
+            return types.InlineCompletionList(items=[])
+        return types.InlineCompletionList(items=[types.InlineCompletionItem(insert_text=lead + result.text, range=edit)])
+
+    @ls.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False))
+    async def completion(ls: UmbraLanguageServer, params: types.CompletionParams) -> types.CompletionList:
+        try:
+            doc = ls.documents.get(params.text_document.uri)
+            cursor = doc.offset(params.position)
+        except UmbraError as exc:
+            raise lsp_error(exc) from None
+        prefix, suffix = doc.text[:cursor], doc.text[cursor:]
+        word = identifier_before(prefix)
+        edit = types.Range(start=doc.position(cursor - len(word)), end=doc.position(cursor))
+        result = await ls.complete(params.text_document.uri, prefix, suffix)
+        label = (word + result.text).strip().split("\n")[0].strip()[:80] if result is not None else ""
+        if not label:
+            return types.CompletionList(is_incomplete=True, items=[])
+        item = types.CompletionItem(
+            label=label,
+            kind=types.CompletionItemKind.Text,
+            detail="Umbra",
+            filter_text=word + result.text,
+            sort_text="0",
+            insert_text_format=types.InsertTextFormat.PlainText,
+            text_edit=types.TextEdit(range=edit, new_text=word + result.text),
+            data=_stats(result),
+        )
+        return types.CompletionList(is_incomplete=True, items=[item])
+
+    return ls
+
+
+def _stats(result: CompletionResult) -> dict:
+    """Token statistics of one completion (counts only: never token ids or text)."""
+    return {"promptTokens": result.prompt_tokens, "reusedTokens": result.reused_tokens,
+            "recomputedTokens": result.recomputed_tokens, "generatedTokens": result.generated_tokens,
+            "stopReason": result.stop_reason, "evicted": result.evicted}
+
+
+async def _serve(ls: UmbraLanguageServer, stdin, stdout) -> None:
+    ls.protocol.set_writer(StdoutWriter(stdout))
+    try:
+        await run_async(stop_event=threading.Event(), reader=StdinAsyncReader(stdin, ls.thread_pool),
+                        protocol=ls.protocol, logger=log, error_handler=ls.report_server_error)
+    finally:  # end of input, `exit`, or a signal: the self-started cloud must not outlive us
+        if ls.backend is not None:
+            await ls.backend.aclose()
+
+
+def _terminate(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def run_stdio() -> int:
+    """Serve LSP on stdin/stdout until `exit`, end of input or SIGTERM, then exit the process.
+    Anything else writing to stdout (a library's print, a child process) goes to stderr: the
+    protocol has the real stdout to itself."""
+    protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+    logging.getLogger("pygls").setLevel(logging.WARNING)  # its debug logs carry document text
+    signal.signal(signal.SIGTERM, _terminate)
+    ls = create_server()
+    code = 0
+    try:
+        asyncio.run(_serve(ls, sys.stdin.buffer, protocol_out))
+    except SystemExit as exc:  # `exit` (0 after shutdown, else 1) or SIGTERM
+        code = exc.code if isinstance(exc.code, int) else 0
+    except (KeyboardInterrupt, BrokenPipeError):
+        code = 1
+    finally:
+        if ls.backend is not None:
+            ls.backend.stop_cloud()  # no-op after a clean aclose
+    logging.shutdown()
+    sys.stderr.flush()
+    # Not a plain return: the stdin reader thread may block on a pipe the editor keeps open, and
+    # the interpreter would wait for it. Everything of ours is closed by now.
+    os._exit(code)

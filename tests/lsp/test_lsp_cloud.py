@@ -1,0 +1,179 @@
+"""The language server with a configured cloud (the real service from `local_cloud_sync`): the
+token from the environment variable named by `cloud.tokenEnv` or from the OS keyring (stored
+by `umbra keys cloud-token set`, read from stdin); a killed cloud is reported "unreachable" with
+empty results — never a fallback — and "ready" again once it is back; a refused or missing token
+is an "error" status; a client bundle completes like its monolithic self."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+from urllib.parse import urlparse
+
+import pytest
+from lsp_helpers import (
+    LSP_COMMAND,
+    SOURCE,
+    Monolithic,
+    StatusLog,
+    cloud_on_port,
+    initialize_params,
+    offset_of,
+    open_document,
+)
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pytest_lsp import ClientServerConfig
+
+from lsp.options import CompletionOptions
+from server.launch import local_cloud_sync
+from umbra.engine import ClientModel, CompletionEngine
+from umbra.paths import repo_root
+from umbra.privacy.bundle import BundleConfig, init_bundle
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+COMPLETION = CompletionOptions(max_tokens=48, multiline=True)
+CURSOR = (11, 17)
+TOKEN_ENV = "UMBRA_TEST_CLOUD_TOKEN"
+REQUEST_FAILED = -32803
+
+
+@pytest.fixture(scope="module")
+def cloud(lsp_model_dir):
+    with local_cloud_sync(lsp_model_dir, settings={"torch_threads": 1}) as cloud:
+        yield cloud
+
+
+@pytest.fixture(scope="module")
+def mono(lsp_model_dir) -> Monolithic:
+    return Monolithic(lsp_model_dir)
+
+
+def _env(**extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("UMBRA_CLOUD_TOKEN", TOKEN_ENV)}
+    return {**env, **extra}
+
+
+def _options(model_dir, url: str, service: str, **model) -> dict:
+    return {"model": {"dir": str(model_dir), "keyringService": service, **model},
+            "cloud": {"url": url, "tokenEnv": TOKEN_ENV},
+            "completion": {"maxTokens": COMPLETION.max_tokens, "multiline": True}, "threads": 1}
+
+
+@contextlib.asynccontextmanager
+async def language_server(env: dict):
+    client = await ClientServerConfig(server_command=LSP_COMMAND, server_env=env).start()
+    client.statuses = StatusLog(client)
+    try:
+        yield client
+    finally:
+        if client._server.returncode is None:
+            client._server.stdin.close()
+        await asyncio.wait_for(client.stop(), 60)
+
+
+async def _inline(client, uri: str) -> list[str]:
+    result = await client.text_document_inline_completion_async(types.InlineCompletionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=CURSOR[0], character=CURSOR[1]),
+        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic)))
+    return [item.insert_text for item in result.items]
+
+
+async def _expected(mono: Monolithic) -> str:
+    at = offset_of(SOURCE, *CURSOR)
+    text = await mono.complete(SOURCE[:at], SOURCE[at:], COMPLETION)
+    assert text
+    return text
+
+
+def _umbra(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "umbra.cli.main", *args], input=stdin, capture_output=True,
+                          text=True, timeout=120, cwd=repo_root(), env=_env())
+
+
+async def test_env_token_then_outage_is_unreachable_never_a_fallback_then_recovery(lsp_model_dir, keystore, mono):
+    expected = await _expected(mono)
+    with local_cloud_sync(lsp_model_dir, settings={"torch_threads": 1}) as cloud:
+        async with language_server(_env(**{TOKEN_ENV: cloud.token})) as client:
+            await client.initialize_session(initialize_params(_options(lsp_model_dir, cloud.base_url, keystore.service)))
+            ready = await client.statuses.wait_for("ready")
+            assert f"the cloud at {cloud.base_url}" in ready["message"]
+            open_document(client, "file:///outage.py", SOURCE)
+            assert await _inline(client, "file:///outage.py") == [expected]
+
+            seen = len(client.statuses.items)
+            cloud.kill()  # SIGKILL: the cloud dies with our session's caches
+            assert await _inline(client, "file:///outage.py") == []  # nothing computed any other way
+            down = await client.statuses.wait_for("unreachable", after=seen)
+            assert "cloud unreachable" in down["message"] and "never sends your code any other way" in down["message"]
+            assert down["mode"] == "split"
+            assert await _inline(client, "file:///outage.py") == []
+            assert client.statuses.states[seen:] == ["unreachable"]  # said once, not per request
+
+            port = urlparse(cloud.base_url).port
+            with cloud_on_port(lsp_model_dir, port, cloud.workdir / "tokens.json"):
+                back = await client.statuses.wait_for("ready", after=seen)  # found by the /healthz probe
+                assert cloud.base_url in back["message"]
+                assert await _inline(client, "file:///outage.py") == [expected]  # the session re-prefilled
+                await client.shutdown_session()
+
+
+async def test_token_from_the_keyring_stored_by_the_cli(lsp_model_dir, cloud, keystore, mono):
+    name = f"cloud-token:{cloud.base_url}"
+    stored = _umbra("keys", "cloud-token", "set", cloud.base_url + "/", "--service", keystore.service,
+                    stdin=cloud.token + "\n")
+    assert stored.returncode == 0, stored.stderr
+    assert cloud.token not in stored.stdout + stored.stderr
+    assert keystore.get(name) == cloud.token.encode()
+    async with language_server(_env()) as client:  # no token in the environment at all
+        await client.initialize_session(initialize_params(_options(lsp_model_dir, cloud.base_url, keystore.service)))
+        await client.statuses.wait_for("ready")
+        open_document(client, "file:///keyring.py", SOURCE)
+        assert await _inline(client, "file:///keyring.py") == [await _expected(mono)]
+        await client.shutdown_session()
+    deleted = _umbra("keys", "cloud-token", "delete", cloud.base_url, "--service", keystore.service)
+    assert deleted.returncode == 0, deleted.stderr
+    assert not keystore.exists(name)
+    again = _umbra("keys", "cloud-token", "delete", cloud.base_url, "--service", keystore.service)
+    assert again.returncode == 2 and "no key" in again.stderr
+
+
+@pytest.mark.parametrize("stdin, message", [("", "empty"), ("two words", "whitespace")])
+async def test_cli_refuses_an_empty_or_malformed_token_and_a_bad_url(keystore, stdin, message):
+    bad = _umbra("keys", "cloud-token", "set", "https://cloud.example", "--service", keystore.service, stdin=stdin)
+    assert bad.returncode == 2 and message in bad.stderr and keystore.list() == []
+    url = _umbra("keys", "cloud-token", "set", "cloud.example", "--service", keystore.service, stdin="t0ken")
+    assert url.returncode == 2 and "http:// or https://" in url.stderr and keystore.list() == []
+
+
+async def test_a_refused_or_missing_token_is_an_error_status(lsp_model_dir, cloud, keystore):
+    for env, needle in ((_env(**{TOKEN_ENV: "not-the-token"}), "HTTP 401"), (_env(), f"${TOKEN_ENV} is not set")):
+        async with language_server(env) as client:
+            await client.initialize_session(initialize_params(_options(lsp_model_dir, cloud.base_url, keystore.service)))
+            status = await client.statuses.wait_for("error")
+            assert needle in status["message"] and "not-the-token" not in status["message"]
+            open_document(client, "file:///t.py", SOURCE)
+            with pytest.raises(JsonRpcException) as err:
+                await _inline(client, "file:///t.py")
+            assert err.value.code == REQUEST_FAILED and needle in err.value.message
+            await client.shutdown_session()
+
+
+async def test_a_client_bundle_completes_like_its_monolithic_self(lsp_model_dir, cloud, keystore, tmp_path):
+    bundle = tmp_path / "bundle"
+    init_bundle(lsp_model_dir, BundleConfig(epsilon=13.0, seed=0), bundle, store=keystore)
+    engine = CompletionEngine.monolithic(ClientModel.from_bundle(bundle, store=keystore), COMPLETION.engine_config())
+    at = offset_of(SOURCE, *CURSOR)
+    expected = (await engine.complete(SOURCE[:at], SOURCE[at:])).text
+    async with language_server(_env(**{TOKEN_ENV: cloud.token})) as client:
+        options = _options(lsp_model_dir, cloud.base_url, keystore.service, bundle=str(bundle))
+        options["model"].pop("dir")  # the base model: the one the bundle was made from
+        await client.initialize_session(initialize_params(options))
+        await client.statuses.wait_for("ready")
+        open_document(client, "file:///bundle.py", SOURCE)
+        assert await _inline(client, "file:///bundle.py") == ([expected] if expected else [])
+        await client.shutdown_session()
