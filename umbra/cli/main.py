@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "umbra.cli.tune_cmd",
     "umbra.cli.audit_cmd",
     "umbra.cli.lsp_cmd",
+    "umbra.cli.serve_cmd",
 ]
 
 

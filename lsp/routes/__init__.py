@@ -1,0 +1,1 @@
+"""Routers of the local HTTP server, one per resource: completions, sessions, health."""

@@ -1,0 +1,103 @@
+"""POST /v1/completions: one completion at the cursor between `prefix` and `suffix`.
+
+    {"prefix": "...", "suffix": "...", "language"?: "python", "maxTokens"?: 64,
+     "multiline"?: false, "temperature"?: 0.0, "topP"?: 1.0, "session"?: "editor-1-file-7"}
+ -> {"completion": "...", "stopReason": "newline", "promptTokens": 212, "reusedTokens": 205,
+     "recomputedTokens": 7, "generatedTokens": 5, "prefillSeconds": ..., "decodeSeconds": ...,
+     "evicted": false, "session": "editor-1-file-7"}
+
+Omitted fields take the server's settings. `session` names a warm session kept for prefix reuse
+(choose unguessable ids: reusedTokens tells how much of a prompt matches the session's cache);
+without it the request runs in a throw-away session. A newer request on the same session
+cancels the older one (409 for the older). If the HTTP client disconnects, the completion is
+cancelled. Never token ids in the response. `language` is accepted for per-language experts and
+not used yet."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import replace
+
+from fastapi import APIRouter, Depends, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from lsp.backend import Backend
+from lsp.deps import get_backend
+from lsp.errors import Superseded
+from umbra.engine import CompletionResult
+from umbra.errors import UmbraError
+
+router = APIRouter()
+
+MAX_TEXT_CHARS = 1_000_000  # per prefix / suffix; the prompt keeps only `contextTokens` of them anyway
+SESSION_PATTERN = r"^[A-Za-z0-9._:-]+$"
+CLIENT_CLOSED = 499  # nginx's "client closed request": nobody reads it, the log does
+
+
+class CompletionRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    prefix: str = Field(max_length=MAX_TEXT_CHARS)
+    suffix: str = Field(max_length=MAX_TEXT_CHARS)
+    language: str | None = Field(None, min_length=1, max_length=64, pattern=SESSION_PATTERN)
+    max_tokens: int | None = Field(None, alias="maxTokens", ge=1)
+    multiline: bool | None = None
+    temperature: float | None = Field(None, ge=0.0)
+    top_p: float | None = Field(None, alias="topP", gt=0.0, le=1.0)
+    session: str | None = Field(None, min_length=1, max_length=128, pattern=SESSION_PATTERN)
+
+
+def response_body(result: CompletionResult, session: str | None) -> dict:
+    return {
+        "completion": result.text,
+        "stopReason": result.stop_reason,
+        "promptTokens": result.prompt_tokens,
+        "reusedTokens": result.reused_tokens,
+        "recomputedTokens": result.recomputed_tokens,
+        "generatedTokens": result.generated_tokens,
+        "template": result.template,
+        "prefillSeconds": round(result.prefill_seconds, 6),
+        "decodeSeconds": round(result.decode_seconds, 6),
+        "evicted": result.evicted,
+        "session": session,
+    }
+
+
+@router.post("/v1/completions", response_model=None)
+async def create_completion(body: CompletionRequest, request: Request,
+                            backend: Backend = Depends(get_backend)) -> dict | Response:
+    overrides = {"max_tokens": body.max_tokens, "multiline": body.multiline, "temperature": body.temperature,
+                 "top_p": body.top_p}
+    options = replace(backend.options.completion, **{k: v for k, v in overrides.items() if v is not None})
+    config = options.engine_config()  # OptionsError / ConfigError -> 422
+    task = asyncio.ensure_future(backend.complete(body.session, body.prefix, body.suffix, config))
+    if not await _finished_unless_disconnected(request, task):
+        return Response(status_code=CLIENT_CLOSED)
+    if task.cancelled():  # not by us: a newer request on the same session took over
+        raise Superseded(f"a newer request on session {body.session} replaced this one")
+    return response_body(task.result(), body.session)  # UmbraErrors -> the app's handler
+
+
+async def _finished_unless_disconnected(request: Request, task: asyncio.Task) -> bool:
+    """Wait for `task`; if the HTTP client goes away first, cancel it and return False."""
+    watcher = asyncio.ensure_future(_disconnect(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # the server is shutting down
+        task.cancel()
+        raise
+    finally:
+        watcher.cancel()
+    if task.done():
+        return True
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, UmbraError):
+        await task
+    return False
+
+
+async def _disconnect(request: Request) -> None:
+    """Returns once the client has disconnected (the body has been read already)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass

@@ -1,0 +1,209 @@
+"""The local completion HTTP server under uvicorn on a free 127.0.0.1 port, driven with httpx,
+completing through the real cloud service: results equal the monolithic baseline, sessions reuse
+the prefix, bad input is 422, a newer request on a session makes the older 409, a client that
+disconnects cancels its completion, a dead cloud is 503. `umbra serve` runs the same with a
+self-started cloud and stops it on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+
+import httpx
+import pytest
+import pytest_asyncio
+import uvicorn
+from lsp_helpers import Monolithic, refuses_connections, wait_until
+
+from lsp.http_app import bind, uvicorn_config
+from lsp.options import CompletionOptions
+from lsp.settings import LocalSettings
+from server.launch import local_cloud_sync
+from umbra.paths import repo_root
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+TOKEN_ENV = "UMBRA_TEST_LOCAL_CLOUD_TOKEN"
+DEFAULTS = CompletionOptions(max_tokens=48, multiline=True)
+PREFIX = "import os\n\n\ndef add(a, b):\n    total = a + b\n    return "
+SUFFIX = "\n\n\nprint(add(1, 2))\n"
+
+
+@contextmanager
+def serving(settings: LocalSettings):
+    """The app under uvicorn in a thread of this process, on a real loopback socket."""
+    sock = bind("127.0.0.1", 0)
+    server = uvicorn.Server(uvicorn_config(settings))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started or not thread.is_alive(), 180, "the HTTP server started")
+        assert server.started, "the app's lifespan failed (see the log)"
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(60)
+        sock.close()
+
+
+def _settings(model_dir, url: str, **extra) -> LocalSettings:
+    return LocalSettings(model_dir=model_dir, cloud_url=url, cloud_token_env=TOKEN_ENV, threads=1,
+                         keyring_service=f"umbra-test-{secrets.token_hex(6)}",  # empty: the token comes from the env
+                         max_tokens=DEFAULTS.max_tokens, multiline=DEFAULTS.multiline, **extra)
+
+
+@pytest.fixture(scope="module")
+def mono(lsp_model_dir) -> Monolithic:
+    return Monolithic(lsp_model_dir)
+
+
+@pytest.fixture(scope="module")
+def base_url(lsp_model_dir, secret_service):
+    with local_cloud_sync(lsp_model_dir, settings={"torch_threads": 1}) as cloud, pytest.MonkeyPatch.context() as mp:
+        mp.setenv(TOKEN_ENV, cloud.token)
+        with serving(_settings(lsp_model_dir, cloud.base_url)) as url:
+            yield url
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def http(base_url):
+    async with httpx.AsyncClient(base_url=base_url, timeout=120) as client:
+        yield client
+
+
+async def test_completion_equals_the_monolithic_result_and_sessions_reuse_the_prefix(http, mono):
+    first = await http.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX, "session": "s-reuse"})
+    assert first.status_code == 200, first.text
+    body = first.json()
+    assert body["completion"] == await mono.complete(PREFIX, SUFFIX, DEFAULTS) != ""
+    assert body["session"] == "s-reuse" and body["reusedTokens"] == 0
+    assert body["recomputedTokens"] == body["promptTokens"] > 5 and body["generatedTokens"] > 0
+    assert not {"tokens", "ids", "token_ids"} & set(body)
+
+    typed = PREFIX + "t"  # one keystroke
+    second = (await http.post("/v1/completions", json={"prefix": typed, "suffix": SUFFIX, "session": "s-reuse",
+                                                       "maxTokens": 8, "multiline": False})).json()
+    assert second["completion"] == await mono.complete(typed, SUFFIX, CompletionOptions(max_tokens=8))
+    assert second["reusedTokens"] > second["promptTokens"] // 2
+    assert 0 < second["recomputedTokens"] < second["promptTokens"] // 2
+
+    health = await http.get("/healthz")
+    assert health.status_code == 200
+    assert health.json()["state"] == "ready" and health.json()["mode"] == "split"
+    assert health.json()["sessions"] >= 1 and health.json()["completions"]["ok"] >= 2
+
+
+async def test_without_a_session_each_request_starts_fresh(http):
+    bodies = [(await http.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX})).json() for _ in range(2)]
+    assert bodies[0]["completion"] == bodies[1]["completion"]
+    assert bodies[1]["reusedTokens"] == 0 and bodies[1]["session"] is None
+
+
+@pytest.mark.parametrize("body, where", [
+    ({"suffix": ""}, "prefix"),
+    ({"prefix": 5, "suffix": ""}, "prefix"),
+    ({"prefix": "x", "suffix": "", "maxTokens": 0}, "maxTokens"),
+    ({"prefix": "x", "suffix": "", "max_tokens": 4}, "max_tokens"),
+    ({"prefix": "x", "suffix": "", "topP": 2}, "topP"),
+    ({"prefix": "x", "suffix": "", "temperature": -1}, "temperature"),
+    ({"prefix": "x", "suffix": "", "multiline": "yes"}, "multiline"),
+    ({"prefix": "x", "suffix": "", "session": "a b"}, "session"),
+    ({"prefix": "x", "suffix": "", "language": ""}, "language"),
+    ({"prefix": "x", "suffix": "", "maxTokens": 600}, "leaves no room"),  # the engine's own check
+])
+async def test_bad_input_is_422_with_a_clear_message(http, body, where):
+    r = await http.post("/v1/completions", json=body)
+    assert r.status_code == 422 and where in r.json()["detail"], r.text
+
+
+async def test_a_body_that_is_not_json_is_422(http):
+    r = await http.post("/v1/completions", content=b"prefix=x", headers={"content-type": "text/plain"})
+    assert r.status_code == 422
+
+
+async def test_a_newer_request_on_a_session_makes_the_older_409(http, mono):
+    older = asyncio.ensure_future(http.post("/v1/completions", json={
+        "prefix": PREFIX, "suffix": SUFFIX, "session": "s-race", "maxTokens": 300}))
+    await asyncio.sleep(0.2)  # the older one is decoding (300 tokens take well over a second here)
+    newer = await http.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX, "session": "s-race"})
+    assert (await older).status_code == 409 and "newer request" in (await older).json()["detail"]
+    assert newer.status_code == 200 and newer.json()["completion"] == await mono.complete(PREFIX, SUFFIX, DEFAULTS)
+
+
+async def test_a_client_that_disconnects_cancels_its_completion(http, base_url, mono):
+    before = (await http.get("/healthz")).json()["completions"].get("cancelled", 0)
+    async with httpx.AsyncClient(base_url=base_url, timeout=0.3) as impatient:
+        with pytest.raises(httpx.ReadTimeout):
+            await impatient.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX, "session": "s-gone",
+                                                          "maxTokens": 300})
+    deadline = time.monotonic() + 30
+    while (await http.get("/healthz")).json()["completions"].get("cancelled", 0) == before:
+        assert time.monotonic() < deadline, "the server did not cancel the abandoned completion"
+        await asyncio.sleep(0.1)
+    after = (await http.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX, "session": "s-gone"})).json()
+    assert after["completion"] == await mono.complete(PREFIX, SUFFIX, DEFAULTS)  # caches still consistent
+
+
+async def test_deleting_a_session(http):
+    assert (await http.post("/v1/completions", json={"prefix": "x = ", "suffix": "", "session": "s-del"})).status_code == 200
+    assert (await http.delete("/v1/sessions/s-del")).status_code == 204
+    gone = await http.delete("/v1/sessions/s-del")
+    assert gone.status_code == 404 and gone.json()["detail"] == "no such session"
+
+
+async def test_an_unreachable_cloud_is_503_and_never_a_fallback(lsp_model_dir, secret_service):
+    with local_cloud_sync(lsp_model_dir, settings={"torch_threads": 1}) as cloud, pytest.MonkeyPatch.context() as mp:
+        mp.setenv(TOKEN_ENV, cloud.token)
+        with serving(_settings(lsp_model_dir, cloud.base_url)) as url:
+            async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+                assert (await http.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX})).status_code == 200
+                cloud.kill()
+                r = await http.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX, "session": "s"})
+                assert r.status_code == 503 and "cloud unreachable" in r.json()["detail"]
+                assert "completion" not in r.json()
+                health = await http.get("/healthz")
+                assert health.status_code == 503 and health.json()["state"] == "unreachable"
+
+
+async def test_umbra_serve_with_a_self_started_cloud_stops_it_on_sigterm(lsp_model_dir, mono, tmp_path):
+    log = tmp_path / "serve.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UMBRA_LOCAL_")}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "umbra.cli.main", "serve", "--port", "0", "--model",
+                                 str(lsp_model_dir), "--threads", "1"], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, cwd=repo_root(), env=env)
+    try:
+        wait_until(lambda: "listening on" in log.read_text() or proc.poll() is not None, 120, "umbra serve listening")
+        url = re.search(r"listening on (http://127\.0\.0\.1:\d+)", log.read_text()).group(1)
+        async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+            deadline = time.monotonic() + 240
+            while not await _healthy(http):
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                await asyncio.sleep(0.2)
+            message = (await http.get("/healthz")).json()["message"]
+            cloud_url = re.search(r"self-started cloud at (http://127\.0\.0\.1:\d+)", message).group(1)
+            r = await http.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX})
+            assert r.json()["completion"] == await mono.complete(PREFIX, SUFFIX, CompletionOptions())
+        assert not refuses_connections(cloud_url)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == -signal.SIGTERM  # uvicorn shuts down gracefully, then re-raises it
+        assert refuses_connections(cloud_url) and refuses_connections(url)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+async def _healthy(http: httpx.AsyncClient) -> bool:
+    try:
+        return (await http.get("/healthz")).status_code == 200
+    except httpx.TransportError:
+        return False

@@ -1,0 +1,48 @@
+"""`umbra serve` — the local completion HTTP server (lsp/http_app.py): POST /v1/completions,
+DELETE /v1/sessions/{id}, GET /healthz, on 127.0.0.1:8765 by default.
+
+Settings come from UMBRA_LOCAL_* variables (lsp/settings.py), overridden by these flags. With
+no cloud URL the real cloud service is started on 127.0.0.1 for the server's lifetime. A
+configured cloud's token comes from the OS keyring (`umbra keys cloud-token set URL`) or from
+the variable named by --token-env (default UMBRA_CLOUD_TOKEN); never from a flag."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+# flag -> LocalSettings field (None values are left to the environment / defaults)
+_FLAGS = {"host": "host", "port": "port", "model": "model_dir", "bundle": "bundle", "service": "keyring_service",
+          "cloud": "cloud_url", "cloud_cert": "cloud_certificate", "token_env": "cloud_token_env",
+          "threads": "threads", "max_sessions": "max_sessions"}
+
+
+def register(sub) -> None:
+    p = sub.add_parser("serve", help="run the local completion HTTP server",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--host", default=None, help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="port (default 8765; 0 = any free port)")
+    p.add_argument("--model", type=Path, default=None, help="model directory (default: the embedded model)")
+    p.add_argument("--bundle", type=Path, default=None, metavar="DIR", help="client bundle (`umbra init`)")
+    p.add_argument("--service", default=None, help="keyring service of the bundle key and cloud tokens (default umbra)")
+    p.add_argument("--cloud", metavar="URL", default=None, help="cloud URL (default: start one on 127.0.0.1)")
+    p.add_argument("--cloud-cert", metavar="PEM", type=Path, default=None, help="certificate to trust for an https cloud")
+    p.add_argument("--token-env", metavar="VAR", default=None, help="variable holding the cloud token if the keyring has none")
+    p.add_argument("--threads", type=int, default=None, help="torch threads here and in a self-started cloud")
+    p.add_argument("--max-sessions", type=int, default=None, help="warm sessions kept (default 16)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from pydantic import ValidationError as SettingsError
+
+    from lsp.http_app import run as serve
+    from lsp.settings import LocalSettings
+    from umbra.errors import ConfigError
+
+    overrides = {field: getattr(args, flag) for flag, field in _FLAGS.items() if getattr(args, flag) is not None}
+    try:
+        settings = LocalSettings(**overrides)
+    except SettingsError as exc:
+        raise ConfigError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
+    return serve(settings)
