@@ -17,6 +17,13 @@ export function createLanguageClient(settings: UmbraSettings, log: LogOutputChan
         // a protocol trace would copy the user's code into the log.
         outputChannel: log,
         revealOutputChannelOn: RevealOutputChannelOn.Never,
+        middleware: {
+            // VS Code gets Umbra's completions inline (inline.ts). The server's classic
+            // textDocument/completion is for editors without inline completion; asking for both
+            // would make each keystroke's suggest request supersede the inline one in the
+            // server's per-document session, and run the model twice.
+            provideCompletionItem: () => undefined,
+        },
     };
     return new LanguageClient(CLIENT_ID, CLIENT_NAME, serverOptions(settings.server, process.env), options);
 }
