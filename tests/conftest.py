@@ -18,6 +18,16 @@ torch.set_num_threads(1)
 from tiny_models import FAMILIES, build_tiny_model  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Every test runs with one intra-op thread, and a test that changes it (an in-process CLI
+    run with --threads, say) gives the rest of the session its setting back."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dirs(tmp_path_factory) -> dict[str, Path]:
     """family -> directory of a saved tiny random model (6 layers; llama saved sharded)."""

@@ -58,17 +58,7 @@ def test_split_through_a_self_started_cloud_prints_the_same_as_local(model_dir, 
     assert a["recomputed_tokens"] == a["prompt_tokens"] > 5 and a["template"] == "starcoder"
 
 
-@pytest.fixture
-def keep_torch_threads():
-    """In-process runs pass --threads 1; give the rest of the test session its setting back."""
-    import torch
-
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
-
-
-def test_configured_cloud_via_flags_and_environment(model_dir, source, capsys, monkeypatch, keep_torch_threads):
+def test_configured_cloud_via_flags_and_environment(model_dir, source, capsys, monkeypatch):
     pos = f"{source}:1:15"  # end of the `def` line
     with local_cloud_sync(model_dir, settings={"torch_threads": 1}) as cloud:
         flags = _umbra(pos, "--model", model_dir, *GEN, "--cloud", cloud.base_url, "--token", cloud.token)
@@ -91,7 +81,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-def test_unreachable_cloud_is_an_error_never_a_fallback(model_dir, source, capsys, keep_torch_threads):
+def test_unreachable_cloud_is_an_error_never_a_fallback(model_dir, source, capsys):
     url = f"http://127.0.0.1:{_closed_port()}"
     rc = main(["complete", f"{source}:2:13", "--model", str(model_dir), *GEN, "--cloud", url, "--token", "t"])
     err = capsys.readouterr()

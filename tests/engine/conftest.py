@@ -6,20 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
 from tiny_models import build_tiny_model_dir
 from umbra.engine import ClientModel
 from umbra.middle.local import LocalMiddle
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny matmuls on a shared 2-core machine run far faster on one thread."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")

@@ -66,15 +66,6 @@ def maxdiff(a, b) -> float:
     return (a - b).abs().max().item()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """The client side runs in this thread: on 2 shared cores, 2 OpenMP threads are ~100x slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def clients(tiny_model_dirs):
     return {fam: load_client(d) for fam, d in tiny_model_dirs.items()}

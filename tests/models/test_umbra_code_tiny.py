@@ -8,8 +8,6 @@ import ast
 import json
 import re
 
-import pytest
-import torch
 
 from server.launch import local_cloud
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig
@@ -78,14 +76,6 @@ def test_model_card_names_data_licenses_tokens_hardware_and_evaluation():
     for needle in ("golang-src", "openjdk-17-source", "PSF", "BSD-3-Clause", "GPL-2.0",
                    "tokens", "CPU", "next-token", "FIM line exact match", "umbra eval lm"):
         assert needle in card, f"the model card must mention {needle!r}"
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 async def test_completes_add_in_python_go_and_java_through_the_cloud():

@@ -7,20 +7,11 @@ import random
 from pathlib import Path
 
 import pytest
-import torch
 
 from keyring_fixture import keystore, secret_service  # noqa: F401  (pytest fixtures)
 from tiny_models import CODE_SNIPPETS, build_tiny_model_dir
 from umbra.data.corpus import Document, write_documents
 from umbra.tuning.config import TuneConfig
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")
