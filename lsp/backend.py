@@ -90,7 +90,7 @@ class Backend:
         changed = state != self.status.state
         self.status = Status(state, message)
         if changed or state == "starting":
-            log.warning("status %s: %s", state, message)
+            log.log(logging.WARNING if state in ("unreachable", "error") else logging.INFO, "status %s: %s", state, message)
             self._on_status(self.status)
 
     def _unreachable(self, exc: CloudUnavailable) -> None:

@@ -2,15 +2,17 @@
 
 A separate module from the language server because it is a separate process with its own
 protocol; both are thin over lsp/backend.py. The lifespan sets the backend up (model, cloud,
-connection) before the first request and tears it down after the last; a set-up failure stops
-the server (a cloud that is merely unreachable does not: completions answer 503 until it is
-back). Errors map through lsp/errors.py: bad input 422, superseded 409, cloud unreachable 503,
-cloud refused 502. Binds 127.0.0.1 unless told otherwise."""
+connection) before the first request — or adopts one `run` has set up already, so that a set-up
+failure is one line, not a failed lifespan — and tears it down after the last; a set-up failure
+stops the server (a cloud that is merely unreachable does not: completions answer 503 until it
+is back). Errors map through lsp/errors.py: bad input 422, superseded 409, cloud unreachable
+503, cloud refused 502. Binds 127.0.0.1 unless told otherwise."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import logging
+import signal
 import socket
 import sys
 
@@ -24,19 +26,31 @@ from lsp.routes import completions, health, sessions
 from lsp.settings import LocalSettings, get_settings
 from umbra.errors import ConfigError, UmbraError
 
-log = logging.getLogger("umbra.lsp")
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+async def start_backend(settings: LocalSettings, holder: list | None = None) -> Backend:
+    """A started backend; its set-up error is raised (and everything it started stopped).
+    `holder` receives the backend before it starts (for a last-resort `stop_cloud`)."""
+    backend = Backend(settings.options(), max_sessions=settings.max_sessions)
+    if holder is not None:
+        holder.append(backend)
+    try:
+        await backend.start()
+    finally:
+        if backend.setup_error is not None or backend.status.state == "starting":  # failed or interrupted
+            await backend.aclose()
+    if backend.setup_error is not None:
+        raise backend.setup_error
+    return backend
 
 
 @contextlib.asynccontextmanager
 async def lifespan(app: FastAPI):
-    settings = app.dependency_overrides.get(get_settings, get_settings)()
-    backend = Backend(settings.options(), max_sessions=settings.max_sessions)
-    await backend.start()
-    if backend.setup_error is not None:
-        await backend.aclose()
-        raise backend.setup_error
-    app.state.backend = backend
+    backend = app.state.backend  # adopted from `run`, if it set one up
+    if backend is None:
+        backend = app.state.backend = await start_backend(
+            app.dependency_overrides.get(get_settings, get_settings)())
     try:
         yield
     finally:
@@ -57,11 +71,13 @@ def install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, bad_request)
 
 
-def create_app(settings: LocalSettings | None = None) -> FastAPI:
-    """The ASGI app; `settings` overrides the environment (UMBRA_LOCAL_*) when given."""
+def create_app(settings: LocalSettings | None = None, backend: Backend | None = None) -> FastAPI:
+    """The ASGI app; `settings` overrides the environment (UMBRA_LOCAL_*) when given. `backend`:
+    one already started, which the app adopts (and closes at shutdown)."""
     app = FastAPI(title="Umbra local completions", lifespan=lifespan, docs_url=None, redoc_url=None)
     if settings is not None:
         app.dependency_overrides[get_settings] = lambda: settings
+    app.state.backend = backend
     install_handlers(app)
     for module in (completions, sessions, health):
         app.include_router(module.router)
@@ -81,28 +97,46 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def uvicorn_config(settings: LocalSettings):
+def uvicorn_config(settings: LocalSettings, backend: Backend | None = None):
     import uvicorn
 
-    return uvicorn.Config(create_app(settings), log_level="warning", lifespan="on",
+    return uvicorn.Config(create_app(settings, backend), log_level="warning", lifespan="on",
                           access_log=False)  # URLs carry session ids: keep them out of logs
 
 
 def run(settings: LocalSettings) -> int:
-    """Serve until SIGINT/SIGTERM; prints the URL on stderr once listening (port 0: a free one)."""
-    import uvicorn
-
+    """Set up, then serve until SIGINT/SIGTERM; prints the URL on stderr once ready (port 0: a free
+    one). A set-up failure raises its UmbraError (the CLI prints one line)."""
     settings.options()  # invalid settings: one clear line before anything starts
     if settings.host not in LOOPBACK:
         print(f"umbra serve: warning: listening on {settings.host} exposes completions to the network",
               file=sys.stderr)
     sock = bind(settings.host, settings.port)
+    holder: list[Backend] = []
+    try:
+        return asyncio.run(_serve(settings, sock, holder))
+    finally:
+        sock.close()
+        for backend in holder:  # a set-up interrupted while a cloud was still starting in a thread
+            backend.stop_cloud()
+
+
+async def _serve(settings: LocalSettings, sock: socket.socket, holder: list) -> int:
+    import uvicorn
+
+    loop, me = asyncio.get_running_loop(), asyncio.current_task()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # until uvicorn takes the signals over
+        loop.add_signal_handler(sig, me.cancel)
+    try:
+        backend = await start_backend(settings, holder)
+    except asyncio.CancelledError:
+        return 128 + signal.SIGTERM
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
     host, port = sock.getsockname()[:2]
     print(f"umbra serve: listening on http://{host if ':' not in host else f'[{host}]'}:{port}",
           file=sys.stderr, flush=True)
-    server = uvicorn.Server(uvicorn_config(settings))
-    server.run(sockets=[sock])
-    if not server.started:
-        print("umbra serve: error: the server did not start (see the log above)", file=sys.stderr)
-        return 2
-    return 0
+    server = uvicorn.Server(uvicorn_config(settings, backend))  # the app adopts and closes the backend
+    await server.serve(sockets=[sock])
+    return 0 if server.started else 2

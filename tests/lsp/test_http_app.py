@@ -202,6 +202,14 @@ async def test_umbra_serve_with_a_self_started_cloud_stops_it_on_sigterm(lsp_mod
             proc.wait()
 
 
+async def test_umbra_serve_set_up_failure_is_a_clear_error_not_a_traceback(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "umbra.cli.main", "serve", "--port", "0", "--model", str(tmp_path / "absent")],
+                       capture_output=True, text=True, timeout=120, cwd=repo_root(), check=False)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "listening" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (f"umbra: error: model directory {tmp_path / 'absent'} does not exist "
+                                                 f"(pass --model DIR)")
+
+
 async def _healthy(http: httpx.AsyncClient) -> bool:
     try:
         return (await http.get("/healthz")).status_code == 200
