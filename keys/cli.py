@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from keys.cloud_tokens import CLOUD_TOKEN_PREFIX, cloud_token_name
 from keys.errors import KeyStoreError
 from keys.store import DEFAULT_SERVICE, KeyStore
 
@@ -28,21 +29,7 @@ def rotate_bundle(bundle_dir: str | Path, service: str = DEFAULT_SERVICE, out=sy
     return 0
 
 
-# -- cloud tokens ----------------------------------------------------------------------------------
-# The bearer token of a cloud service lives in the keyring entry `cloud-token:<url>` (the URL
-# without trailing slashes), read by the language server and the local HTTP server (lsp/cloud.py).
-# It is read from stdin, never from argv (argv is visible to every local user in `ps`).
-
-CLOUD_TOKEN_PREFIX = "cloud-token:"
-
-
-def cloud_token_name(url: str) -> str:
-    """The keyring entry name of the token for the cloud at `url`."""
-    url = url.strip().rstrip("/")
-    if not url.startswith(("http://", "https://")) or len(url) <= len("https://"):
-        raise KeyStoreError(f"a cloud URL starts with http:// or https://, got {url!r}")
-    return CLOUD_TOKEN_PREFIX + url
-
+# -- cloud tokens (keys/cloud_tokens.py) -----------------------------------------------------------
 
 def read_token(stream=None) -> str:
     """The token typed at a hidden prompt (a terminal) or piped on stdin; surrounding whitespace dropped."""

@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
-from keys.cli import cloud_token_name
-from keys.errors import KeyNotFound, KeyStoreError
-from keys.store import KeyStore
+from keys.cloud_tokens import find_cloud_token
+from keys.errors import KeyStoreError
 from lsp.options import InitializationOptions
 from server.launch import LocalCloud, local_cloud_sync
 from umbra.engine import ClientModel
@@ -53,21 +51,10 @@ class CloudLink:
 
 def cloud_token(options: InitializationOptions) -> str:
     """The bearer token for `options.cloud.url`: keyring first, then the environment (blocking I/O)."""
-    url, env = options.cloud.url, options.cloud.token_env
-    name = cloud_token_name(url)
     try:
-        return KeyStore(options.model.keyring_service).get(name).decode("utf-8")
-    except KeyNotFound:
-        why = f"no keyring entry {name!r} in service {options.model.keyring_service!r}"
-    except KeyStoreError as exc:  # no OS keyring on this machine: the environment may still hold it
-        why = f"the OS keyring is unavailable ({type(exc).__name__})"
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"keyring entry {name!r} is not a UTF-8 token") from exc
-    token = os.environ.get(env, "").strip()
-    if token:
-        return token
-    raise ConfigError(f"no token for the cloud at {url}: {why} and ${env} is not set "
-                      f"(store one with `umbra keys cloud-token set {url}`, which reads it from stdin)")
+        return find_cloud_token(options.cloud.url, options.model.keyring_service, options.cloud.token_env)
+    except KeyStoreError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def _start_local(model: ClientModel, threads: int | None, stack: contextlib.ExitStack) -> CloudLink:

@@ -17,6 +17,9 @@ torch.set_num_threads(1)
 
 from tiny_models import FAMILIES, build_tiny_model  # noqa: E402
 
+# The real OS keyring (`secret_service`, `keystore`) for every test that asks for it.
+pytest_plugins = ["keyring_fixture"]
+
 
 @pytest.fixture(autouse=True)
 def one_torch_thread():

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from keyring_fixture import keystore, secret_service  # noqa: F401  (pytest fixtures)
-
 
 @pytest.fixture(autouse=True)
 def private_audit_env(tmp_path, monkeypatch):

@@ -3,6 +3,7 @@ itself, or given by --cloud/--token or the environment) prints the same completi
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
@@ -75,6 +76,21 @@ def test_configured_cloud_via_flags_and_environment(model_dir, source, capsys, m
     assert wrong == 2 and "HTTP 401" in wrong_out.err and wrong_out.out == ""
 
 
+def test_configured_cloud_with_its_token_in_the_os_keyring(model_dir, source, capsys, monkeypatch, keystore):
+    """`umbra keys cloud-token set URL` (token on stdin) then `umbra complete --cloud URL`: no token on argv."""
+    pos = f"{source}:1:15"
+    monkeypatch.delenv("UMBRA_CLOUD_TOKEN", raising=False)
+    with local_cloud_sync(model_dir, settings={"torch_threads": 1}) as cloud:
+        monkeypatch.setattr("sys.stdin", io.StringIO(cloud.token + "\n"))
+        assert main(["keys", "cloud-token", "set", cloud.base_url, "--service", keystore.service]) == 0
+        capsys.readouterr()
+        assert main(["complete", pos, "--model", str(model_dir), *GEN, "--cloud", cloud.base_url,
+                     "--service", keystore.service]) == 0
+        split = capsys.readouterr().out
+    assert main(["complete", pos, "--model", str(model_dir), *GEN, "--local"]) == 0
+    assert split == capsys.readouterr().out
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -96,7 +112,7 @@ def test_unreachable_cloud_is_an_error_never_a_fallback(model_dir, source, capsy
         (["{src}:two:1"], "must be integers"),
         (["{src}"], "FILE:LINE:COL"),
         (["{src}:1:1", "--local", "--cloud", "http://x"], "--local runs without a cloud"),
-        (["{src}:1:1", "--cloud", "http://127.0.0.1:1"], "needs a token"),
+        (["{src}:1:1", "--cloud", "http://127.0.0.1:1"], "no token for the cloud at http://127.0.0.1:1"),
         (["{src}:1:1", "-E", "1"], "both --encoder-blocks"),
         (["{src}:1:1", "-E", "3", "-D", "3"], "no middle block"),
         (["{src}.missing:1:1"], "cannot read"),

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from keyring_fixture import keystore, secret_service  # noqa: F401  (pytest fixtures)
 from tiny_models import build_tiny_model_dir
 
 

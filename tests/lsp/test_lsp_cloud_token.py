@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from keys.cli import cloud_token_name
+from keys.cloud_tokens import cloud_token_name
 from keys.errors import KeyStoreError
 from lsp.cloud import cloud_token
 from lsp.options import CloudOptions, InitializationOptions, ModelOptions

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from keyring_fixture import keystore, secret_service  # noqa: F401  (pytest fixtures)
 from tiny_models import CODE_SNIPPETS, build_tiny_model_dir
 from umbra.data.corpus import Document, write_documents
 from umbra.tuning.config import TuneConfig

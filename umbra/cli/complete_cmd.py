@@ -1,7 +1,8 @@
 """`umbra complete FILE:LINE:COL` — print the completion at a position (1-based, like editors).
 
 Split by default: the client runs the first E and last D blocks and the middle runs in the
-cloud given by `--cloud URL --token T` (or UMBRA_CLOUD_URL / UMBRA_CLOUD_TOKEN). With no cloud
+cloud given by `--cloud URL` (or UMBRA_CLOUD_URL), whose token comes from `--token`, else the OS
+keyring entry stored by `umbra keys cloud-token set URL`, else UMBRA_CLOUD_TOKEN. With no cloud
 configured it starts the real cloud service on 127.0.0.1 for the duration of the command and
 still goes over the network. `--local` runs the whole model in this process (the monolithic
 baseline; nothing is sent anywhere).
@@ -40,10 +41,13 @@ def register(sub) -> None:
                         "with --bundle: the base model, default the one the bundle was made from)")
     p.add_argument("--bundle", type=Path, default=None, metavar="DIR",
                    help="client bundle to complete with (env UMBRA_BUNDLE; see `umbra init`)")
-    p.add_argument("--service", default=None, help="keyring service holding the bundle's key (default: umbra)")
+    p.add_argument("--service", default=None,
+                   help="keyring service holding the bundle's key and the cloud's token (default: umbra)")
     where = p.add_argument_group("where the middle blocks run")
     where.add_argument("--cloud", metavar="URL", default=None, help="cloud service URL (env UMBRA_CLOUD_URL)")
-    where.add_argument("--token", default=None, help="cloud access token (env UMBRA_CLOUD_TOKEN)")
+    where.add_argument("--token", default=None,
+                       help="cloud access token (visible in `ps`; prefer the keyring entry stored by "
+                            "`umbra keys cloud-token set URL`, or UMBRA_CLOUD_TOKEN)")
     where.add_argument("--cloud-cert", metavar="PEM", default=None, help="certificate to trust for an HTTPS cloud")
     where.add_argument("--local", action="store_true",
                        help="run the whole model in-process (monolithic baseline, for comparison)")
@@ -113,11 +117,14 @@ def run(args) -> int:
     prefix, suffix = split_at(text, line, col)
     config = _config(args)
     url = args.cloud or os.environ.get("UMBRA_CLOUD_URL")
-    token = args.token or os.environ.get("UMBRA_CLOUD_TOKEN")
     if args.local and (args.cloud or args.token):
         raise ConfigError("--local runs without a cloud; drop --cloud/--token")
+    token = args.token
     if url and not token and not args.local:
-        raise ConfigError("a cloud URL needs a token (--token or UMBRA_CLOUD_TOKEN)")
+        from keys import DEFAULT_SERVICE
+        from keys.cloud_tokens import find_cloud_token
+
+        token = find_cloud_token(url, args.service or DEFAULT_SERVICE, "UMBRA_CLOUD_TOKEN")
     if args.threads is not None:
         if args.threads < 1:
             raise ConfigError("--threads must be >= 1")
