@@ -1,2 +1,0 @@
-"""Real-keyring fixtures (see tests/keyring_fixture.py)."""
-
