@@ -73,7 +73,8 @@ def _start(workdir: Path, model_dir, plan: SplitPlan | None, tls: bool, settings
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO), env.get("PYTHONPATH")]))
     ready = workdir / "ready.json"
     cmd = [sys.executable, "-m", "server", "--model-dir", str(model_dir), "--host", "127.0.0.1", "--port", "0",
-           "--token-file", str(workdir / "tokens.json"), "--ready-file", str(ready)]
+           "--token-file", str(workdir / "tokens.json"), "--ready-file", str(ready),
+           "--exit-with-parent", str(os.getpid())]
     if plan is not None:
         cmd += ["--encoder-blocks", str(plan.encoder_blocks), "--decoder-blocks", str(plan.decoder_blocks)]
     verify = None

@@ -9,6 +9,8 @@ import argparse
 import json
 import os
 import socket
+import threading
+import time
 from pathlib import Path
 
 from server.settings import CloudSettings
@@ -44,6 +46,8 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lora", action="store_true", default=None,
                    help="let each client train its own LoRA on the middle blocks (env UMBRA_CLOUD_LORA)")
     p.add_argument("--ready-file", type=Path, help="write {host, port, scheme} here once listening")
+    p.add_argument("--exit-with-parent", type=int, metavar="PID",
+                   help="shut down when process PID (the launcher) is no longer this process's parent")
 
 
 def settings_from_args(args: argparse.Namespace) -> CloudSettings:
@@ -87,7 +91,23 @@ def bind(settings: CloudSettings) -> socket.socket:
     return _bind(settings.host, settings.port)
 
 
-def run(settings: CloudSettings, ready_file: Path | None = None) -> int:
+def exit_with_parent(server, parent_pid: int, interval: float = 1.0) -> threading.Thread:
+    """A daemon thread that asks `server` to shut down once `parent_pid` is no longer our parent
+    (it died, even by SIGKILL, and we were re-parented), so a self-started cloud never outlives
+    the client that started it."""
+    def watch() -> None:
+        while not server.should_exit:
+            if os.getppid() != parent_pid:
+                server.should_exit = True
+                return
+            time.sleep(interval)
+
+    thread = threading.Thread(target=watch, name="exit-with-parent", daemon=True)
+    thread.start()
+    return thread
+
+
+def run(settings: CloudSettings, ready_file: Path | None = None, parent_pid: int | None = None) -> int:
     import uvicorn
 
     from umbra.model.spec import load_spec
@@ -101,6 +121,8 @@ def run(settings: CloudSettings, ready_file: Path | None = None) -> int:
         tmp = ready_file.with_name(ready_file.name + ".tmp")
         tmp.write_text(json.dumps({"host": host, "port": port, "scheme": scheme, "pid": os.getpid()}))
         os.replace(tmp, ready_file)
+    if parent_pid is not None:
+        exit_with_parent(server, parent_pid)
     server.run(sockets=[sock])
     return 0 if server.started else 1
 
@@ -109,4 +131,4 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m server", description="Umbra cloud service (middle blocks).")
     add_serve_args(parser)
     args = parser.parse_args(argv)
-    return run(settings_from_args(args), args.ready_file)
+    return run(settings_from_args(args), args.ready_file, args.exit_with_parent)

@@ -4,8 +4,14 @@ token, and the `umbra cloud serve/cert` command line."""
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
+import signal
 import ssl
+import subprocess
+import sys
+import time
 
 import httpx
 import pytest
@@ -60,3 +66,33 @@ def test_cert_command_and_serve_flags(tmp_path, capsys, monkeypatch):
                               "--tls-key", str(tmp_path / "key.pem"), "--kv-budget-bytes", "1000"])
     s = settings_from_args(args)
     assert (s.port, s.kv_budget_bytes, s.max_seq_len, s.tls_key) == (0, 1000, 99, tmp_path / "key.pem")
+
+
+def test_a_self_started_cloud_exits_when_its_launcher_is_killed(model_dir, tmp_path):
+    """SIGKILL gives the launcher no chance to stop its cloud; the cloud notices it was re-parented."""
+    script = tmp_path / "launcher.py"
+    script.write_text(
+        "import json, sys, time\n"
+        "from server.launch import local_cloud_sync\n"
+        f"with local_cloud_sync({str(model_dir)!r}, settings={{'torch_threads': 1}}) as cloud:\n"
+        "    print(json.dumps({'pid': cloud.process.pid, 'url': cloud.base_url}), flush=True)\n"
+        "    time.sleep(600)\n")
+    launcher = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                                cwd=os.getcwd(), env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        info = json.loads(launcher.stdout.readline())
+        assert httpx.get(info["url"] + "/healthz").status_code == 200
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                os.kill(info["pid"], 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            os.kill(info["pid"], signal.SIGKILL)
+            pytest.fail("the cloud outlived its launcher by 30 s")
+    finally:
+        launcher.kill()

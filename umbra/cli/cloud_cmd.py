@@ -41,7 +41,7 @@ def register(sub) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from server.serve import run, settings_from_args
 
-    return run(settings_from_args(args), args.ready_file)
+    return run(settings_from_args(args), args.ready_file, args.exit_with_parent)
 
 
 def _store(args: argparse.Namespace):
