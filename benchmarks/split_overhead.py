@@ -77,15 +77,58 @@ def time_transformers(hf, prompt: list[int], steps: int) -> tuple[float, float]:
 
 
 async def typing_run(engine: CompletionEngine, text: str, requests: int) -> list[tuple[int, int, float]]:
-    """(prompt tokens, recomputed tokens, seconds) per request, one more character each time."""
-    cut = len(text) // 2
+    """(prompt tokens, recomputed tokens, seconds) per request while a user types `requests`
+    characters in the middle of `text`: the file grows by one character per request, the cursor
+    after it, the text after the cursor unchanged (as an editor sends it on each keystroke)."""
+    cut = text.index("\n", len(text) // 2) + 1  # start of a line in the middle of the file
+    typed, rest = text[cut : cut + requests], text[cut + requests :]
     out = []
     async with engine.session() as session:
         for i in range(requests + 1):
             t0 = time.perf_counter()
-            r = await session.complete(text[: cut + i], text[cut + i :])
-            if i:  # the first request fills the caches; the run is the 50 after it
+            r = await session.complete(text[:cut] + typed[:i], rest)
+            if i:  # the first request fills the caches; the run is the keystrokes after it
                 out.append((r.prompt_tokens, r.recomputed_tokens, time.perf_counter() - t0))
+    return out
+
+
+def _stream_seconds(metrics_text: str) -> tuple[float, float]:
+    """(sum, count) of the cloud's stream-step histogram in its Prometheus text."""
+    out = [0.0, 0.0]
+    for line in metrics_text.splitlines():
+        if "stream" in line and not line.startswith("#") and ("_sum{" in line or "_count{" in line):
+            out["_count{" in line] += float(line.rsplit(" ", 1)[1])
+    return out[0], out[1]
+
+
+async def step_anatomy(cloud, remote: RemoteMiddle, local: LocalMiddle, hidden: int, gap_s: float,
+                       steps: int = 200) -> dict[str, float]:
+    """Median ms of one single-token middle step: LocalMiddle, and through the cloud back to back
+    and after `gap_s` of client-side busy work (what the client's own blocks take per token) —
+    each with the cloud's own time for the step (receive to reply, from its /metrics)."""
+    import httpx
+
+    gen = torch.Generator().manual_seed(1)
+    out = {}
+    async with httpx.AsyncClient(base_url=cloud.base_url, headers={"Authorization": f"Bearer {cloud.token}"}) as http:
+        for name, middle, gap in (("local", local, 0.0), ("cloud", remote, 0.0), ("cloud_gap", remote, gap_s)):
+            sid = await middle.open_session()
+            await middle.forward(torch.randn(1, 8, hidden, generator=gen), torch.arange(8)[None], sid)
+            before = _stream_seconds((await http.get("/metrics")).text)
+            times = []
+            for i in range(steps):
+                x, pos = torch.randn(1, 1, hidden, generator=gen), torch.tensor([[8 + i]])
+                start = time.perf_counter()
+                while time.perf_counter() - start < gap:  # the client busy with its own blocks
+                    pass
+                t0 = time.perf_counter()
+                await middle.forward(x, pos, sid)
+                times.append(time.perf_counter() - t0)
+            after = _stream_seconds((await http.get("/metrics")).text)
+            await middle.close(sid)
+            out[name] = statistics.median(times) * 1000
+            if name != "local":
+                out[name + "_server"] = (after[0] - before[0]) / max(1.0, after[1] - before[1]) * 1000
     return out
 
 
@@ -139,14 +182,20 @@ async def main_async(args) -> None:
         sample = (repo_root() / "examples" / "sample.py").read_text()
         engine = CompletionEngine.split(model, remote, EngineConfig(), context_length=info["max_seq_len"])
         typing = await typing_run(engine, sample, args.typing)
+        client_ms = statistics.median(results["b"]["decode"]) * 1000
+        anatomy = await step_anatomy(cloud, remote, local, spec.hidden_size, 0.0)
+        client_ms = max(0.0, client_ms - anatomy["local"])  # the client's own blocks per token
+        anatomy = await step_anatomy(cloud, remote, local, spec.hidden_size, client_ms / 1000)
         await remote.aclose()
 
     med = {k: {m: statistics.median(v) * 1000 for m, v in r.items()} for k, r in results.items()}
     names = {"a": "(a) monolithic lean loop", "b": "(b) split, LocalMiddle", "c": "(c) split, cloud on loopback",
              "d": "(d) transformers generate"}
-    n_params = sum(p.numel() for part in (model.encoder, middle_blocks, model.decoder) for p in part.parameters())
+    # distinct tensors: a tied head is one tensor shared by the client's encoder and decoder
+    n_params = sum(p.numel() for p in {id(p): p for part in (model.encoder, middle_blocks, model.decoder)
+                                       for p in part.parameters()}.values())
     print(f"model: {model_dir.name if not args.synthetic else args.synthetic} ({spec.family}, {spec.num_layers} layers, "
-          f"hidden {spec.hidden_size}, {n_params / 1e6:.1f}M params), split E={model.plan.encoder_blocks} "
+          f"hidden {spec.hidden_size}, {n_params / 1e6:.1f}M parameters loaded: a tied embedding is held by both client parts), split E={model.plan.encoder_blocks} "
           f"D={model.plan.decoder_blocks}, fp32, torch threads={args.threads}, reps={args.reps} (medians)\n")
     print(f"| variant | decode ms/token | ratio to (a) | prefill {prefill_len} tokens, ms | ratio to (a) |")
     print("|---|---:|---:|---:|---:|")
@@ -156,6 +205,11 @@ async def main_async(args) -> None:
     print(f"\nwire bytes per decoded token (both directions, fp32 payloads): {per_token_bytes:,.0f} "
           f"(hidden size {spec.hidden_size} × 4 bytes × 2 directions = {spec.hidden_size * 8:,} + framing); "
           f"last measured decode run total: {decode_bytes:,.0f} bytes")
+    a = anatomy
+    print(f"\nanatomy of one decode step's middle (median ms): LocalMiddle {a['local']:.2f}; through the cloud "
+          f"back to back {a['cloud']:.2f} (the cloud's own receive-to-reply time {a['cloud_server']:.2f}); through "
+          f"the cloud after {client_ms:.1f} ms of client work, as in (c), {a['cloud_gap']:.2f} (cloud's own "
+          f"{a['cloud_gap_server']:.2f})")
     recomputed = [r for _, r, _ in typing]
     latency = [s * 1000 for _, _, s in typing]
     print(f"\ntyping run: {len(typing)} requests, each one more character, through the cloud: prompt "
