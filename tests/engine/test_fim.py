@@ -53,7 +53,7 @@ def test_prompt_layout_psm(tokenizers, style):
     tok = tokenizers[style]
     fmt = detect_format(tok)
     prefix, suffix = "def add(a, b):\n    return ", "\n\nprint(add(1, 2))\n"
-    prompt = build_prompt(tok, fmt, prefix, suffix, PromptConfig(order="psm"))
+    prompt = build_prompt(tok, fmt, prefix, suffix, PromptConfig(order="psm", token_healing=False))
     head = [fmt.bos_id] if style == "codellama" else []
     assert prompt.ids == head + [fmt.prefix_id, *tok.encode(prefix), fmt.suffix_id, *tok.encode(suffix),
                                  fmt.middle_id]
@@ -65,12 +65,12 @@ def test_prompt_layout_spm_for_models_trained_on_it(tokenizers):
     tok = tokenizers["starcoder"]
     fmt = detect_format(tok)
     prefix, suffix = "def add(a, b):\n    return ", "\n\nprint(add(1, 2))\n"
-    prompt = build_prompt(tok, fmt, prefix, suffix, PromptConfig())  # auto -> SPM for this template
+    prompt = build_prompt(tok, fmt, prefix, suffix, PromptConfig(token_healing=False))  # auto -> SPM for this template
     assert prompt.ids == [fmt.prefix_id, fmt.suffix_id, *tok.encode(suffix), fmt.middle_id, *tok.encode(prefix)]
     with pytest.raises(ConfigError, match="SPM"):
         build_prompt(tokenizers["qwen"], detect_format(tokenizers["qwen"]), prefix, suffix, PromptConfig(order="spm"))
     qwen = detect_format(tokenizers["qwen"])
-    assert build_prompt(tokenizers["qwen"], qwen, prefix, suffix, PromptConfig()).ids[-1] == qwen.middle_id
+    assert build_prompt(tokenizers["qwen"], qwen, prefix, suffix, PromptConfig(token_healing=False)).ids[-1] == qwen.middle_id
 
 
 def test_typing_in_spm_order_keeps_everything_but_the_last_word(tokenizers):
@@ -79,7 +79,7 @@ def test_typing_in_spm_order_keeps_everything_but_the_last_word(tokenizers):
     typed, suffix = "total = price * quantity", "\n" + LONG_FILE
     prev, hint = None, None
     for n in range(1, len(typed) + 1):
-        prompt = build_prompt(tok, fmt, LONG_FILE + typed[:n], suffix, PromptConfig(budget=200), hint)
+        prompt = build_prompt(tok, fmt, LONG_FILE + typed[:n], suffix, PromptConfig(budget=200, token_healing=False), hint)
         hint = prompt.prefix_cut
         if prev is not None and prev.prefix_cut == prompt.prefix_cut:
             common = next((i for i, (a, b) in enumerate(zip(prev.ids, prompt.ids)) if a != b), len(prev.ids))
@@ -99,7 +99,7 @@ def _split(prompt, fmt):
 def test_budget_is_weighted_toward_the_prefix_and_cuts_whole_lines(tokenizers):
     tok = tokenizers["starcoder"]
     fmt = detect_format(tok)
-    cfg = PromptConfig(budget=100, prefix_share=0.75, cut_slack=0.0)
+    cfg = PromptConfig(budget=100, prefix_share=0.75, cut_slack=0.0, token_healing=False)
     prefix, suffix = LONG_FILE, LONG_FILE
     prompt = build_prompt(tok, fmt, prefix, suffix, cfg)
     p_ids, s_ids = _split(prompt, fmt)
@@ -114,7 +114,7 @@ def test_budget_is_weighted_toward_the_prefix_and_cuts_whole_lines(tokenizers):
 def test_unused_share_moves_to_the_other_side(tokenizers):
     tok = tokenizers["starcoder"]
     fmt = detect_format(tok)
-    cfg = PromptConfig(budget=100, prefix_share=0.75, cut_slack=0.0)
+    cfg = PromptConfig(budget=100, prefix_share=0.75, cut_slack=0.0, token_healing=False)
     short = "x = 1\n"
     p_ids, s_ids = _split(build_prompt(tok, fmt, LONG_FILE, short, cfg), fmt)
     assert s_ids == tok.encode(short) and len(p_ids) > 75 and len(p_ids) + len(s_ids) <= 100
@@ -126,7 +126,8 @@ def test_a_single_overlong_line_is_cut_at_a_token_boundary(tokenizers):
     tok = tokenizers["starcoder"]
     fmt = detect_format(tok)
     line = "values = [" + ", ".join(str(i) for i in range(300)) + "]"
-    prompt = build_prompt(tok, fmt, line, line, PromptConfig(budget=40, prefix_share=0.5, cut_slack=0.0))
+    prompt = build_prompt(tok, fmt, line, line,
+                          PromptConfig(budget=40, prefix_share=0.5, cut_slack=0.0, token_healing=False))
     p_ids, s_ids = _split(prompt, fmt)
     assert 0 < len(p_ids) <= 20 and 0 < len(s_ids) <= 20
     assert line.endswith(tok.decode(p_ids)) and line.startswith(tok.decode(s_ids))
@@ -137,7 +138,7 @@ def test_consecutive_keystrokes_keep_the_prefix_cut(tokenizers):
     prompt shares all of the previous prefix up to the edit point."""
     tok = tokenizers["starcoder"]
     fmt = detect_format(tok)
-    cfg = PromptConfig(budget=120, prefix_share=0.75, cut_slack=0.25)
+    cfg = PromptConfig(budget=120, prefix_share=0.75, cut_slack=0.25, token_healing=False)
     typed = "result = compute(alpha, beta)"
     prev, hint, cuts = None, None, []
     for n in range(len(typed) + 1):
@@ -155,9 +156,9 @@ def test_consecutive_keystrokes_keep_the_prefix_cut(tokenizers):
 def test_tiny_and_zero_shares(tokenizers):
     tok = tokenizers["qwen"]
     fmt = detect_format(tok)
-    prompt = build_prompt(tok, fmt, LONG_FILE, LONG_FILE, PromptConfig(budget=1, prefix_share=1.0))
+    prompt = build_prompt(tok, fmt, LONG_FILE, LONG_FILE, PromptConfig(budget=1, prefix_share=1.0, token_healing=False))
     assert _split(prompt, fmt) == (_split(prompt, fmt)[0], []) and len(_split(prompt, fmt)[0]) == 1
-    prompt = build_prompt(tok, fmt, LONG_FILE, LONG_FILE, PromptConfig(budget=10, prefix_share=0.0))
+    prompt = build_prompt(tok, fmt, LONG_FILE, LONG_FILE, PromptConfig(budget=10, prefix_share=0.0, token_healing=False))
     p_ids, s_ids = _split(prompt, fmt)
     assert p_ids == [] and 0 < len(s_ids) <= 10
 
@@ -166,3 +167,20 @@ def test_config_validation():
     for bad in (PromptConfig(budget=0), PromptConfig(prefix_share=1.5), PromptConfig(cut_slack=1.0)):
         with pytest.raises(ConfigError):
             bad.validate()
+
+
+@pytest.mark.parametrize("order", ["psm", "spm"])
+def test_token_healing_leaves_the_last_prefix_token_to_the_model(tokenizers, order):
+    tok = tokenizers["starcoder"]
+    fmt = detect_format(tok)
+    prefix, suffix = "def add(a, b):\n    return ", "\n\nprint(add(1, 2))\n"
+    plain = build_prompt(tok, fmt, prefix, suffix, PromptConfig(order=order, token_healing=False))
+    healed = build_prompt(tok, fmt, prefix, suffix, PromptConfig(order=order))
+    last = tok.encode(prefix)[-1]
+    assert healed.heal == tok.decode([last]) and prefix.endswith(healed.heal) and healed.heal
+    assert healed.prefix_tokens == plain.prefix_tokens - 1
+    expected = list(plain.ids)
+    del expected[len(expected) - 1 if order == "spm" else plain.prefix_tokens]  # [PRE, p_1..p_n, SUF, ...]
+    assert healed.ids == expected
+    empty = build_prompt(tok, fmt, "", suffix, PromptConfig(order=order))
+    assert empty.heal == "" and empty.prefix_tokens == 0

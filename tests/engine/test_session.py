@@ -17,7 +17,8 @@ from umbra.errors import Cancelled, ConfigError, SessionError
 FILE = "".join(CODE_SNIPPETS)
 CURSOR = FILE.index("    return a + b") + len("    return ")
 PREFIX, SUFFIX = FILE[:CURSOR], FILE[CURSOR:]
-CFG = EngineConfig(prompt=PromptConfig(budget=256), stop=StopConfig(max_tokens=8, multiline=True,
+# token healing off: these tests pin stop rules and reuse to exact token counts (healing has its own)
+CFG = EngineConfig(prompt=PromptConfig(budget=256, token_healing=False), stop=StopConfig(max_tokens=8, multiline=True,
                                                                       stop_at_block_end=False))
 
 
@@ -178,3 +179,27 @@ async def test_typing_in_a_file_larger_than_the_budget_reruns_only_the_tail(engi
             r = await s.complete(before + typed, after)
             assert r.prompt_tokens > 200
             assert r.recomputed_tokens <= suffix_budget + 6, (typed, r.recomputed_tokens)
+
+
+async def test_token_healing_regenerates_the_last_prefix_token(client_model, local_middle):
+    """The cursor after "return ": the first generated token starts with the healed text (never a
+    stop: the document holds that text), and the completion is what follows it."""
+    healing = dataclasses.replace(CFG, prompt=PromptConfig(budget=256))
+    prefix, suffix = "def add(a, b):\n    return ", "\n\nprint(add(1, 2))\n"
+    heal = client_model.tokenizer.decode(client_model.tokenizer.encode(prefix)[-1:])
+    result = await CompletionEngine.split(client_model, local_middle, healing).complete(prefix, suffix)
+    generated = client_model.tokenizer.decode(list(result.tokens))
+    assert result.tokens and generated.startswith(heal)
+    assert result.prompt_tokens == len(client_model.tokenizer.encode(prefix)) + len(
+        client_model.tokenizer.encode(suffix)) + 3 - 1  # three FIM markers, minus the healed token
+    eos = client_model.tokenizer.token_id("<|endoftext|>")
+    stopped = await CompletionEngine.split(_biased(client_model, eos, 100.0), local_middle, healing).complete(
+        prefix, suffix)
+    assert (stopped.stop_reason, len(stopped.tokens)) == ("eos", 1)  # one token re-creates the heal first
+    first = client_model.tokenizer.decode(list(stopped.tokens))
+    assert first.startswith(heal) and stopped.text == first[len(heal):]
+    favoured = client_model.tokenizer.encode("\n")[0]  # a token that does not start with the healed text
+    assert not client_model.tokenizer.decode([favoured]).startswith(heal)
+    steered = await CompletionEngine.split(_biased(client_model, favoured, 100.0), local_middle, healing).complete(
+        prefix, suffix)
+    assert steered.tokens[0] != favoured

@@ -54,3 +54,18 @@ def test_missing_or_broken_tokenizer_is_a_config_error(tmp_path):
     (tmp_path / "tokenizer.json").write_text("{not json")
     with pytest.raises(ConfigError, match="cannot read"):
         ClientTokenizer.from_dir(tmp_path)
+
+
+def test_ids_starting_with_is_the_same_set_in_private_order(tmp_path):
+    """Token healing's constraint: the ids whose text extends a string, in either id space."""
+    from umbra.privacy.ltokenizer import Permutation
+
+    build_tiny_tokenizer(tmp_path, "starcoder")
+    public = ClientTokenizer.from_dir(tmp_path)
+    mask = public.ids_starting_with(" ", public.size)
+    assert mask.any() and all(public.decode([i]).startswith(" ") for i in mask.nonzero().flatten().tolist())
+    assert not public.ids_starting_with("", public.size).any()
+    perm = Permutation.random(public.size)
+    private = public.with_permutation(perm)
+    pmask = private.ids_starting_with(" ", public.size)
+    assert sorted(perm.to_public(pmask.nonzero().flatten().tolist())) == mask.nonzero().flatten().tolist()

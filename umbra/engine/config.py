@@ -20,6 +20,10 @@ class PromptConfig:
     # "auto": SPM where the model was trained on it (prefix last, so typing reuses the cache),
     # else PSM; "psm" / "spm" force an order (see fim.py).
     order: str = "auto"
+    # Token healing: drop the prompt's last prefix token and make the first generated token
+    # start with its text, so a cursor after "return " or "ret" completes the way the model
+    # tokenizes such text (" a", "return") instead of from an odd token boundary.
+    token_healing: bool = True
 
     def validate(self) -> None:
         if self.order not in ("auto", "psm", "spm"):

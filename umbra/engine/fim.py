@@ -89,6 +89,7 @@ class FimPrompt:
     prefix_cut: int  # characters dropped from the start of the prefix
     prefix_tokens: int  # context tokens of each side in the prompt
     suffix_tokens: int
+    heal: str = ""  # text of the prefix's last token, left out for the model to regenerate
 
 
 def build_prompt(tok: ClientTokenizer, fmt: FimFormat, prefix: str, suffix: str,
@@ -110,12 +111,17 @@ def build_prompt(tok: ClientTokenizer, fmt: FimFormat, prefix: str, suffix: str,
         p_alloc, s_alloc = p_share, budget - p_share
     cut, p_ids = _cut_prefix(tok, prefix, tail_start, p_ids, p_offs, p_alloc, cfg.cut_slack, cut_hint)
     s_ids = _cut_suffix(tok, s_head, s_ids, s_offs, s_alloc)
+    heal = ""
+    if cfg.token_healing and p_ids:
+        last = tok.decode(p_ids[-1:])
+        if last and "\ufffd" not in last and prefix.endswith(last):  # whole characters only
+            heal, p_ids = last, p_ids[:-1]
     head = [fmt.bos_id] if fmt.bos_id is not None else []
     if fmt.uses_spm(cfg.order):
         ids = head + [fmt.prefix_id, fmt.suffix_id, *s_ids, fmt.middle_id, *p_ids]
     else:
         ids = head + [fmt.prefix_id, *p_ids, fmt.suffix_id, *s_ids, fmt.middle_id]
-    return FimPrompt(ids, cut, len(p_ids), len(s_ids))
+    return FimPrompt(ids, cut, len(p_ids), len(s_ids), heal)
 
 
 def _line_start_before(text: str, pos: int) -> int:

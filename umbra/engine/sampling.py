@@ -36,9 +36,10 @@ class Sampler:
         else:
             self.generator.manual_seed(cfg.seed)
 
-    def __call__(self, logits: torch.Tensor) -> int:
-        """logits [V] (last position) -> the chosen id."""
-        logits = logits.float().masked_fill(~self.allowed, float("-inf"))
+    def __call__(self, logits: torch.Tensor, allowed: torch.Tensor | None = None) -> int:
+        """logits [V] (last position) -> the chosen id; `allowed` narrows the eligible ids for
+        this one call (token healing), else the request's own mask applies."""
+        logits = logits.float().masked_fill(~(self.allowed if allowed is None else allowed), float("-inf"))
         if self.cfg.greedy:
             return int(torch.argmax(logits))
         probs = torch.softmax(logits / self.cfg.temperature, dim=-1)

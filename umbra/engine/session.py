@@ -98,11 +98,11 @@ class CompletionSession:
                                   self._cut_hint)
             self._cut_hint = prompt.prefix_cut
             try:
-                return await self._generate(prompt.ids, prefix, suffix, cfg, cancel)
+                return await self._generate(prompt.ids, prompt.heal, prefix, suffix, cfg, cancel)
             except SessionError:  # evicted or lost by the cloud: start over once, in full
                 await self.runner.reset()
                 self._cached = []
-                result = await self._generate(prompt.ids, prefix, suffix, cfg, cancel)
+                result = await self._generate(prompt.ids, prompt.heal, prefix, suffix, cfg, cancel)
                 return _replace_evicted(result)
 
     async def close(self) -> None:
@@ -129,8 +129,11 @@ class CompletionSession:
         self._cached.extend(ids)
         return logits
 
-    async def _generate(self, ids: list[int], prefix: str, suffix: str, cfg: EngineConfig,
+    async def _generate(self, ids: list[int], heal: str, prefix: str, suffix: str, cfg: EngineConfig,
                         cancel: CancelToken) -> CompletionResult:
+        """Run the prompt, then sample. With token healing, the prompt lacks the prefix's last
+        token (text `heal`): the first sampled token must start with `heal`, and the completion
+        is the generated text after it."""
         t0 = time.perf_counter()
         self._cached = self._cached[: self.runner.length]  # after a failed step
         common = _common_prefix(self._cached, ids)
@@ -144,16 +147,19 @@ class CompletionSession:
         t1 = time.perf_counter()
 
         sampler = Sampler(cfg.sampling, self.allowed)
+        # Under healing the first token must re-create the healed text (the document holds it):
+        # only tokens extending it are eligible, not even a stop.
+        first = self.allowed & self.tokenizer.ids_starting_with(heal, self.allowed.numel()) if heal else None
         ctx = StopContext.from_cursor(prefix, suffix)
         generated: list[int] = []
         text, reason = "", None
         while reason is None:
-            next_id = sampler(logits)
+            next_id = sampler(logits, first if not generated else None)
             if next_id in self.fim.stop_ids:
                 reason = "eos"
                 break
             generated.append(next_id)
-            text = self.tokenizer.decode(generated)
+            text = self.tokenizer.decode(generated)[len(heal):]
             stop = check_text(text, ctx, cfg.stop)
             if stop is not None:
                 text, reason = text[: stop.cut], stop.reason

@@ -115,6 +115,33 @@ class ClientTokenizer:
         enc = self._text_tok.encode(text, add_special_tokens=False)
         return (enc.ids if self._perm is None else self._perm.to_private(enc.ids)), enc.offsets
 
+    def ids_starting_with(self, text: str, vocab_size: int) -> torch.Tensor:
+        """bool [vocab_size]: the (non-special) ids whose own text starts with `text` — token
+        healing's constraint on the first generated token."""
+        mask = torch.zeros(vocab_size, dtype=torch.bool)
+        if not text:
+            return mask
+        by_first = self._texts_by_first_char()
+        ids = [i for i, t in by_first.get(text[0], ()) if t.startswith(text) and i < vocab_size]
+        if ids:
+            mask[ids] = True
+        return mask
+
+    def _texts_by_first_char(self) -> dict[str, list[tuple[int, str]]]:
+        """First character -> [(client id, token text)] over every non-special token whose text
+        is whole characters (byte pieces of a multi-byte character are left out). Built once."""
+        if getattr(self, "_by_first", None) is None:
+            by_first: dict[str, list[tuple[int, str]]] = {}
+            specials = {i for i, t in self._tok.get_added_tokens_decoder().items() if t.special}
+            for public_id in range(self.size):
+                if public_id in specials:
+                    continue
+                text = self._tok.decode([public_id], skip_special_tokens=True)
+                if text and "\ufffd" not in text:
+                    by_first.setdefault(text[0], []).append((self._out(public_id), text))
+            self._by_first = by_first
+        return self._by_first
+
     def decode(self, ids: list[int]) -> str:
         """ids -> text, dropping special tokens."""
         if self._perm is not None:
