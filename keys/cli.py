@@ -12,20 +12,20 @@ from keys.errors import KeyStoreError
 from keys.store import DEFAULT_SERVICE, KeyStore
 
 
-def list_keys(service: str = DEFAULT_SERVICE, out=sys.stdout) -> int:
+def list_keys(service: str = DEFAULT_SERVICE, out=None) -> int:
     names = KeyStore(service).list()
     if not names:
-        print(f"no keys in the OS keyring for service {service!r}", file=out)
+        print(f"no keys in the OS keyring for service {service!r}", file=out or sys.stdout)
     for name in names:
-        print(name, file=out)
+        print(name, file=out or sys.stdout)
     return 0
 
 
-def rotate_bundle(bundle_dir: str | Path, service: str = DEFAULT_SERVICE, out=sys.stdout) -> int:
+def rotate_bundle(bundle_dir: str | Path, service: str = DEFAULT_SERVICE, out=None) -> int:
     from umbra.privacy.bundle import rotate_bundle_key
 
     old, new = rotate_bundle_key(bundle_dir, KeyStore(service))
-    print(f"rotated the permutation key of {bundle_dir}: key {old} -> {new} (old key deleted)", file=out)
+    print(f"rotated the permutation key of {bundle_dir}: key {old} -> {new} (old key deleted)", file=out or sys.stdout)
     return 0
 
 
@@ -46,15 +46,15 @@ def read_token(stream=None) -> str:
     return token
 
 
-def set_cloud_token(url: str, token: str, service: str = DEFAULT_SERVICE, out=sys.stdout) -> int:
+def set_cloud_token(url: str, token: str, service: str = DEFAULT_SERVICE, out=None) -> int:
     name = cloud_token_name(url)
     KeyStore(service).set(name, token.encode("utf-8"))
-    print(f"stored the token for {name[len(CLOUD_TOKEN_PREFIX):]} in the OS keyring (service {service!r})", file=out)
+    print(f"stored the token for {name[len(CLOUD_TOKEN_PREFIX):]} in the OS keyring (service {service!r})", file=out or sys.stdout)
     return 0
 
 
-def delete_cloud_token(url: str, service: str = DEFAULT_SERVICE, out=sys.stdout) -> int:
+def delete_cloud_token(url: str, service: str = DEFAULT_SERVICE, out=None) -> int:
     name = cloud_token_name(url)
     KeyStore(service).delete(name)
-    print(f"deleted the token for {name[len(CLOUD_TOKEN_PREFIX):]} from the OS keyring (service {service!r})", file=out)
+    print(f"deleted the token for {name[len(CLOUD_TOKEN_PREFIX):]} from the OS keyring (service {service!r})", file=out or sys.stdout)
     return 0

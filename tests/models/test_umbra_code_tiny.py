@@ -68,7 +68,7 @@ def test_ships_a_small_llama_in_hugging_face_format():
     middle = model.load_middle()
     n = sum(p.numel() for part in (model.encoder, middle, model.decoder) for p in part.parameters())
     assert n <= 30_000_000
-    assert list(model.plan.middle_range(model.spec.num_layers)) == [1, 2, 3, 4, 5]  # E=1, D=2
+    assert list(model.plan.middle_range(model.spec.num_layers)) == [1, 6]  # blocks [1, 6): E=1, D=2
 
 
 def test_model_card_names_data_licenses_tokens_hardware_and_evaluation():
