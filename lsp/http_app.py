@@ -24,7 +24,8 @@ from lsp.backend import Backend
 from lsp.errors import fault_for
 from lsp.routes import completions, health, sessions
 from lsp.settings import LocalSettings, get_settings
-from umbra.errors import ConfigError, UmbraError
+from umbra.errors import UmbraError
+from umbra.listen import listen_socket, validation_error_response
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
@@ -63,9 +64,7 @@ def install_handlers(app: FastAPI) -> None:
         return JSONResponse({"error": type(exc).__name__, "detail": fault.message}, status_code=fault.http_status)
 
     async def bad_request(request: Request, exc: Exception) -> JSONResponse:
-        errors = exc.errors() if isinstance(exc, RequestValidationError) else []
-        detail = "; ".join(f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg', '')}" for e in errors)
-        return JSONResponse({"error": "ValidationError", "detail": detail or "invalid request"}, status_code=422)
+        return validation_error_response(exc)
 
     app.add_exception_handler(UmbraError, umbra_error)
     app.add_exception_handler(RequestValidationError, bad_request)
@@ -84,19 +83,6 @@ def create_app(settings: LocalSettings | None = None, backend: Backend | None = 
     return app
 
 
-def bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(f"cannot listen on {host}:{port}: {exc}") from exc
-    sock.listen(128)
-    return sock
-
-
 def uvicorn_config(settings: LocalSettings, backend: Backend | None = None):
     import uvicorn
 
@@ -111,7 +97,7 @@ def run(settings: LocalSettings) -> int:
     if settings.host not in LOOPBACK:
         print(f"umbra serve: warning: listening on {settings.host} exposes completions to the network",
               file=sys.stderr)
-    sock = bind(settings.host, settings.port)
+    sock = listen_socket(settings.host, settings.port)
     holder: list[Backend] = []
     try:
         return asyncio.run(_serve(settings, sock, holder))

@@ -15,6 +15,7 @@ from server.auth import Unauthorized
 from umbra.errors import (
     ConfigError, SessionError, SessionEvicted, UmbraError, ValidationError, WireError,
 )
+from umbra.listen import validation_error_response
 from umbra.wire import FrameTooLarge
 
 log = logging.getLogger("umbra.cloud")
@@ -79,9 +80,7 @@ def install_handlers(app: FastAPI) -> None:
         return JSONResponse(error_body(exc), status_code=status_for(exc), headers=headers)
 
     async def bad_request(request: Request, exc: Exception) -> JSONResponse:
-        errors = exc.errors() if isinstance(exc, RequestValidationError) else []
-        detail = "; ".join(f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg', '')}" for e in errors)
-        return JSONResponse({"error": "ValidationError", "detail": detail or "invalid request"}, status_code=422)
+        return validation_error_response(exc)
 
     app.add_exception_handler(UmbraError, umbra_error)
     app.add_exception_handler(RequestValidationError, bad_request)

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from server.settings import CloudSettings
-from umbra.errors import ConfigError
+from umbra.listen import listen_socket
 
 # flag -> settings field (None values are left to the environment / defaults)
 _FLAGS = {
@@ -55,20 +55,6 @@ def settings_from_args(args: argparse.Namespace) -> CloudSettings:
     return CloudSettings(**overrides).check()
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(f"cannot listen on {host}:{port}: {exc}") from exc
-    sock.listen(128)
-    sock.set_inheritable(True)
-    return sock
-
-
 def uvicorn_config(settings: CloudSettings):
     """The uvicorn configuration of the service (also used by tests that serve it in a thread)."""
     import uvicorn
@@ -88,7 +74,7 @@ def uvicorn_config(settings: CloudSettings):
 
 
 def bind(settings: CloudSettings) -> socket.socket:
-    return _bind(settings.host, settings.port)
+    return listen_socket(settings.host, settings.port, inheritable=True)
 
 
 def exit_with_parent(server, parent_pid: int, interval: float = 1.0) -> threading.Thread:

@@ -23,7 +23,8 @@ import pytest_asyncio
 import uvicorn
 from lsp_helpers import Monolithic, refuses_connections, wait_until
 
-from lsp.http_app import bind, uvicorn_config
+from lsp.http_app import uvicorn_config
+from umbra.listen import listen_socket
 from lsp.options import CompletionOptions
 from lsp.settings import LocalSettings
 from server.launch import local_cloud_sync
@@ -40,7 +41,7 @@ SUFFIX = "\n\n\nprint(add(1, 2))\n"
 @contextmanager
 def serving(settings: LocalSettings):
     """The app under uvicorn in a thread of this process, on a real loopback socket."""
-    sock = bind("127.0.0.1", 0)
+    sock = listen_socket("127.0.0.1", 0)
     server = uvicorn.Server(uvicorn_config(settings))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
