@@ -13,19 +13,21 @@ from keys.store import DEFAULT_SERVICE, KeyStore
 
 
 def list_keys(service: str = DEFAULT_SERVICE, out=None) -> int:
+    out = out or sys.stdout  # at call time: a default bound at import outlives a redirected stdout
     names = KeyStore(service).list()
     if not names:
-        print(f"no keys in the OS keyring for service {service!r}", file=out or sys.stdout)
+        print(f"no keys in the OS keyring for service {service!r}", file=out)
     for name in names:
-        print(name, file=out or sys.stdout)
+        print(name, file=out)
     return 0
 
 
 def rotate_bundle(bundle_dir: str | Path, service: str = DEFAULT_SERVICE, out=None) -> int:
     from umbra.privacy.bundle import rotate_bundle_key
 
+    out = out or sys.stdout
     old, new = rotate_bundle_key(bundle_dir, KeyStore(service))
-    print(f"rotated the permutation key of {bundle_dir}: key {old} -> {new} (old key deleted)", file=out or sys.stdout)
+    print(f"rotated the permutation key of {bundle_dir}: key {old} -> {new} (old key deleted)", file=out)
     return 0
 
 
@@ -47,14 +49,16 @@ def read_token(stream=None) -> str:
 
 
 def set_cloud_token(url: str, token: str, service: str = DEFAULT_SERVICE, out=None) -> int:
+    out = out or sys.stdout
     name = cloud_token_name(url)
     KeyStore(service).set(name, token.encode("utf-8"))
-    print(f"stored the token for {name[len(CLOUD_TOKEN_PREFIX):]} in the OS keyring (service {service!r})", file=out or sys.stdout)
+    print(f"stored the token for {name[len(CLOUD_TOKEN_PREFIX):]} in the OS keyring (service {service!r})", file=out)
     return 0
 
 
 def delete_cloud_token(url: str, service: str = DEFAULT_SERVICE, out=None) -> int:
+    out = out or sys.stdout
     name = cloud_token_name(url)
     KeyStore(service).delete(name)
-    print(f"deleted the token for {name[len(CLOUD_TOKEN_PREFIX):]} from the OS keyring (service {service!r})", file=out or sys.stdout)
+    print(f"deleted the token for {name[len(CLOUD_TOKEN_PREFIX):]} from the OS keyring (service {service!r})", file=out)
     return 0
