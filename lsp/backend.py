@@ -34,7 +34,6 @@ from umbra.errors import (
     Cancelled,
     CloudRejected,
     CloudUnavailable,
-    ConfigError,
     UmbraError,
 )
 from umbra.middle.remote import RemoteMiddle
@@ -121,7 +120,7 @@ class Backend:
             if self.closed:  # shut down while the cloud was starting: stop it again
                 await asyncio.to_thread(self._stack.close)
                 return
-            self.middle = self.link.middle(self.model.spec.hidden_size)
+            self.middle = self.link.middle(self.model)
             await self._engine()
             self._report("ready", f"split inference through {self.link.describe()}")
         except CloudUnavailable as exc:
@@ -146,10 +145,7 @@ class Backend:
         if self.engine is None:
             async with self._connecting:
                 if self.engine is None:
-                    info = await self.middle.connect()
-                    expected = list(self.model.plan.middle_range(self.model.spec.num_layers))
-                    if list(info.get("layers", expected)) != expected:
-                        raise ConfigError(f"the cloud runs blocks {info['layers']}, this client's split needs {expected}")
+                    info = await self.middle.connect()  # checks the cloud runs our middle blocks
                     self.engine = CompletionEngine.split(self.model, self.middle, self.config,
                                                          context_length=info.get("max_seq_len"))
         return self.engine

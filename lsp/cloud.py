@@ -1,7 +1,7 @@
 """The cloud a client server completes through — always the real network path (DESIGN §2).
 
     link = await open_cloud(options, model, stack)    # CloudLink: url, token, certificate
-    middle = link.middle(model.spec.hidden_size)      # RemoteMiddle; the caller acloses it
+    middle = link.middle(model)                       # RemoteMiddle; the caller acloses it
     await reachable(link)                             # GET /healthz, for recovery after an outage
 
 `cloud.url` null: the real cloud service is started on 127.0.0.1 for the server's lifetime
@@ -45,8 +45,10 @@ class CloudLink:
         """The self-started service's exit status once it has died; None while it runs (or if remote)."""
         return None if self.local is None else self.local.process.poll()
 
-    def middle(self, hidden_size: int) -> RemoteMiddle:
-        return RemoteMiddle(self.url, self.token, hidden_size=hidden_size, verify=self.verify)
+    def middle(self, model: ClientModel) -> RemoteMiddle:
+        """A RemoteMiddle for `model`'s split (its connect checks the cloud runs those blocks)."""
+        return RemoteMiddle(self.url, self.token, hidden_size=model.spec.hidden_size, verify=self.verify,
+                            layers=model.plan.middle_range(model.spec.num_layers))
 
 
 def cloud_token(options: InitializationOptions) -> str:

@@ -266,6 +266,8 @@ async def test_unverified_tls_wrong_token_and_no_cloud(tiny_model_dirs):
             (dict(token=cloud.token), CloudUnavailable, "cloud unreachable"),  # self-signed, not trusted
             (dict(token=wrong, verify=cloud.verify), CloudRejected, "HTTP 401.*invalid bearer token"),
             (dict(token=cloud.token, verify=cloud.verify, hidden_size=32), ConfigError, "hidden size 64"),
+            (dict(token=cloud.token, verify=cloud.verify, layers=(2, 4)), ConfigError,
+             r"runs blocks \[1, 4\], this client's split needs \[2, 4\]"),  # 6 layers, default E=1, D=2
         ):
             middle = RemoteMiddle(cloud.base_url, **kwargs)
             with pytest.raises(error, match=match):

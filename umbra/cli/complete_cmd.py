@@ -166,13 +166,10 @@ async def _remote(model: ClientModel, config, prefix, suffix, url, token, verify
     from umbra.audit import audit_recording
     from umbra.middle.remote import RemoteMiddle
 
-    middle = RemoteMiddle(url, token, hidden_size=model.spec.hidden_size, verify=verify)
+    middle = RemoteMiddle(url, token, hidden_size=model.spec.hidden_size, verify=verify,
+                          layers=model.plan.middle_range(model.spec.num_layers))
     try:
         info = await middle.connect()
-        expected = list(model.plan.middle_range(model.spec.num_layers))
-        if list(info.get("layers", expected)) != expected:
-            raise ConfigError(f"the cloud runs blocks {info['layers']}, this client's split needs {expected} "
-                              f"(match --encoder-blocks/--decoder-blocks to the cloud)")
         async with audit_recording(model, middle) as sent:  # records only when `umbra audit on`
             engine = CompletionEngine.split(model, sent, config, context_length=info.get("max_seq_len"))
             return await engine.complete(prefix, suffix)

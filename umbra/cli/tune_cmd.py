@@ -141,12 +141,10 @@ async def _tune(model, config: TuneConfig, out: Path, args, url, token):
 async def _remote(model, go, url, token, verify, args=None):
     from umbra.middle.remote import RemoteMiddle
 
-    middle = RemoteMiddle(url, token, hidden_size=model.spec.hidden_size, verify=verify)
+    middle = RemoteMiddle(url, token, hidden_size=model.spec.hidden_size, verify=verify,
+                          layers=model.plan.middle_range(model.spec.num_layers))
     try:
-        info = await middle.connect()
-        expected = list(model.plan.middle_range(model.spec.num_layers))
-        if list(info.get("layers", expected)) != expected:
-            raise ConfigError(f"the cloud runs blocks {info['layers']}, this bundle's split needs {expected}")
+        await middle.connect()
         if args is not None and args.cloud_lora:
             return await _with_cloud_lora(go, middle, url, token, verify, args)
         return await go(middle)

@@ -85,14 +85,16 @@ class RemoteMiddle:
     def __init__(self, base_url: str, token: str, *, wire_dtype: torch.dtype = torch.float32,
                  verify: str | Path | None = None, hidden_size: int | None = None, timeout: float = 120.0,
                  connect_timeout: float = 10.0, stream_max_tokens: int = 8,
-                 tap: Callable[[str, bytes], None] | None = None):
+                 tap: Callable[[str, bytes], None] | None = None, layers: tuple[int, int] | None = None):
         """`verify`: None = system CAs, or a PEM file to trust (e.g. `umbra cloud cert`'s cert.pem).
         `hidden_size`: expected C, checked against the cloud (fetched from /v1/info when None).
+        `layers`: the blocks [start, end) the client's split leaves to the cloud, checked too.
         `tap(direction, payload)`: sees every payload sent ("sent") or received ("received")."""
         if wire_dtype not in wire.FLOAT_DTYPES:
             raise ConfigError(f"wire_dtype must be float32, float16 or bfloat16, got {wire_dtype}")
         self.base_url = base_url.rstrip("/")
         self.wire_dtype, self.hidden_size = wire_dtype, hidden_size
+        self.layers = None if layers is None else list(layers)
         self.stream_max_tokens, self.connect_timeout, self.timeout = stream_max_tokens, connect_timeout, timeout
         self.tap = tap
         self.stats = WireStats()
@@ -156,13 +158,17 @@ class RemoteMiddle:
         return wire.decode(r.content, expect=expect).tensors[0]
 
     async def connect(self) -> dict:
-        """Fetch /v1/info once: protocol version, hidden size, limits (auth is checked here)."""
+        """Fetch /v1/info once: protocol version, hidden size, the blocks it runs, limits (auth is
+        checked here); ConfigError when the cloud does not fit this client."""
         if self.info is None:
             info = (await self._request("GET", "/v1/info")).json()
             if info.get("protocol") != wire.VERSION:
                 raise ConfigError(f"cloud speaks wire protocol {info.get('protocol')}, this client {wire.VERSION}")
             if self.hidden_size is not None and info["hidden_size"] != self.hidden_size:
                 raise ConfigError(f"cloud model has hidden size {info['hidden_size']}, the client {self.hidden_size}")
+            if self.layers is not None and list(info.get("layers", self.layers)) != self.layers:
+                raise ConfigError(f"the cloud runs blocks {info['layers']}, this client's split needs {self.layers} "
+                                  f"(match the client's encoder/decoder blocks to the cloud)")
             self.hidden_size, self.info = info["hidden_size"], info
         return self.info
 
