@@ -39,10 +39,11 @@ def run(args) -> int:
     from lsp.http_app import run as serve
     from lsp.settings import LocalSettings
     from umbra.errors import ConfigError
+    from umbra.listen import error_detail
 
     overrides = {field: getattr(args, flag) for flag, field in _FLAGS.items() if getattr(args, flag) is not None}
     try:
         settings = LocalSettings(**overrides)
     except SettingsError as exc:
-        raise ConfigError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
+        raise ConfigError(error_detail(exc.errors())) from None
     return serve(settings)

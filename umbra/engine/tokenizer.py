@@ -18,6 +18,8 @@ import torch
 
 from umbra.errors import ConfigError
 
+_HEAL_MASK_CACHE = 256  # token-healing masks kept per tokenizer (oldest dropped first)
+
 
 class ClientTokenizer:
     def __init__(self, tokenizer, eos_tokens: tuple[str, ...] = (), bos_token: str | None = None,
@@ -36,6 +38,8 @@ class ClientTokenizer:
         self.special_ids = frozenset(self._out(i) for i, tok in added.items() if tok.special)
         self.eos_ids = frozenset(i for i in map(self.token_id, eos_tokens) if i is not None)
         self.bos_id = self.token_id(bos_token) if bos_token else None
+        self._by_first: dict[str, list[tuple[int, str]]] | None = None  # token healing's index, built on use
+        self._heal_masks: dict[tuple[str, int], torch.Tensor] = {}  # (text, vocab size) -> mask
 
     @property
     def private(self) -> bool:
@@ -118,19 +122,22 @@ class ClientTokenizer:
     def ids_starting_with(self, text: str, vocab_size: int) -> torch.Tensor:
         """bool [vocab_size]: the (non-special) ids whose own text starts with `text` — token
         healing's constraint on the first generated token."""
-        mask = torch.zeros(vocab_size, dtype=torch.bool)
-        if not text:
-            return mask
-        by_first = self._texts_by_first_char()
-        ids = [i for i, t in by_first.get(text[0], ()) if t.startswith(text) and i < vocab_size]
-        if ids:
-            mask[ids] = True
+        key = (text, vocab_size)
+        mask = self._heal_masks.get(key)
+        if mask is None:  # the same few texts (a space, an indent, a dot) come back every keystroke
+            mask = torch.zeros(vocab_size, dtype=torch.bool)
+            ids = [i for i, t in self._texts_by_first_char().get(text[:1], ()) if t.startswith(text) and i < vocab_size]
+            if ids:
+                mask[ids] = True
+            if len(self._heal_masks) >= _HEAL_MASK_CACHE:
+                self._heal_masks.pop(next(iter(self._heal_masks)))
+            self._heal_masks[key] = mask
         return mask
 
     def _texts_by_first_char(self) -> dict[str, list[tuple[int, str]]]:
         """First character -> [(client id, token text)] over every non-special token whose text
         is whole characters (byte pieces of a multi-byte character are left out). Built once."""
-        if getattr(self, "_by_first", None) is None:
+        if self._by_first is None:
             by_first: dict[str, list[tuple[int, str]]] = {}
             specials = {i for i, t in self._tok.get_added_tokens_decoder().items() if t.special}
             for public_id in range(self.size):
