@@ -101,17 +101,19 @@ def _stream_seconds(metrics_text: str) -> tuple[float, float]:
     return out[0], out[1]
 
 
-async def step_anatomy(cloud, remote: RemoteMiddle, local: LocalMiddle, hidden: int, gap_s: float,
+async def step_anatomy(cloud, remote: RemoteMiddle, local: LocalMiddle, hidden: int, split_decode_ms: float,
                        steps: int = 200) -> dict[str, float]:
     """Median ms of one single-token middle step: LocalMiddle, and through the cloud back to back
-    and after `gap_s` of client-side busy work (what the client's own blocks take per token) —
-    each with the cloud's own time for the step (receive to reply, from its /metrics)."""
+    and after the client-side busy work of a split decode step (`split_decode_ms` minus the
+    LocalMiddle step: what the client's own blocks take per token, reported as "client") — each
+    cloud row with the cloud's own time for the step (receive to reply, from its /metrics)."""
     import httpx
 
     gen = torch.Generator().manual_seed(1)
     out = {}
     async with httpx.AsyncClient(base_url=cloud.base_url, headers={"Authorization": f"Bearer {cloud.token}"}) as http:
-        for name, middle, gap in (("local", local, 0.0), ("cloud", remote, 0.0), ("cloud_gap", remote, gap_s)):
+        for name, middle in (("local", local), ("cloud", remote), ("cloud_gap", remote)):
+            gap = out["client"] / 1000 if name == "cloud_gap" else 0.0
             sid = await middle.open_session()
             await middle.forward(torch.randn(1, 8, hidden, generator=gen), torch.arange(8)[None], sid)
             before = _stream_seconds((await http.get("/metrics")).text)
@@ -127,7 +129,9 @@ async def step_anatomy(cloud, remote: RemoteMiddle, local: LocalMiddle, hidden: 
             after = _stream_seconds((await http.get("/metrics")).text)
             await middle.close(sid)
             out[name] = statistics.median(times) * 1000
-            if name != "local":
+            if name == "local":
+                out["client"] = max(0.0, split_decode_ms - out["local"])
+            else:
                 out[name + "_server"] = (after[0] - before[0]) / max(1.0, after[1] - before[1]) * 1000
     return out
 
@@ -182,10 +186,8 @@ async def main_async(args) -> None:
         sample = (repo_root() / "examples" / "sample.py").read_text()
         engine = CompletionEngine.split(model, remote, EngineConfig(), context_length=info["max_seq_len"])
         typing = await typing_run(engine, sample, args.typing)
-        client_ms = statistics.median(results["b"]["decode"]) * 1000
-        anatomy = await step_anatomy(cloud, remote, local, spec.hidden_size, 0.0)
-        client_ms = max(0.0, client_ms - anatomy["local"])  # the client's own blocks per token
-        anatomy = await step_anatomy(cloud, remote, local, spec.hidden_size, client_ms / 1000)
+        anatomy = await step_anatomy(cloud, remote, local, spec.hidden_size,
+                                     statistics.median(results["b"]["decode"]) * 1000)
         await remote.aclose()
 
     med = {k: {m: statistics.median(v) * 1000 for m, v in r.items()} for k, r in results.items()}
@@ -208,7 +210,7 @@ async def main_async(args) -> None:
     a = anatomy
     print(f"\nanatomy of one decode step's middle (median ms): LocalMiddle {a['local']:.2f}; through the cloud "
           f"back to back {a['cloud']:.2f} (the cloud's own receive-to-reply time {a['cloud_server']:.2f}); through "
-          f"the cloud after {client_ms:.1f} ms of client work, as in (c), {a['cloud_gap']:.2f} (cloud's own "
+          f"the cloud after {a['client']:.1f} ms of client work, as in (c), {a['cloud_gap']:.2f} (cloud's own "
           f"{a['cloud_gap_server']:.2f})")
     recomputed = [r for _, r, _ in typing]
     latency = [s * 1000 for _, _, s in typing]
