@@ -70,3 +70,21 @@ def test_cli_rejects_a_model_below_the_layer_floor(tiny_corpus, tmp_path, capsys
     args[args.index("--layers") + 1] = "2"
     assert main(args) == 2
     assert "layers" in capsys.readouterr().err
+
+
+def test_cli_resume_of_a_bf16_run_in_fp32_is_recorded(tiny_corpus, tmp_path, capsys):
+    """`--resume --fp32` continues a bf16-autocast run in fp32 and records where it switched."""
+    from umbra.training.card import _precision
+    from umbra.training.checkpoint import load_checkpoint
+
+    corpus, tok = tiny_corpus
+    out = tmp_path / "run"
+    bf16 = [a for a in _args(corpus, tok, out, "--stop-at-step", "2") if a != "--fp32"]
+    assert main(bf16) == 0
+    assert load_checkpoint(out / "last.pt")["config"]["bf16"] is True
+    assert bf16[-2:] == ["--stop-at-step", "2"]
+    assert main(bf16[:-2] + ["--resume", "--fp32"]) == 0
+    cfg = load_checkpoint(out / "last.pt")["config"]
+    assert cfg["bf16"] is False and cfg["bf16_until_step"] == 2
+    assert _precision(cfg) == "bfloat16 autocast up to step 2, fp32 after it (a CPU without native bf16 matmul)"
+    assert _precision({"bf16": True}) == "bfloat16 autocast" and _precision({"bf16": False}) == "fp32"

@@ -36,6 +36,9 @@ def _pretrain(args: argparse.Namespace) -> int:
             setattr(saved, key, getattr(cfg, key))
         if args.total_tokens:  # explicit: extend (or shorten) the cosine schedule of the run
             saved.total_tokens = args.total_tokens
+        if args.fp32 and saved.bf16:  # explicit: continue in fp32 (e.g. a CPU without native bf16 matmul)
+            saved.bf16 = False
+            saved.bf16_until_step = load_checkpoint(cfg.out_dir / CHECKPOINT_NAME)["state"]["step"]
         cfg = saved
     result = pretrain(cfg, resume=args.resume)
     print(json.dumps({"step": result.state.step, "tokens_seen": result.state.tokens_seen,
@@ -81,7 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "re-targets the cosine schedule of the run")
     common.add_argument("--lr", type=float, default=d.lr)
     common.add_argument("--warmup-steps", type=int, default=d.warmup_steps)
-    common.add_argument("--fp32", action="store_true", help="disable bfloat16 autocast")
+    common.add_argument("--fp32", action="store_true", help="disable bfloat16 autocast (with --resume: continue a bf16 run in fp32)")
     common.add_argument("--threads", type=int, default=d.threads)
     common.add_argument("--eval-every", type=int, default=d.eval_every_steps)
     common.add_argument("--checkpoint-minutes", type=float, default=d.checkpoint_minutes)

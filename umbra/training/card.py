@@ -39,6 +39,14 @@ def _param_count(cfg: dict) -> int:
     return n * block + v * h * (1 if cfg.get("tie_word_embeddings") else 2) + h
 
 
+def _precision(tc: dict) -> str:
+    """The run's numeric precision, including a bf16 run continued in fp32 (`--fp32` on resume)."""
+    until = tc.get("bf16_until_step")
+    if until is not None:
+        return f"bfloat16 autocast up to step {until:,}, fp32 after it (a CPU without native bf16 matmul)"
+    return "bfloat16 autocast" if tc["bf16"] else "fp32"
+
+
 def _data_section(summary: dict) -> list[str]:
     out = ["| source | language | license | files | bytes |", "|---|---|---|---:|---:|"]
     for name, s in sorted(summary["sources"].items(), key=lambda kv: (kv[1]["lang"], kv[0])):
@@ -117,11 +125,12 @@ def render_card(inputs: CardInputs) -> str:
         f"{tc['fim']['spm_rate']:.1f}, character-level split points), {tc['batch_size']} × {m['context_length']}-token "
         f"blocks per step, AdamW (β {tc['beta1']}/{tc['beta2']}, weight decay {tc['weight_decay']}), peak lr "
         f"{tc['lr']:g} with {tc['warmup_steps']} warmup steps and cosine decay to {tc['lr'] * tc['min_lr_ratio']:g}, "
-        f"gradient clipping {tc['grad_clip']}, {'bfloat16 autocast' if tc['bf16'] else 'fp32'}, seed {tc['seed']}.", "",
+        f"gradient clipping {tc['grad_clip']}, {_precision(tc)}, seed {tc['seed']}.", "",
         f"- tokens seen: {st['tokens_seen']:,} ({st['step']:,} steps; schedule: {prov['total_steps']:,} steps, "
         f"{total_tokens:,} tokens)",
         f"- training wall time: {st['elapsed_s'] / 3600:.2f} h, summed over resumed runs",
-        f"- hardware: {hw['cpu']}, {hw['logical_cpus']} logical CPUs, {hw['torch_threads']} torch threads, no GPU",
+        f"- hardware: {hw['cpu']} (the export's machine; the run was resumed over several sessions on "
+        f"2-vCPU cloud VMs), {hw['logical_cpus']} logical CPUs, {hw['torch_threads']} torch threads, no GPU",
         "", f"![loss curves]({CURVES_NAME})" if (d / CURVES_NAME).exists() else "", "",
         "## Evaluation", "",
         f"`umbra eval lm` on the held-out {es.get('split', 'test')} split ({ev['seconds']:.0f} s): next-token "

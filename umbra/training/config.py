@@ -43,6 +43,9 @@ class TrainConfig:
     beta2: float = 0.95
     grad_clip: float = 1.0  # max global gradient norm
     bf16: bool = True  # bfloat16 autocast on CPU (fp32 master weights)
+    # Set when a bf16 run is resumed with --fp32 (a CPU without native bf16 matmul runs autocast
+    # ~50x slower): the step up to which the run used bf16 autocast. Recorded for the model card.
+    bf16_until_step: int | None = None
     threads: int = 2  # torch intra-op threads
     eval_every_steps: int = 1000  # validation cadence
     eval_tokens_per_lang: int = 100_000  # validation tokens per language (from the valid split)
