@@ -61,6 +61,10 @@ def _args(argv=None) -> argparse.Namespace:
     p.add_argument("--tune-steps", type=int, default=GridParams.tune_steps, help="STuning rows: steps before attacking")
     p.add_argument("--batch-size", type=int, default=GridParams.batch_size, help="tuning batch (blocks)")
     p.add_argument("--tune-lr", type=float, default=GridParams.tune_lr)
+    p.add_argument("--gradient-noise", type=float, default=GridParams.gradient_noise,
+                   help="'+noise' rows: σ of the noise on the sent gradient")
+    p.add_argument("--gradient-clip", type=float, default=GridParams.gradient_clip,
+                   help="'+noise' rows: per-sequence clip bound C of the sent gradient")
     p.add_argument("--block-length", type=int, default=128)
     p.add_argument("--public-blocks", type=int, default=512, help="public code blocks (train split) for the attacker")
     p.add_argument("--probe-epochs", type=int, default=ProbeConfig.epochs)
@@ -123,7 +127,15 @@ def render(cache: GridCache, grid: list[tuple[str, float | None]], attacks: list
 
 
 CONFIGS_LABEL = {"none": "no defence", "indvocab": "INDVocab only", "ltokenizer": "LTokenizer only",
-                 "both": "INDVocab + LTokenizer", "both+stuning": "both + STuning"}
+                 "both": "INDVocab + LTokenizer", "both+stuning": "both + STuning",
+                 "both+stuning+noise": "both + STuning, noised gradient",
+                 "both+stuning-local": "both + STuning, middle run locally"}
+
+
+def _noise_eps(params: GridParams) -> float:
+    from umbra.tuning.gradient_noise import GradientNoise
+
+    return GradientNoise(params.gradient_noise, params.gradient_clip).message_epsilon(1e-5)
 
 
 def _write(out: Path, body: str) -> None:
@@ -146,7 +158,7 @@ def main(argv=None) -> int:
     public = PublicModel(model_dir)
     params = GridParams(eval_blocks=args.eval_blocks, gradient_steps=args.gradient_steps, tune_steps=args.tune_steps,
                         batch_size=args.batch_size, context_length=args.block_length, tune_lr=args.tune_lr,
-                        seed=args.seed)
+                        gradient_noise=args.gradient_noise, gradient_clip=args.gradient_clip, seed=args.seed)
     corpus = CorpusSample(args.corpus, "train", block_length=args.block_length, blocks=args.public_blocks, seed=args.seed)
     probe = ProbeConfig(window=args.probe_window, hidden=args.probe_hidden, epochs=args.probe_epochs, seed=args.seed)
     suite_cfg = SuiteConfig(corpus=corpus, attacks=ATTACKS + YARDSTICKS, probe=probe)
@@ -179,7 +191,11 @@ def main(argv=None) -> int:
         f"the held-out `test` split (one block per file), and split fine-tuning (umbra.tuning.tune, lr "
         f"{params.tune_lr:g}) on the `test` split in batches of {params.batch_size} × {args.block_length}: "
         f"attack (e) sees {params.gradient_steps} steps' gradients — the first steps of tuning, or for "
-        f"STuning rows the last of {params.tune_steps} steps, after which the tuned client sends the prompts; attacker's public code: {args.public_blocks} blocks of the `train` split; "
+        f"STuning rows the last of {params.tune_steps} steps, after which the tuned client sends the prompts; "
+        f"'noised gradient' rows clip each sequence's sent gradient to C = {params.gradient_clip:g} and add "
+        f"N(0, (σC)²) with σ = {params.gradient_noise:g} (per message ε = {_noise_eps(params):.3g} at δ = 1e-5), "
+        f"'middle run locally' rows tune through the public middle on the client (no gradient sent: (e) —); "
+        f"attacker's public code: {args.public_blocks} blocks of the `train` split; "
         f"probe: window ±{args.probe_window}, width {args.probe_hidden}, {args.probe_epochs} epochs; seed {args.seed}.",
         f"Clear gist: BLEU-1 ≥ {g.bleu} or ROUGE-1 ≥ {g.rouge1}. Cache key `{cache.run_key}`.",
     ])

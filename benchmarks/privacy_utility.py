@@ -26,6 +26,7 @@ import os
 import shutil
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +44,7 @@ from umbra.privacy.manifest import sha256_file  # noqa: E402
 from umbra.training.packing import eval_blocks, load_raw_tokenizer  # noqa: E402
 from umbra.tuning import TuneConfig, TuneData, clean_client, defended_client, tune  # noqa: E402
 from umbra.tuning.evaluate import fim_exact_match, next_token  # noqa: E402
+from umbra.tuning.gradient_noise import GradientNoise  # noqa: E402
 
 BEGIN, END = "<!-- utility-table:begin -->", "<!-- utility-table:end -->"
 
@@ -54,6 +56,10 @@ def parse_args(argv=None):
                    help="exported when --model has no weights")
     p.add_argument("--corpus-dir", type=Path, default=Path("data/corpus"))
     p.add_argument("--epsilons", default="1,4,13,27,256,1024,inf")
+    p.add_argument("--noise-epsilons", default="",
+                   help="also STune at these ε with the sent gradient clipped and noised (defence against (e))")
+    p.add_argument("--gradient-noise", type=float, default=0.1, help="σ of the noised-gradient rows")
+    p.add_argument("--gradient-clip", type=float, default=GradientNoise.clip_norm, help="C of the noised-gradient rows")
     p.add_argument("--h", type=float, default=0.25)
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--batch-size", type=int, default=4)
@@ -89,7 +95,8 @@ def resolve_base(args) -> tuple[Path, str]:
 
 def run_key(base: Path, args) -> str:
     params = {k: str(v) for k, v in sorted(vars(args).items()) if k not in ("work", "out", "label", "threads",
-                                                                          "model", "checkpoint", "epsilons")}
+                                                                          "model", "checkpoint", "epsilons",
+                                                                          "noise_epsilons")}
     params["base"] = sha256_file(base / "model.safetensors")
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -140,19 +147,22 @@ class Bench:
         return {"top1": correct / max(tokens, 1), "perplexity": math.exp(loss), "fim_em": exact / max(cases, 1),
                 "fim_cases": cases, "tokens": tokens, "languages": per}
 
-    def tune(self, client, cell: str) -> dict:
+    def tune(self, client, cell: str, noised: bool = False) -> dict:
+        config = self.config
+        if noised:
+            config = replace(config, gradient_noise=GradientNoise(self.args.gradient_noise, self.args.gradient_clip))
         out = self.work / "ckpt" / cell
         resume = (out / "tune.pt").is_file()
         t0 = time.perf_counter()
 
         def progress(r):
             if r.step % 25 == 0:
-                print(f"  {cell}: step {r.step}/{self.config.steps} loss {r.loss:.3f} {r.seconds:.2f} s/step",
+                print(f"  {cell}: step {r.step}/{config.steps} loss {r.loss:.3f} {r.seconds:.2f} s/step",
                       file=sys.stderr, flush=True)
 
         middle = LocalMiddle(self.middle_blocks)
-        result = asyncio.run(tune(client, middle, self.data, self.config, out_dir=out, resume=resume,
-                                  on_step=progress))
+        result = asyncio.run(tune(client, middle, self.data, config, out_dir=out, resume=resume,
+                                  on_step=progress, noise_seed=self.args.seed if noised else None))
         losses = [float(r["loss"]) for r in _csv(out / "tune_log.csv")]
         return {"steps": result.state.step, "tokens": result.state.tokens_seen, "tune_seconds": result.state.elapsed_s,
                 "wall_seconds_this_run": time.perf_counter() - t0,
@@ -200,14 +210,25 @@ def run(args) -> None:
         tuning = bench.tune(client, name)
         results.put(name, bench.evaluate(client) | {"tuning": tuning})
         shutil.rmtree(work / "ckpt" / name)
-    write_markdown(args, base_desc, key, epsilons, results.cells, bench)
+    noise_epsilons = [float(x) for x in args.noise_epsilons.split(",") if x.strip()]
+    for eps in noise_epsilons:
+        name = f"noir-{_eps_name(eps)}-noised"
+        if name in results.cells:
+            continue
+        print(f"ε = {_eps_name(eps)}, noised gradient", file=sys.stderr, flush=True)
+        client = defended_client(base, eps, args.h, seed=f"utility-{args.seed}-{_eps_name(eps)}")  # same table
+        tuning = bench.tune(client, name, noised=True)
+        results.put(name, bench.evaluate(client) | {"tuning": tuning})
+        shutil.rmtree(work / "ckpt" / name)
+    write_markdown(args, base_desc, key, epsilons, results.cells, bench, noise_epsilons)
 
 
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def write_markdown(args, base_desc: str, key: str, epsilons, cells: dict, bench: Bench) -> None:
+def write_markdown(args, base_desc: str, key: str, epsilons, cells: dict, bench: Bench,
+                   noise_epsilons=()) -> None:
     v, d = bench.spec.vocab_size, bench.spec.hidden_size
     cmd = "python benchmarks/privacy_utility.py " + " ".join(sys.argv[1:])
     lines = [f"### Results ({args.label}; run `{key}`)", "",
@@ -217,7 +238,10 @@ def write_markdown(args, base_desc: str, key: str, epsilons, cells: dict, bench:
              f"seed {args.seed}, train docs {'all' if not args.train_docs else args.train_docs}. "
              f"Eval: {args.eval_split} split, {args.eval_tokens:,} next-token tokens and {args.fim_lines} FIM lines "
              f"per language ({', '.join(bench.evals)}); greedy, ≤ {args.fim_max_tokens} tokens. "
-             f"INDVocab h = {args.h}, ε_i = ε/{d}.", "",
+             f"INDVocab h = {args.h}, ε_i = ε/{d}."
+             + (f" Noised-gradient rows: the same STuning with each sequence's sent gradient clipped to "
+                f"C = {args.gradient_clip:g} and N(0, (σC)²) added, σ = {args.gradient_noise:g}." if noise_epsilons else ""),
+             "",
              "| model | ε | ε_i = ε/d | guess bound | next-token top-1 | perplexity | FIM line EM | tuning loss (first → last 10 steps) |",
              "|---|---:|---:|---:|---:|---:|---:|---|"]
 
@@ -237,6 +261,9 @@ def write_markdown(args, base_desc: str, key: str, epsilons, cells: dict, bench:
     for eps in epsilons:
         row("NOIR untuned", eps, cells.get(f"noir-{_eps_name(eps)}-untuned"))
         row("**NOIR + STuning**", eps, cells.get(f"noir-{_eps_name(eps)}"))
+        if eps in noise_epsilons:
+            row(f"NOIR + STuning, noised gradient (σ = {args.gradient_noise:g})", eps,
+                cells.get(f"noir-{_eps_name(eps)}-noised"))
     block = "\n".join([BEGIN, *lines, END])
     text = args.out.read_text() if args.out.is_file() else ""
     if BEGIN in text and END in text:

@@ -77,3 +77,27 @@ def test_tune_cli_usage_errors(bundles, corpus_dir, keystore, capsys):
     assert "no tuning checkpoint" in capsys.readouterr().err
     assert main(["tune", "--bundle", str(b1), "--in-process", *flags, "--context-length", "1"]) == 2
     assert "context_length must be >= 2" in capsys.readouterr().err
+    assert main(["tune", "--bundle", str(b1), "--in-process", *flags, "--gradient-noise", "0.5"]) == 2
+    assert "--in-process sends none" in capsys.readouterr().err
+    assert main(["tune", "--bundle", str(b1), *flags, "--gradient-noise", "-1"]) == 2
+    assert "noise_multiplier" in capsys.readouterr().err
+
+
+def test_tune_cli_with_gradient_noise_through_a_cloud(bundles, base_dir, corpus_dir, keystore, capsys):
+    """--gradient-noise through a running cloud: the run states its per-message ε, finishes, and
+    its settings are recorded with the checkpoint (a resume keeps them)."""
+    import torch
+
+    from umbra.tuning import checkpoint as ckpt
+
+    b1 = bundles[0]
+    before = _client_tensors(b1)
+    with local_cloud_thread(base_dir, settings={"torch_threads": 1}) as cloud:
+        assert main(["tune", "--bundle", str(b1), "--cloud", cloud.base_url, "--token", cloud.token,
+                     *_flags(corpus_dir, keystore), "--gradient-noise", "0.5", "--gradient-clip", "0.01"]) == 0
+    out, err = capsys.readouterr()
+    assert "finished; tuned weights written to the bundle" in out
+    assert "noise σ = 0.5" in err and "-DP about its sequence" in err
+    saved = ckpt.load(b1 / "tuning" / ckpt.CHECKPOINT_NAME)["config"]["gradient_noise"]
+    assert saved == {"noise_multiplier": 0.5, "clip_norm": 0.01}
+    assert any(not torch.equal(_client_tensors(b1)[k], v) for k, v in before.items())

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from umbra.errors import ConfigError
 from umbra.tuning.config import TuneConfig
+from umbra.tuning.gradient_noise import GradientNoise
 
 _D = TuneConfig()
 
@@ -56,6 +57,12 @@ def register(sub) -> None:
     t.add_argument("--train-embedding", action="store_true",
                    help="also train the INDVocab table (its ε-IND guarantee then no longer covers the rows "
                         "in use; see docs/privacy/utility.md)")
+    g = p.add_argument_group("gradient noise (defence against label recovery from the sent gradient; "
+                             "docs/privacy/attacks.md, umbra/tuning/gradient_noise.py)")
+    g.add_argument("--gradient-noise", type=float, default=_D.gradient_noise.noise_multiplier, metavar="SIGMA",
+                   help="σ: clip each sequence's sent gradient to C and add N(0, (σC)²) (default: 0, exact)")
+    g.add_argument("--gradient-clip", type=float, default=_D.gradient_noise.clip_norm, metavar="C",
+                   help="per-sequence bound on the sent gradient (of its own mean token loss)")
     t.add_argument("--checkpoint-every", type=int, default=_D.checkpoint_every, help="steps between checkpoints")
     t.add_argument("--stop-at-step", type=int, default=None, help="stop early (checkpointed); schedule unchanged")
     p.add_argument("--threads", type=int, default=None,
@@ -66,6 +73,7 @@ def register(sub) -> None:
 def _config(args) -> TuneConfig:
     return TuneConfig(steps=args.steps, batch_size=args.batch_size, context_length=args.context_length, lr=args.lr,
                       warmup_steps=args.warmup_steps, seed=args.seed, train_embedding=args.train_embedding,
+                      gradient_noise=GradientNoise(args.gradient_noise, args.gradient_clip),
                       checkpoint_every=args.checkpoint_every, stop_at_step=args.stop_at_step).validate()
 
 
@@ -82,6 +90,8 @@ def run(args) -> int:
         raise ConfigError("--in-process runs without a cloud; drop --cloud/--token")
     if url and not token and not args.in_process:
         raise ConfigError("a cloud URL needs a token (--token or UMBRA_CLOUD_TOKEN)")
+    if args.in_process and args.gradient_noise > 0:
+        raise ConfigError("--gradient-noise protects the gradient sent to a cloud; --in-process sends none")
     if args.cloud_lora and (args.in_process or not url):
         raise ConfigError("--cloud-lora trains an adapter the cloud keeps for your token: give --cloud URL "
                           "(in-process, or a cloud started by this command, there is no cloud to keep it)")
@@ -94,6 +104,10 @@ def run(args) -> int:
     if args.resume:  # the checkpoint's own trajectory settings win; runtime knobs from the flags
         saved = TuneConfig.from_dict(ckpt.load(out / ckpt.CHECKPOINT_NAME)["config"])
         config = replace(saved, stop_at_step=config.stop_at_step, checkpoint_every=config.checkpoint_every)
+    if config.gradient_noise.enabled:
+        print(f"sent gradient: clipped to {config.gradient_noise.clip_norm:g} per sequence, noise σ = "
+              f"{config.gradient_noise.noise_multiplier:g}; each message is ({config.gradient_noise.message_epsilon():.3g}, "
+              "1e-05)-DP about its sequence given the client's weights (docs/privacy/attacks.md)", file=sys.stderr)
     model = ClientModel.from_bundle(args.bundle, args.model, store=KeyStore(args.service or DEFAULT_SERVICE))
     result = asyncio.run(_tune(model, config, out, args, None if args.in_process else url, token))
     bundle = model.bundle

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 
 from umbra.errors import ConfigError
 from umbra.training.config import FimConfig
+from umbra.tuning.gradient_noise import GradientNoise
 
 # May differ between a run and its resumption: they do not change the trajectory.
 RUNTIME_FIELDS = ("stop_at_step", "checkpoint_every")
@@ -30,6 +31,9 @@ class TuneConfig:
     # through the public middle and the (public-initialized) LM head, which can pull them back
     # toward the public geometry the cloud knows (docs/privacy/utility.md).
     train_embedding: bool = False
+    # Clip-and-noise of the gradient sent to the cloud (defence against label recovery, attack
+    # (e)); off by default (σ = 0). umbra/tuning/gradient_noise.py.
+    gradient_noise: GradientNoise = field(default_factory=GradientNoise)
     checkpoint_every: int = 50  # steps between checkpoints (also at the end and when stopped)
     stop_at_step: int | None = None  # stop early (checkpointed) at this step; schedule unchanged
 
@@ -47,6 +51,7 @@ class TuneConfig:
             raise ConfigError("need grad_clip > 0 and weight_decay >= 0")
         if self.stop_at_step is not None and self.stop_at_step < 0:
             raise ConfigError("stop_at_step must be >= 0")
+        self.gradient_noise.validate()
         return self
 
     def to_dict(self) -> dict:
@@ -55,7 +60,8 @@ class TuneConfig:
     @classmethod
     def from_dict(cls, d: dict) -> "TuneConfig":
         d = dict(d)
-        return cls(fim=FimConfig(**d.pop("fim")), **d)
+        noise = GradientNoise(**d.pop("gradient_noise", {}))  # absent in checkpoints made before it existed
+        return cls(fim=FimConfig(**d.pop("fim")), gradient_noise=noise, **d)
 
     def trajectory(self) -> dict:
         """The fields that determine the training trajectory (all but RUNTIME_FIELDS)."""

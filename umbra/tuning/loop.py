@@ -7,12 +7,13 @@ One step, for a batch of public ids mapped to private ids p = π(t) in memory:
     y = await middle.forward(h, positions, session)  cloud: middle blocks (no labels, no ids)
     loss = CE(decoder(y)[:, :-1], p[:, 1:])          client: logits and labels never leave
     g_y  = d loss / d y                              client: decoder backward
-    g_h  = await middle.backward(g_y, session)       cloud: recompute + backprop the middle
+    g_y' = clip + noise(g_y)  (only if configured)   client: umbra/tuning/gradient_noise.py
+    g_h  = await middle.backward(g_y', session)      cloud: recompute + backprop the middle
     h.backward(g_h)                                  client: encoder backward; clip; AdamW
 
 The cloud sees h, y's gradient and positions — never ids, labels, logits, π or client weights.
-No randomness is drawn inside a step, so the same seed, weights and data give the same weights
-through LocalMiddle and the cloud (tests/tuning). With `out_dir`, checkpoints resume exactly
+No randomness is drawn inside a step (except the gradient noise, from its own generator), so the
+same seed, weights and data give the same weights through LocalMiddle and the cloud (tests/tuning). With `out_dir`, checkpoints resume exactly
 (umbra/tuning/checkpoint.py: public row order, no π) and a CSV log is kept."""
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from umbra.tuning import checkpoint as ckpt
 from umbra.tuning.client import Tunable, fingerprint, select_trainable
 from umbra.tuning.config import TuneConfig
 from umbra.tuning.data import TuneData
+from umbra.tuning.gradient_noise import GradientNoise
 
 LOG_NAME = "tune_log.csv"
 
@@ -71,9 +73,11 @@ def _ordered(trainable: dict[str, torch.nn.Parameter]) -> dict[str, torch.nn.Par
     return {n: p for n, p in trainable.items() if p.dim() >= 2} | {n: p for n, p in trainable.items() if p.dim() < 2}
 
 
-async def split_step(client: Tunable, middle: Middle, session: str, ids: torch.Tensor) -> torch.Tensor:
+async def split_step(client: Tunable, middle: Middle, session: str, ids: torch.Tensor,
+                     noise: GradientNoise | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
     """Forward and backward of one batch of model-space ids [B, T] through the split model;
-    leaves gradients in the client's parameters and returns the (detached) loss."""
+    leaves gradients in the client's parameters and returns the (detached) loss. With `noise`
+    enabled the gradient sent to the middle is clipped and noised (`generator` draws it)."""
     b, t = ids.shape
     positions = torch.arange(t, dtype=torch.int64).expand(b, t)
     hidden = client.encoder(ids, positions)
@@ -82,14 +86,21 @@ async def split_step(client: Tunable, middle: Middle, session: str, ids: torch.T
     logits = client.decoder(out, positions)
     loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), ids[:, 1:].reshape(-1))
     loss.backward()
-    grad_in = await middle.backward(out.grad, session)
+    sent = out.grad
+    if noise is not None and noise.enabled:
+        if generator is None:
+            raise ConfigError("gradient noise needs its generator")
+        sent = noise.apply(sent, generator)
+    grad_in = await middle.backward(sent, session)
     hidden.backward(grad_in)
     return loss.detach()
 
 
 class _Run:
-    def __init__(self, client: Tunable, middle: Middle, data: TuneData, config: TuneConfig, out_dir: Path | None):
+    def __init__(self, client: Tunable, middle: Middle, data: TuneData, config: TuneConfig, out_dir: Path | None,
+                 noise_seed: int | None = None):
         self.client, self.middle, self.data, self.config, self.out_dir = client, middle, data, config, out_dir
+        self.noise_generator = config.gradient_noise.generator(noise_seed) if config.gradient_noise.enabled else None
         self.trainable = _ordered(select_trainable(client, config.train_embedding))
         self.params = list(self.trainable.values())
         self.optimizer = make_optimizer(self.trainable, config)
@@ -127,7 +138,7 @@ class _Run:
             group["lr"] = lr
         t0 = time.perf_counter()
         try:
-            loss = await split_step(self.client, self.middle, session, ids)
+            loss = await split_step(self.client, self.middle, session, ids, cfg.gradient_noise, self.noise_generator)
             grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)
             self.optimizer.step()
         finally:
@@ -142,19 +153,22 @@ class _Run:
 async def tune(client: Tunable, middle: Middle, data: TuneData, config: TuneConfig, *,
                out_dir: str | Path | None = None, resume: bool = False,
                stop: Callable[[], bool] | None = None,
-               on_step: Callable[[StepReport], None] | None = None) -> TuneResult:
+               on_step: Callable[[StepReport], None] | None = None,
+               noise_seed: int | None = None) -> TuneResult:
     """STune `client` in place through `middle` on `data` for `config.steps` steps.
 
     `out_dir`: checkpoints (tune.pt) and tune_log.csv; None keeps everything in memory.
     `resume`: continue from out_dir's checkpoint (same client, data and trajectory settings).
     `stop()`: checked between steps; True ends the run (checkpointed, `interrupted`).
-    `on_step(report)`: called after every step (progress output; reports carry no tokens)."""
+    `on_step(report)`: called after every step (progress output; reports carry no tokens).
+    `noise_seed`: fixes the gradient noise (tests and benchmarks only — whoever knows the seed can
+    subtract the noise); by default each run seeds it from the OS CSPRNG."""
     config.validate(client.encoder.spec.max_position_embeddings)
     if middle.hidden_size != client.encoder.spec.hidden_size:
         raise ConfigError(f"the middle works on hidden size {middle.hidden_size}, the client on "
                           f"{client.encoder.spec.hidden_size}")
     out = Path(out_dir) if out_dir is not None else None
-    run = _Run(client, middle, data, config, out)
+    run = _Run(client, middle, data, config, out, noise_seed)
     if resume:
         if out is None:
             raise ConfigError("resume needs the run's out_dir")

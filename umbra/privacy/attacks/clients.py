@@ -27,6 +27,8 @@ class Defence:
     ltokenizer: bool = False  # secret permutation of the vocabulary
     stuning: bool = False  # client blocks split-fine-tuned (needs umbra.tuning)
     h: float = 0.25  # INDVocab temperature
+    gradient_noise: float = 0.0  # STuning: σ of the clip-and-noise on the sent gradient (0: exact)
+    tune_locally: bool = False  # STuning with the public middle run on the client: no gradient is sent
 
     @property
     def label(self) -> str:
@@ -36,7 +38,8 @@ class Defence:
         if self.ltokenizer:
             parts.append("LTokenizer")
         if self.stuning:
-            parts.append("STuning")
+            parts.append("STuning" + (" (middle run locally)" if self.tune_locally else
+                                      f" (gradient noise σ={self.gradient_noise:g})" if self.gradient_noise else ""))
         return " + ".join(parts) or "no defence"
 
     @property

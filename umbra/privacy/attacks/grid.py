@@ -4,8 +4,12 @@ A cell builds a simulated client with its defences and records, through a record
 evaluation blocks sent as inference prefills and the split fine-tuning loop (umbra.tuning.tune):
 rows without STuning send the prompts first (untuned client) and then run `gradient_steps`
 steps (the first steps of any tuning run); STuning rows tune for `tune_steps` steps, keep the
-last `gradient_steps` for the gradient attack, and then send the prompts from the tuned client. The suite runs on what the cloud recorded: attacks (a)–(d) and
-the baseline on the inference traffic, (e) on the tuning traffic. Results go to a JSON cache keyed by the model's fingerprint and the
+last `gradient_steps` for the gradient attack, and then send the prompts from the tuned client.
+Two STuning variants defend against (e): "+noise" clips and noises the sent gradient
+(umbra/tuning/gradient_noise.py; σ and C from GridParams), "-local" tunes through an unrecorded
+LocalMiddle (the client runs the public middle itself), so the cloud sees no tuning traffic and
+(e) has nothing to attack. The suite runs on what the cloud recorded: attacks (a)–(d) and the
+baseline on the inference traffic, (e) on the tuning traffic. Results go to a JSON cache keyed by the model's fingerprint and the
 run's parameters, one entry per cell, written after each cell — a rerun skips finished cells."""
 
 from __future__ import annotations
@@ -29,13 +33,16 @@ from umbra.privacy.attacks.recorder import RecordingMiddle
 from umbra.privacy.attacks.suite import AttackSuite
 from umbra.privacy.attacks.traffic import inference_traffic, tuning_traffic
 from umbra.privacy.indvocab import guess_bound
+from umbra.tuning.gradient_noise import GradientNoise
 
-CONFIGS = {  # name -> (INDVocab?, LTokenizer?, STuning?)
-    "none": (False, False, False),
-    "indvocab": (True, False, False),
-    "ltokenizer": (False, True, False),
-    "both": (True, True, False),
-    "both+stuning": (True, True, True),
+CONFIGS = {  # name -> (INDVocab?, LTokenizer?, STuning?, how the tuning gradient is protected)
+    "none": (False, False, False, None),
+    "indvocab": (True, False, False, None),
+    "ltokenizer": (False, True, False, None),
+    "both": (True, True, False, None),
+    "both+stuning": (True, True, True, None),
+    "both+stuning+noise": (True, True, True, "noise"),
+    "both+stuning-local": (True, True, True, "local"),
 }
 TRAINING_ATTACKS = ("gradient",)
 
@@ -48,6 +55,8 @@ class GridParams:
     batch_size: int = 4  # tuning batch (blocks)
     context_length: int = 128  # tuning block length
     tune_lr: float = 5e-4  # tuning peak learning rate
+    gradient_noise: float = 0.1  # "+noise" rows: σ of the sent gradient's noise (std σ·C)
+    gradient_clip: float = GradientNoise.clip_norm  # "+noise" rows: C, the per-sequence bound
     seed: int = 0  # client draws (table, π), evaluation sample, tuning data order
     protocol: int = 2  # bumped when a cell's procedure changes (invalidates cached cells)
 
@@ -72,9 +81,11 @@ def cell_key(config: str, epsilon: float | None) -> str:
     return f"{config}@{'-' if epsilon is None else ('inf' if math.isinf(epsilon) else f'{epsilon:g}')}"
 
 
-def defence_of(config: str, epsilon: float | None) -> Defence:
-    ind, lt, st = CONFIGS[config]
-    return Defence(indvocab_epsilon=epsilon if ind else None, ltokenizer=lt, stuning=st)
+def defence_of(config: str, epsilon: float | None, params: "GridParams | None" = None) -> Defence:
+    ind, lt, st, guard = CONFIGS[config]
+    sigma = (params or GridParams()).gradient_noise if guard == "noise" else 0.0
+    return Defence(indvocab_epsilon=epsilon if ind else None, ltokenizer=lt, stuning=st, gradient_noise=sigma,
+                   tune_locally=guard == "local")
 
 
 class GridCache:
@@ -101,20 +112,21 @@ def run_key(public: PublicModel, suite_key: str, params: GridParams) -> str:
     return hashlib.sha256(f"{public.fingerprint}|{suite_key}|{params.key()}".encode()).hexdigest()[:16]
 
 
-def tune_config(params: GridParams, stuning: bool):
+def tune_config(params: GridParams, stuning: bool, noise: bool = False):
     from umbra.tuning import TuneConfig
 
     steps = params.tune_steps if stuning else params.gradient_steps
+    guard = GradientNoise(params.gradient_noise, params.gradient_clip) if noise else GradientNoise()
     return TuneConfig(steps=steps, batch_size=params.batch_size, context_length=params.context_length,
                       lr=params.tune_lr, warmup_steps=min(10, steps // 5), seed=params.seed,
-                      checkpoint_every=steps)
+                      checkpoint_every=steps, gradient_noise=guard)
 
 
 def run_cell(public: PublicModel, suite: AttackSuite, config: str, epsilon: float | None,
              eval_blocks: np.ndarray, tune_data, params: GridParams) -> dict:
     """One cell's scores: {"attacks": {name: score json}, "epsilon", "guess_bound", "seconds",
     "tune_losses"}. `tune_data`: umbra.tuning.TuneData of the client's code (public ids)."""
-    defence = defence_of(config, epsilon)
+    defence = defence_of(config, epsilon, params)
     t0 = time.perf_counter()
     client = build_client(public.dir, defence, public.plan, seed=params.seed)
     middle = RecordingMiddle(LocalMiddle(public.middle))
@@ -126,14 +138,17 @@ def run_cell(public: PublicModel, suite: AttackSuite, config: str, epsilon: floa
 
     inference = None if defence.stuning else prompts()  # the untuned client's prompts
     middle.clear()
-    losses = asyncio.run(tuning_traffic(client, middle, tune_data, tune_config(params, defence.stuning),
-                                        record_last=params.gradient_steps))
+    tuning_middle = LocalMiddle(public.middle) if defence.tune_locally else middle  # local: the cloud sees none of it
+    losses = asyncio.run(tuning_traffic(client, tuning_middle, tune_data,
+                                        tune_config(params, defence.stuning, noise=defence.gradient_noise > 0),
+                                        record_last=params.gradient_steps, noise_seed=params.seed))
     training = middle.sequences()
     if inference is None:  # STuning: the tuned client's prompts
         inference = prompts()
     names = tuple(suite.attacks)
     scores = suite.run(inference, only=tuple(n for n in names if n not in TRAINING_ATTACKS)).to_json()
-    scores.update(suite.run(training, only=TRAINING_ATTACKS).to_json())
+    if training:  # nothing when the client tuned locally: no attack (e) to score
+        scores.update(suite.run(training, only=TRAINING_ATTACKS).to_json())
     eps = defence.epsilon
     return dict(config=config, label=defence.label, epsilon=None if epsilon is None else _eps_json(epsilon),
                 guess_bound=guess_bound(eps, public.vocab_size), attacks=scores,
