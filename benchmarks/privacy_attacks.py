@@ -5,6 +5,9 @@ defence configuration and ε, and the tables go into docs/privacy/attacks.md.
     python benchmarks/privacy_attacks.py --model models/umbra-code-tiny          # a finished model
     python benchmarks/privacy_attacks.py ... --configs none,both --epsilons 13,inf  # part of the grid
 
+The table shows every cell cached for the run's parameters, so runs with different --configs /
+--epsilons (e.g. the extra defences at a few ε only) add up to one table.
+
 Resumable: every finished cell is stored in <work-dir>/cache.json under a key of (model
 weights, attack settings, grid parameters); a rerun with the same parameters skips those cells
 and only computes the missing ones. The tables are regenerated from the cache each time and
@@ -25,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from umbra.errors import ConfigError  # noqa: E402
 from umbra.privacy.attacks.grid import (  # noqa: E402
-    CONFIGS, GridCache, GridParams, cell_key, cells, run_cell, run_key, tune_config,
+    CONFIGS, GridCache, GridParams, cell_key, cells, run_cell, run_key, table_rows, tune_config,
 )
 from umbra.privacy.attacks.metrics import GistThresholds  # noqa: E402
 from umbra.privacy.attacks.probe import ProbeConfig  # noqa: E402
@@ -180,10 +183,11 @@ def main(argv=None) -> int:
         cache.put(key, run_cell(public, suite, config, eps, eval_blocks, tune_data, params))
         rec = {k: round(v["recovery"], 3) for k, v in cache.cells[key]["attacks"].items()}
         print(f"{key}: {rec} ({cache.cells[key]['seconds']}s)", flush=True)
-    cmd = "python benchmarks/privacy_attacks.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+    cache.add_command("python benchmarks/privacy_attacks.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])))
     g = GistThresholds()
     header = "\n".join([
-        f"Command: `{cmd}`", "",
+        ("Command: " if len(cache.commands) == 1 else "Commands (their cells add up to this table): ")
+        + "; ".join(f"`{c}`" for c in cache.commands), "",
         f"Model: {model_note}; fingerprint `{public.fingerprint}`; split E={public.plan.encoder_blocks}, "
         f"D={public.plan.decoder_blocks} of {public.spec.num_layers} layers; hidden size d={public.spec.hidden_size}; "
         f"|V|={public.vocab_size}.",
@@ -199,7 +203,7 @@ def main(argv=None) -> int:
         f"probe: window ±{args.probe_window}, width {args.probe_hidden}, {args.probe_epochs} epochs; seed {args.seed}.",
         f"Clear gist: BLEU-1 ≥ {g.bleu} or ROUGE-1 ≥ {g.rouge1}. Cache key `{cache.run_key}`.",
     ])
-    _write(args.out, render(cache, grid, [a for a in ATTACKS + YARDSTICKS if a in suite_cfg.attacks], header))
+    _write(args.out, render(cache, table_rows(grid, cache.cells), [a for a in ATTACKS + YARDSTICKS if a in suite_cfg.attacks], header))
     print(f"wrote {args.out}")
     return 0
 

@@ -192,3 +192,23 @@ def test_grid_cells_are_cached_and_resumable(world, tmp_path):
     noisy = run_cell(public, suite, "both+stuning+noise", 4.0, blocks[:4], _tune_data(root, tune_config(params, True)),
                      params)
     assert noisy["attacks"]["gradient"]["tokens_scored"] == 2 * 2 * 31
+
+
+def test_table_rows_merge_runs_and_commands_are_kept(tmp_path):
+    """Cells from runs with other --configs/--epsilons join the table in a fixed order."""
+    import math
+
+    from umbra.privacy.attacks.grid import parse_cell_key, table_rows
+
+    cached = {"both+stuning-local@13": {}, "none@-": {}, "both@inf": {}}
+    rows = table_rows([("both", 4.0), ("both", 13.0)], cached)
+    assert rows == [("none", None), ("both", 4.0), ("both", 13.0), ("both", math.inf), ("both+stuning-local", 13.0)]
+    assert parse_cell_key("both+stuning+noise@1024") == ("both+stuning+noise", 1024.0)
+    with pytest.raises(Exception, match="unknown configuration"):
+        parse_cell_key("nope@1")
+    cache = GridCache(tmp_path / "c.json", "k")
+    cache.add_command("python a")
+    cache.add_command("python b")
+    cache.add_command("python a")
+    assert GridCache(tmp_path / "c.json", "k").commands == ["python a", "python b"]
+    assert GridCache(tmp_path / "c.json", "other").commands == []

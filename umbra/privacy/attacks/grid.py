@@ -81,6 +81,21 @@ def cell_key(config: str, epsilon: float | None) -> str:
     return f"{config}@{'-' if epsilon is None else ('inf' if math.isinf(epsilon) else f'{epsilon:g}')}"
 
 
+def parse_cell_key(key: str) -> tuple[str, float | None]:
+    config, _, eps = key.rpartition("@")
+    if config not in CONFIGS:
+        raise ConfigError(f"unknown configuration in cell {key!r}")
+    return config, None if eps == "-" else float(eps)
+
+
+def table_rows(requested: list[tuple[str, float | None]], cached: dict) -> list[tuple[str, float | None]]:
+    """The rows of the table: the requested cells plus every cell already in the cache (runs with
+    other --configs/--epsilons add rows), in CONFIGS order, then by ε (None first, ∞ last)."""
+    rows = set(requested) | {parse_cell_key(k) for k in cached}
+    order = list(CONFIGS)
+    return sorted(rows, key=lambda r: (order.index(r[0]), -1.0 if r[1] is None else r[1]))
+
+
 def defence_of(config: str, epsilon: float | None, params: "GridParams | None" = None) -> Defence:
     ind, lt, st, guard = CONFIGS[config]
     sigma = (params or GridParams()).gradient_noise if guard == "noise" else 0.0
@@ -100,8 +115,21 @@ class GridCache:
     def cells(self) -> dict:
         return self.data[self.run_key]
 
+    @property
+    def commands(self) -> list[str]:
+        """The commands that filled this run's cells, in order (the table lists them)."""
+        return self.data.setdefault("commands", {}).setdefault(self.run_key, [])
+
+    def add_command(self, command: str) -> None:
+        if command not in self.commands:
+            self.commands.append(command)
+            self._save()
+
     def put(self, key: str, value: dict) -> None:
         self.cells[key] = value
+        self._save()
+
+    def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True))
