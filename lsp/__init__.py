@@ -11,5 +11,7 @@ server (`umbra serve`), both over the split completion engine — never anything
     server.py     the pygls language server (stdio), `umbra/status` notifications
     settings.py   LocalSettings (UMBRA_LOCAL_*) of the HTTP server
     http_app.py   the FastAPI app: lifespan, error handlers, `run` under uvicorn
+    api_auth.py   who may call the HTTP API: a per-start bearer token in a user-only file, and
+                  loopback Host names only (DNS rebinding)
     routes/       /v1/completions, /v1/sessions/{id}, /healthz
 See docs/ARCHITECTURE.md ("Language server and local HTTP server")."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from lsprotocol.types import ErrorCodes, LSPErrorCodes
 
 from keys.errors import KeyStoreError
+from lsp.api_auth import MisdirectedHost, Unauthorized
 from umbra.errors import (
     Cancelled,
     CloudRejected,
@@ -44,6 +45,8 @@ class Fault:
 
 # Most specific class first: the first isinstance match wins.
 _TABLE: list[tuple[type[BaseException], int, int]] = [
+    (Unauthorized, LSPErrorCodes.RequestFailed, 401),  # local HTTP API only (lsp/api_auth.py)
+    (MisdirectedHost, LSPErrorCodes.RequestFailed, 421),
     (OptionsError, ErrorCodes.InvalidParams, 422),
     (Superseded, LSPErrorCodes.RequestCancelled, 409),
     (Cancelled, LSPErrorCodes.RequestCancelled, 499),

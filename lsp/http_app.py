@@ -6,7 +6,8 @@ connection) before the first request — or adopts one `run` has set up already,
 failure is one line, not a failed lifespan — and tears it down after the last; a set-up failure
 stops the server (a cloud that is merely unreachable does not: completions answer 503 until it
 is back). Errors map through lsp/errors.py: bad input 422, superseded 409, cloud unreachable
-503, cloud refused 502. Binds 127.0.0.1 unless told otherwise."""
+503, cloud refused 502, no or wrong API token 401, non-loopback Host 421. Binds 127.0.0.1 unless
+told otherwise; who may call it is lsp/api_auth.py's business (a token file made at each start)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,15 @@ import contextlib
 import signal
 import socket
 import sys
+from pathlib import Path
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from lsp.api_auth import ApiAuth, Unauthorized, default_token_file, new_token, remove_token_file, write_token_file
 from lsp.backend import Backend
+from lsp.deps import require_host, require_token
 from lsp.errors import fault_for
 from lsp.routes import completions, health, sessions
 from lsp.settings import LocalSettings, get_settings
@@ -55,13 +59,17 @@ async def lifespan(app: FastAPI):
     try:
         yield
     finally:
+        if app.state.token_file is not None:  # here, not after serve(): uvicorn re-raises SIGTERM on its way out
+            remove_token_file(app.state.token_file)
         await backend.aclose()
 
 
 def install_handlers(app: FastAPI) -> None:
     async def umbra_error(request: Request, exc: Exception) -> JSONResponse:
         fault = fault_for(exc)
-        return JSONResponse({"error": type(exc).__name__, "detail": fault.message}, status_code=fault.http_status)
+        headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
+        return JSONResponse({"error": type(exc).__name__, "detail": fault.message}, status_code=fault.http_status,
+                            headers=headers)
 
     async def bad_request(request: Request, exc: Exception) -> JSONResponse:
         return validation_error_response(exc)
@@ -70,23 +78,36 @@ def install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, bad_request)
 
 
-def create_app(settings: LocalSettings | None = None, backend: Backend | None = None) -> FastAPI:
+def api_auth(settings: LocalSettings) -> ApiAuth:
+    """A fresh token unless auth is off; the Host check whenever the server listens on loopback."""
+    return ApiAuth(token=new_token() if settings.auth else None, loopback_only=settings.host in LOOPBACK)
+
+
+def create_app(settings: LocalSettings | None = None, backend: Backend | None = None,
+               auth: ApiAuth | None = None, token_file: Path | None = None) -> FastAPI:
     """The ASGI app; `settings` overrides the environment (UMBRA_LOCAL_*) when given. `backend`:
-    one already started, which the app adopts (and closes at shutdown)."""
-    app = FastAPI(title="Umbra local completions", lifespan=lifespan, docs_url=None, redoc_url=None)
+    one already started, which the app adopts (and closes at shutdown). `auth`: who may call it
+    (default: `api_auth(settings)`, a fresh token, found in `app.state.auth.token`). `token_file`:
+    where `run` wrote that token; removed at shutdown."""
+    app = FastAPI(title="Umbra local completions", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url=None)
     if settings is not None:
         app.dependency_overrides[get_settings] = lambda: settings
     app.state.backend = backend
+    app.state.auth = auth or api_auth(settings or get_settings())
+    app.state.token_file = token_file
     install_handlers(app)
-    for module in (completions, sessions, health):
-        app.include_router(module.router)
+    for module in (completions, sessions):
+        app.include_router(module.router, dependencies=[Depends(require_token)])
+    app.include_router(health.router, dependencies=[Depends(require_host)])
     return app
 
 
-def uvicorn_config(settings: LocalSettings, backend: Backend | None = None):
+def uvicorn_config(settings: LocalSettings, backend: Backend | None = None, auth: ApiAuth | None = None,
+                   token_file: Path | None = None):
     import uvicorn
 
-    return uvicorn.Config(create_app(settings, backend), log_level="warning", lifespan="on",
+    return uvicorn.Config(create_app(settings, backend, auth, token_file), log_level="warning", lifespan="on",
                           access_log=False)  # URLs carry session ids: keep them out of logs
 
 
@@ -121,8 +142,17 @@ async def _serve(settings: LocalSettings, sock: socket.socket, holder: list) -> 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
     host, port = sock.getsockname()[:2]
-    print(f"umbra serve: listening on http://{host if ':' not in host else f'[{host}]'}:{port}",
-          file=sys.stderr, flush=True)
-    server = uvicorn.Server(uvicorn_config(settings, backend))  # the app adopts and closes the backend
-    await server.serve(sockets=[sock])
+    auth = api_auth(settings)
+    token_file = None
+    try:
+        if auth.token is not None:
+            token_file = write_token_file(settings.token_file or default_token_file(port), auth.token)
+        access = f"API token in {token_file}" if token_file else "no API token (--no-auth)"
+        print(f"umbra serve: listening on http://{host if ':' not in host else f'[{host}]'}:{port} ({access})",
+              file=sys.stderr, flush=True)
+        server = uvicorn.Server(uvicorn_config(settings, backend, auth, token_file))  # adopts and closes the backend
+        await server.serve(sockets=[sock])
+    finally:
+        if token_file is not None:
+            remove_token_file(token_file)
     return 0 if server.started else 2

@@ -39,6 +39,8 @@ class LocalSettings(BaseSettings):
     context_tokens: int = _G.context_tokens
     threads: int | None = None  # torch intra-op threads here and in a self-started cloud
     max_sessions: int = Field(16, ge=1)  # warm sessions kept (LRU); each holds one cloud session
+    auth: bool = True  # require the bearer token made at start (lsp/api_auth.py); false: anyone local
+    token_file: Path | None = None  # where that token is written (default $XDG_RUNTIME_DIR/umbra/serve-PORT.token)
 
     def options(self) -> InitializationOptions:
         """The backend's options (OptionsError on invalid values)."""

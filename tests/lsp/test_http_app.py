@@ -1,8 +1,9 @@
 """The local completion HTTP server under uvicorn on a free 127.0.0.1 port, driven with httpx,
 completing through the real cloud service: results equal the monolithic baseline, sessions reuse
 the prefix, bad input is 422, a newer request on a session makes the older 409, a client that
-disconnects cancels its completion, a dead cloud is 503. `umbra serve` runs the same with a
-self-started cloud and stops it on SIGTERM."""
+disconnects cancels its completion, a dead cloud is 503; no or a wrong API token is 401 and a
+foreign Host header 421. `umbra serve` runs the same with a self-started cloud, writes its API
+token to a user-only file, and stops the cloud and removes the file on SIGTERM."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import pytest_asyncio
 import uvicorn
 from lsp_helpers import Monolithic, refuses_connections, wait_until
 
+from lsp.api_auth import ApiAuth
 from lsp.http_app import uvicorn_config
 from umbra.listen import listen_socket
 from lsp.options import CompletionOptions
@@ -38,11 +40,14 @@ PREFIX = "import os\n\n\ndef add(a, b):\n    total = a + b\n    return "
 SUFFIX = "\n\n\nprint(add(1, 2))\n"
 
 
+API_TOKEN = secrets.token_urlsafe(32)
+
+
 @contextmanager
-def serving(settings: LocalSettings):
+def serving(settings: LocalSettings, token: str | None = API_TOKEN):
     """The app under uvicorn in a thread of this process, on a real loopback socket."""
     sock = listen_socket("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn_config(settings))
+    server = uvicorn.Server(uvicorn_config(settings, auth=ApiAuth(token, loopback_only=True)))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
@@ -74,10 +79,35 @@ def base_url(lsp_model_dir, secret_service):
             yield url
 
 
+def _authorized(url: str, timeout: float = 120, token: str = API_TOKEN) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=url, timeout=timeout, headers={"Authorization": f"Bearer {token}"})
+
+
 @pytest_asyncio.fixture(loop_scope="module")
 async def http(base_url):
-    async with httpx.AsyncClient(base_url=base_url, timeout=120) as client:
+    async with _authorized(base_url) as client:
         yield client
+
+
+async def test_no_or_a_wrong_token_is_401_and_healthz_needs_none(base_url):
+    port = base_url.rsplit(":", 1)[1]
+    async with httpx.AsyncClient(base_url=base_url, timeout=60) as anon:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {API_TOKEN}"},
+                        {"Authorization": API_TOKEN}):
+            r = await anon.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX}, headers=headers)
+            assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", r.text
+            assert "API token" in r.json()["detail"] and API_TOKEN not in r.text
+            assert (await anon.delete("/v1/sessions/x", headers=headers)).status_code == 401
+        assert (await anon.get("/healthz")).status_code == 200
+        for host in (f"localhost:{port}", f"[::1]:{port}", f"127.0.0.1:{port}"):
+            r = await anon.get("/healthz", headers={"Host": host})
+            assert r.status_code == 200, host
+        for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1.nip.io:{port}"):  # DNS rebinding
+            for path in ("/healthz", "/v1/completions"):
+                r = await anon.request("GET" if path == "/healthz" else "POST", path, headers={
+                    "Host": host, "Authorization": f"Bearer {API_TOKEN}"}, json={"prefix": "", "suffix": ""})
+                assert r.status_code == 421, (host, path, r.text)
+        assert (await anon.get("/openapi.json")).status_code == 404  # no schema endpoint either
 
 
 async def test_completion_equals_the_monolithic_result_and_sessions_reuse_the_prefix(http, mono):
@@ -141,7 +171,7 @@ async def test_a_newer_request_on_a_session_makes_the_older_409(http, mono):
 
 async def test_a_client_that_disconnects_cancels_its_completion(http, base_url, mono):
     before = (await http.get("/healthz")).json()["completions"].get("cancelled", 0)
-    async with httpx.AsyncClient(base_url=base_url, timeout=0.3) as impatient:
+    async with _authorized(base_url, timeout=0.3) as impatient:
         with pytest.raises(httpx.ReadTimeout):
             await impatient.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX, "session": "s-gone",
                                                           "maxTokens": 300})
@@ -163,8 +193,8 @@ async def test_deleting_a_session(http):
 async def test_an_unreachable_cloud_is_503_and_never_a_fallback(lsp_model_dir, secret_service):
     with local_cloud_sync(lsp_model_dir, settings={"torch_threads": 1}) as cloud, pytest.MonkeyPatch.context() as mp:
         mp.setenv(TOKEN_ENV, cloud.token)
-        with serving(_settings(lsp_model_dir, cloud.base_url)) as url:
-            async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+        with serving(_settings(lsp_model_dir, cloud.base_url, auth=False), token=None) as url:
+            async with httpx.AsyncClient(base_url=url, timeout=120) as http:  # --no-auth: no token needed
                 assert (await http.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX})).status_code == 200
                 cloud.kill()
                 r = await http.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX, "session": "s"})
@@ -176,15 +206,22 @@ async def test_an_unreachable_cloud_is_503_and_never_a_fallback(lsp_model_dir, s
 
 async def test_umbra_serve_with_a_self_started_cloud_stops_it_on_sigterm(lsp_model_dir, mono, tmp_path):
     log = tmp_path / "serve.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UMBRA_LOCAL_")}
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UMBRA_LOCAL_")} | {"XDG_RUNTIME_DIR": str(runtime)}
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "umbra.cli.main", "serve", "--port", "0", "--model",
                                  str(lsp_model_dir), "--threads", "1"], stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, cwd=repo_root(), env=env)
     try:
         wait_until(lambda: "listening on" in log.read_text() or proc.poll() is not None, 120, "umbra serve listening")
-        url = re.search(r"listening on (http://127\.0\.0\.1:\d+)", log.read_text()).group(1)
-        async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+        found = re.search(r"listening on (http://127\.0\.0\.1:(\d+)) \(API token in (\S+)\)", log.read_text())
+        url, port, token_file = found.group(1), found.group(2), found.group(3)
+        assert token_file == str(runtime / "umbra" / f"serve-{port}.token")
+        assert os.stat(token_file).st_mode & 0o777 == 0o600 and os.stat(runtime / "umbra").st_mode & 0o777 == 0o700
+        token = open(token_file).read().strip()
+        assert len(token) >= 40 and token not in log.read_text()
+        async with _authorized(url, token=token) as http:
             deadline = time.monotonic() + 240
             while not await _healthy(http):
                 assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
@@ -197,6 +234,7 @@ async def test_umbra_serve_with_a_self_started_cloud_stops_it_on_sigterm(lsp_mod
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == -signal.SIGTERM  # uvicorn shuts down gracefully, then re-raises it
         assert refuses_connections(cloud_url) and refuses_connections(url)
+        assert not os.path.exists(token_file)  # the token dies with the server
     finally:
         if proc.poll() is None:
             proc.kill()

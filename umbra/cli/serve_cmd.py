@@ -4,7 +4,11 @@ DELETE /v1/sessions/{id}, GET /healthz, on 127.0.0.1:8765 by default.
 Settings come from UMBRA_LOCAL_* variables (lsp/settings.py), overridden by these flags. With
 no cloud URL the real cloud service is started on 127.0.0.1 for the server's lifetime. A
 configured cloud's token comes from the OS keyring (`umbra keys cloud-token set URL`) or from
-the variable named by --token-env (default UMBRA_CLOUD_TOKEN); never from a flag."""
+the variable named by --token-env (default UMBRA_CLOUD_TOKEN); never from a flag.
+
+Every route but /healthz needs `Authorization: Bearer <token>`: a token made fresh at each start
+and written to a file only you can read (printed at start; default
+$XDG_RUNTIME_DIR/umbra/serve-PORT.token, deleted at shutdown). --no-auth drops it."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from pathlib import Path
 # flag -> LocalSettings field (None values are left to the environment / defaults)
 _FLAGS = {"host": "host", "port": "port", "model": "model_dir", "bundle": "bundle", "service": "keyring_service",
           "cloud": "cloud_url", "cloud_cert": "cloud_certificate", "token_env": "cloud_token_env",
-          "threads": "threads", "max_sessions": "max_sessions"}
+          "threads": "threads", "max_sessions": "max_sessions", "token_file": "token_file"}
 
 
 def register(sub) -> None:
@@ -30,6 +34,10 @@ def register(sub) -> None:
     p.add_argument("--token-env", metavar="VAR", default=None, help="variable holding the cloud token if the keyring has none")
     p.add_argument("--threads", type=int, default=None, help="torch threads here and in a self-started cloud")
     p.add_argument("--max-sessions", type=int, default=None, help="warm sessions kept (default 16)")
+    p.add_argument("--token-file", type=Path, default=None,
+                   help="where to write this run's API token (default $XDG_RUNTIME_DIR/umbra/serve-PORT.token)")
+    p.add_argument("--no-auth", action="store_true",
+                   help="no API token: any local user or process may request completions")
     p.set_defaults(func=run)
 
 
@@ -42,6 +50,8 @@ def run(args) -> int:
     from umbra.listen import error_detail
 
     overrides = {field: getattr(args, flag) for flag, field in _FLAGS.items() if getattr(args, flag) is not None}
+    if args.no_auth:
+        overrides["auth"] = False
     try:
         settings = LocalSettings(**overrides)
     except SettingsError as exc:

@@ -1,0 +1,46 @@
+"""lsp/api_auth.py: Host parsing for the rebinding check, and the token file only its user reads."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from lsp.api_auth import default_token_file, host_name, new_token, remove_token_file, write_token_file
+
+
+@pytest.mark.parametrize("header, name", [
+    ("127.0.0.1:8765", "127.0.0.1"), ("localhost", "localhost"), ("LOCALHOST:1", "localhost"),
+    ("[::1]:8765", "::1"), ("[::1]", "::1"), ("evil.example:80", "evil.example"), ("", ""),
+    ("127.0.0.1.nip.io:8765", "127.0.0.1.nip.io"),
+])
+def test_host_name(header, name):
+    assert host_name(header) == name
+
+
+def test_token_file_is_private_whatever_the_umask_and_is_replaced_atomically(tmp_path):
+    old = os.umask(0)
+    try:
+        path = write_token_file(tmp_path / "a" / "b" / "serve-1.token", "first")
+        write_token_file(path, "second")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert path.read_text() == "second\n" and os.listdir(path.parent) == ["serve-1.token"]
+    remove_token_file(path)
+    remove_token_file(path)  # already gone: fine
+    assert not path.exists()
+
+
+def test_default_token_file_prefers_the_runtime_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    assert default_token_file(8765) == tmp_path / "umbra" / "serve-8765.token"
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "missing"))
+    assert default_token_file(1).parent.parent.name == ".cache"
+
+
+def test_tokens_are_fresh_and_long():
+    tokens = {new_token() for _ in range(50)}
+    assert len(tokens) == 50 and min(map(len, tokens)) >= 40
