@@ -29,6 +29,7 @@ from lsp.cloud import CloudLink, open_cloud, reachable
 from lsp.errors import NotReady
 from lsp.options import InitializationOptions, ModelOptions
 from lsp.sessions import SessionPool
+from umbra.audit import AuditTap, audit_enabled
 from umbra.engine import ClientModel, CompletionEngine, CompletionResult, EngineConfig
 from umbra.errors import (
     Cancelled,
@@ -74,6 +75,7 @@ class Backend:
         self.link: CloudLink | None = None
         self.middle: RemoteMiddle | None = None
         self.engine: CompletionEngine | None = None
+        self.audit = None  # umbra.audit.AuditTap while `umbra audit on`: records what the cloud receives
         self.pool = SessionPool(max_sessions)
         self.counts: Counter[str] = Counter()  # completions "ok" / "cancelled" / "unreachable" / "failed"
         self.closed = False
@@ -121,6 +123,8 @@ class Backend:
                 await asyncio.to_thread(self._stack.close)
                 return
             self.middle = self.link.middle(self.model)
+            if audit_enabled():  # the encrypted store and its keyring key, before anything is sent
+                self.audit = AuditTap(self.model, self.middle)
             await self._engine()
             self._report("ready", f"split inference through {self.link.describe()}")
         except CloudUnavailable as exc:
@@ -146,7 +150,8 @@ class Backend:
             async with self._connecting:
                 if self.engine is None:
                     info = await self.middle.connect()  # checks the cloud runs our middle blocks
-                    self.engine = CompletionEngine.split(self.model, self.middle, self.config,
+                    sent = self.middle if self.audit is None else self.audit.middle
+                    self.engine = CompletionEngine.split(self.model, sent, self.config,
                                                          context_length=info.get("max_seq_len"))
         return self.engine
 
@@ -197,13 +202,19 @@ class Backend:
         except BaseException:
             self.counts["failed"] += 1
             raise
+        finally:
+            if self.audit is not None:
+                self.audit.flush_closed()
         self.counts["ok"] += 1
         self._recovered()
         return result
 
     async def forget(self, key: str) -> bool:
         """Close the key's session (document closed, HTTP DELETE); False if there was none."""
-        return await self.pool.close(key)
+        closed = await self.pool.close(key)
+        if self.audit is not None:
+            self.audit.flush_closed()
+        return closed
 
     # -- teardown ----------------------------------------------------------------------------
     async def aclose(self) -> None:
@@ -214,6 +225,8 @@ class Backend:
         if self._watcher is not None:
             self._watcher.cancel()
         await self.pool.close_all()
+        if self.audit is not None:
+            self.audit.close()
         if self.middle is not None:
             await self.middle.aclose()
         await asyncio.to_thread(self._stack.close)

@@ -86,3 +86,33 @@ async def test_bundle_truth_is_mapped_to_public_ids(base_dir, keystore, tmp_path
     assert PREFIX.strip() in public.decode(truth.tolist())  # public ids: the public tokenizer reads them
     private = np.asarray(model.bundle.permutation.to_private(truth))
     assert not np.array_equal(private, truth)
+
+
+async def test_a_tap_saves_each_session_once_it_closes_and_the_rest_at_close(base_dir, keystore, tmp_path):
+    """Long-running servers: a warm session's requests (prefix reuse) are saved as one sequence
+    when it closes; an open session stays in memory until the tap closes."""
+    from umbra.audit import AuditTap
+
+    model = ClientModel.load(base_dir)
+    store = AuditStore(tmp_path / "a", keystore)
+    tap = AuditTap(model, LocalMiddle(model.load_middle()), store)
+    engine = CompletionEngine.split(model, tap.middle, CONFIG)
+    warm, other = engine.new_session(), engine.new_session()
+    first = await warm.complete(PREFIX, SUFFIX)
+    second = await warm.complete(PREFIX + "p", SUFFIX)  # one keystroke: mostly reused
+    assert second.reused_tokens > 0
+    await other.complete("x = ", "")
+    tap.flush_closed()
+    assert store.paths() == []  # nothing closed yet
+    await warm.close()
+    tap.flush_closed()
+    (rec,) = store.records()
+    fresh = sum(int(q.fresh.sum()) for q in rec.sequences)  # one sequence per branch after a truncate
+    assert fresh == first.prompt_tokens + first.generated_tokens - 1 + second.recomputed_tokens + second.generated_tokens - 1
+    assert PREFIX.strip() in model.tokenizer.decode(rec.sequences[0].truth.tolist())
+    tap.flush_closed()
+    assert len(store.paths()) == 1  # saved once
+    tap.close()
+    tap.close()
+    assert len(store.paths()) == 2  # the still-open session, at close
+    assert "x =" in model.tokenizer.decode(store.records()[-1].sequences[0].truth.tolist())

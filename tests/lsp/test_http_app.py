@@ -204,6 +204,38 @@ async def test_an_unreachable_cloud_is_503_and_never_a_fallback(lsp_model_dir, s
                 assert health.status_code == 503 and health.json()["state"] == "unreachable"
 
 
+async def test_with_auditing_on_each_session_is_recorded_when_it_ends(lsp_model_dir, keystore, tmp_path, monkeypatch):
+    """`umbra audit on` covers the servers too: a session's traffic is saved (encrypted) when the
+    session is deleted, the rest at shutdown — the same recordings `umbra audit` reports on."""
+    from umbra.audit.store import AuditStore
+
+    monkeypatch.setenv("UMBRA_AUDIT", "1")
+    monkeypatch.setenv("UMBRA_AUDIT_DIR", str(tmp_path / "audit"))
+    monkeypatch.setenv("UMBRA_AUDIT_SERVICE", keystore.service)
+    store = AuditStore(tmp_path / "audit", keystore)
+    with local_cloud_sync(lsp_model_dir, settings={"torch_threads": 1}) as cloud:
+        monkeypatch.setenv(TOKEN_ENV, cloud.token)
+        with serving(_settings(lsp_model_dir, cloud.base_url)) as url:
+            async with _authorized(url) as http:
+                for prefix in (PREFIX, PREFIX + "t"):
+                    r = await http.post("/v1/completions", json={"prefix": prefix, "suffix": SUFFIX, "session": "a"})
+                    assert r.status_code == 200
+                assert (await http.post("/v1/completions", json={"prefix": "x = ", "suffix": "", "session": "b"})).status_code == 200
+                assert store.paths() == []  # sessions still open
+                assert (await http.delete("/v1/sessions/a")).status_code == 204
+                (first,) = store.records()
+                assert PREFIX.strip() in _decode(lsp_model_dir, first.sequences[0].truth)
+                assert first.meta["hidden_size"] > 0 and first.meta["wire_dtype"] == "torch.float32"
+        second = store.records()[-1]  # session "b", saved at shutdown
+        assert len(store.paths()) == 2 and "x =" in _decode(lsp_model_dir, second.sequences[0].truth)
+
+
+def _decode(model_dir, ids) -> str:
+    from umbra.engine import ClientModel
+
+    return ClientModel.load(model_dir).tokenizer.decode(ids.tolist())
+
+
 async def test_umbra_serve_with_a_self_started_cloud_stops_it_on_sigterm(lsp_model_dir, mono, tmp_path):
     log = tmp_path / "serve.log"
     runtime = tmp_path / "run"

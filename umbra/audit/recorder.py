@@ -4,6 +4,10 @@
         engine = CompletionEngine.split(model, middle, ...)
         await engine.complete(prefix, suffix)
 
+Long-running clients (the language server, `umbra serve`) hold an `AuditTap` instead: its
+`middle` records, `flush_closed()` saves the sessions that have closed since (after each
+completion), and `close()` saves the rest at shutdown — one encrypted file per flush.
+
 When auditing is on, the Middle is wrapped in a RecordingMiddle (the hidden states and positions
 exactly as the cloud receives them) and the client's encoder gets a hook that attaches the ids it
 ran — mapped to public ids through the bundle's π, in memory — as the truth of each forward.
@@ -39,6 +43,44 @@ def request_facts(model) -> dict:
     return facts
 
 
+class AuditTap:
+    """Records what `middle` sends for `model`'s completions and saves it to the AuditStore.
+    The store (and its keyring key) is made ready here, before anything is sent."""
+
+    def __init__(self, model, middle: Middle, store: AuditStore | None = None):
+        self.store = store or AuditStore()
+        self.store.prepare()
+        self.middle = RecordingMiddle(middle, keep_outputs=False)
+        wire_dtype = getattr(middle, "wire_dtype", None)
+        self.facts = request_facts(model) | {"wire_dtype": None if wire_dtype is None else str(wire_dtype)}
+        bundle = getattr(model, "bundle", None)
+        self._truth = truth_from_encoder(model.encoder, self.middle, None if bundle is None else bundle.permutation)
+        self._truth.__enter__()
+        self.closed = False
+
+    def _save(self, sequences) -> None:
+        sequences = [s for s in sequences if s.truth is not None]
+        if sequences:
+            path = self.store.save(self.facts, sequences)
+            log.info("audit: recorded %d sequence(s) in %s", len(sequences), path.name)
+
+    def flush_closed(self) -> None:
+        """Save the sessions that have closed (their whole history is known)."""
+        if not self.closed:
+            self._save(self.middle.take_closed())
+
+    def close(self) -> None:
+        """Save everything still held and stop recording. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self._save(self.middle.sequences())
+        finally:
+            self.middle.clear()
+            self._truth.__exit__(None, None, None)
+
+
 @contextlib.asynccontextmanager
 async def audit_recording(model, middle: Middle, *, enabled: bool | None = None,
                           store: AuditStore | None = None) -> AsyncIterator[Middle]:
@@ -46,17 +88,8 @@ async def audit_recording(model, middle: Middle, *, enabled: bool | None = None,
     if not (audit_enabled() if enabled is None else enabled):
         yield middle
         return
-    store = store or AuditStore()
-    store.prepare()
-    recorder = RecordingMiddle(middle, keep_outputs=False)
-    bundle = getattr(model, "bundle", None)
-    wire_dtype = getattr(middle, "wire_dtype", None)
+    tap = AuditTap(model, middle, store)
     try:
-        with truth_from_encoder(model.encoder, recorder, None if bundle is None else bundle.permutation):
-            yield recorder
+        yield tap.middle
     finally:
-        sequences = [s for s in recorder.sequences() if s.truth is not None]
-        if sequences:
-            facts = request_facts(model) | {"wire_dtype": None if wire_dtype is None else str(wire_dtype)}
-            path = store.save(facts, sequences)
-            log.info("audit: recorded %d sequence(s) in %s", len(sequences), path.name)
+        tap.close()

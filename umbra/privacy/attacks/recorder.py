@@ -93,6 +93,16 @@ class RecordingMiddle:
     def sequences(self) -> list[ObservedSequence]:
         return assemble(self.events)
 
+    def take_closed(self) -> list[ObservedSequence]:
+        """The sequences of every closed session, removed from the record (a long-running
+        client saves them as sessions end; open sessions keep their history for prefix reuse)."""
+        closed = {e.session for e in self.events if isinstance(e, CloseEvent)}
+        if not closed:
+            return []
+        done = [e for e in self.events if e.session in closed]
+        self.events = [e for e in self.events if e.session not in closed]
+        return assemble(done)
+
     def clear(self) -> None:
         self.events.clear()
 
