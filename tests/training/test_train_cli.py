@@ -88,3 +88,12 @@ def test_cli_resume_of_a_bf16_run_in_fp32_is_recorded(tiny_corpus, tmp_path, cap
     assert cfg["bf16"] is False and cfg["bf16_until_step"] == 2
     assert _precision(cfg) == "bfloat16 autocast up to step 2, fp32 after it (a CPU without native bf16 matmul)"
     assert _precision({"bf16": True}) == "bfloat16 autocast" and _precision({"bf16": False}) == "fp32"
+
+
+def test_native_bf16_reads_the_cpu_flags():
+    from pathlib import Path
+
+    from umbra.training.trainer import native_bf16
+
+    flags = Path("/proc/cpuinfo").read_text().split()
+    assert native_bf16() == ("avx512_bf16" in flags or "amx_bf16" in flags)
