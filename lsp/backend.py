@@ -12,13 +12,16 @@ request fails and nothing is sent any other way (invariant 2; there is no local 
 path here at all) — and back to "ready" when a completion succeeds again or a /healthz probe
 (every `probe_interval` seconds while unreachable) answers; "error" when set-up fails (model,
 bundle key, cloud token, a self-started cloud that does not start) or the cloud rejects our
-token. The mode is always "split"."""
+token. A self-started cloud that dies is started again (sessions dropped, "starting" →
+"ready"), up to MAX_RESTARTS times in RESTART_WINDOW_S; past that the state is "error". The
+mode is always "split"."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +42,9 @@ from umbra.errors import (
 )
 from umbra.middle.remote import RemoteMiddle
 from umbra.paths import default_model_dir
+
+MAX_RESTARTS = 3  # restarts of a self-started cloud allowed within RESTART_WINDOW_S
+RESTART_WINDOW_S = 600.0
 
 log = logging.getLogger("umbra.lsp")
 
@@ -85,6 +91,7 @@ class Backend:
         self._started = asyncio.Event()
         self._connecting = asyncio.Lock()
         self._watcher: asyncio.Task | None = None
+        self._restarts: list[float] = []  # monotonic times of self-started cloud restarts
 
     # -- status ------------------------------------------------------------------------------
     def _report(self, state: str, message: str) -> None:
@@ -98,7 +105,7 @@ class Backend:
         if self.status.state == "unreachable":
             return
         code = self.link.exit_status() if self.link else None
-        why = f"the self-started cloud exited (status {code}); restart the server" if code is not None else str(exc)
+        why = f"the self-started cloud exited (status {code}); restarting it" if code is not None else str(exc)
         self._report("unreachable", f"cloud unreachable: {why}. Completions are paused; Umbra never sends "
                                     f"your code any other way.")
         if self._watcher is None or self._watcher.done():
@@ -149,16 +156,26 @@ class Backend:
         if self.engine is None:
             async with self._connecting:
                 if self.engine is None:
-                    info = await self.middle.connect()  # checks the cloud runs our middle blocks
-                    sent = self.middle if self.audit is None else self.audit.middle
-                    self.engine = CompletionEngine.split(self.model, sent, self.config,
-                                                         context_length=info.get("max_seq_len"))
+                    await self._connect_engine()
         return self.engine
+
+    async def _connect_engine(self) -> None:
+        """Connect `self.middle` (checks the cloud runs our middle blocks) and build the engine
+        on it — through the audit tap when auditing. The caller holds `_connecting`."""
+        info = await self.middle.connect()
+        sent = self.middle if self.audit is None else self.audit.middle
+        self.engine = CompletionEngine.split(self.model, sent, self.config, context_length=info.get("max_seq_len"))
 
     async def _watch(self) -> None:
         """While unreachable: probe /healthz; once it answers (and we can connect), report ready."""
         while not self.closed and self.status.state == "unreachable":
             await asyncio.sleep(self._probe_interval)
+            if self.link.exit_status() is not None:  # our own cloud died: start it again
+                try:
+                    await self._restart_local()
+                except Exception as exc:  # noqa: BLE001 — a failed restart is a status, never a crash
+                    self._fail(exc)
+                return
             if not await reachable(self.link):
                 continue
             try:
@@ -169,6 +186,36 @@ class Backend:
                 self._fail(exc)
                 return
             self._recovered()
+
+    async def _restart_local(self) -> None:
+        """Replace a dead self-started cloud by a fresh one (new port and token); the warm
+        sessions lived in the dead one, so they are dropped and rebuilt on their next request."""
+        now = time.monotonic()
+        self._restarts = [t for t in self._restarts if now - t < RESTART_WINDOW_S]
+        code = self.link.exit_status()
+        if len(self._restarts) >= MAX_RESTARTS:
+            raise CloudUnavailable(f"the self-started cloud keeps exiting (status {code}; {MAX_RESTARTS} restarts "
+                                   f"in {RESTART_WINDOW_S / 60:.0f} min); see its log and restart the server")
+        self._restarts.append(now)
+        self._report("starting", f"the self-started cloud exited (status {code}); restarting it")
+        async with self._connecting:  # completions wait here for the new engine
+            self.engine = None
+            await self.pool.close_all()
+            if self.audit is not None:
+                self.audit.close()
+                self.audit = None
+            await self.middle.aclose()
+            await asyncio.to_thread(self._stack.close)  # the dead one's files
+            self._stack = contextlib.ExitStack()
+            self.link = await open_cloud(self.options, self.model, self._stack)
+            if self.closed:
+                await asyncio.to_thread(self._stack.close)
+                return
+            self.middle = self.link.middle(self.model)
+            if audit_enabled():
+                self.audit = AuditTap(self.model, self.middle)
+            await self._connect_engine()
+        self._report("ready", f"split inference through {self.link.describe()} (restarted after it exited)")
 
     # -- completions -------------------------------------------------------------------------
     async def complete(self, key: str | None, prefix: str, suffix: str,

@@ -44,10 +44,14 @@ API_TOKEN = secrets.token_urlsafe(32)
 
 
 @contextmanager
-def serving(settings: LocalSettings, token: str | None = API_TOKEN):
-    """The app under uvicorn in a thread of this process, on a real loopback socket."""
+def serving(settings: LocalSettings, token: str | None = API_TOKEN, apps: list | None = None):
+    """The app under uvicorn in a thread of this process, on a real loopback socket (`apps`
+    receives the FastAPI app, whose state holds the backend)."""
     sock = listen_socket("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn_config(settings, auth=ApiAuth(token, loopback_only=True)))
+    config = uvicorn_config(settings, auth=ApiAuth(token, loopback_only=True))
+    if apps is not None:
+        apps.append(config.app)
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
@@ -228,6 +232,44 @@ async def test_with_auditing_on_each_session_is_recorded_when_it_ends(lsp_model_
                 assert first.meta["hidden_size"] > 0 and first.meta["wire_dtype"] == "torch.float32"
         second = store.records()[-1]  # session "b", saved at shutdown
         assert len(store.paths()) == 2 and "x =" in _decode(lsp_model_dir, second.sequences[0].truth)
+
+
+async def test_a_self_started_cloud_that_dies_is_started_again(lsp_model_dir, mono, secret_service):
+    """The server's own cloud is killed: the next completion is 503 (never a fallback), then the
+    cloud is started again on a new port and completions give the same results as before."""
+    apps: list = []
+    with serving(_settings(lsp_model_dir, None), apps=apps) as url:
+        backend = apps[0].state.backend
+        backend._probe_interval = 0.2
+        async with _authorized(url) as http:
+            body = {"prefix": PREFIX, "suffix": SUFFIX, "session": "s"}
+            assert (await http.post("/v1/completions", json=body)).json()["completion"] == await mono.complete(
+                PREFIX, SUFFIX, DEFAULTS)
+            old = backend.link
+            old.local.kill()
+            r = await http.post("/v1/completions", json=body)
+            assert r.status_code == 503 and "completion" not in r.json()
+            deadline = time.monotonic() + 180
+            while (health := (await http.get("/healthz")).json())["state"] != "ready":
+                assert time.monotonic() < deadline and health["state"] != "error", health
+                await asyncio.sleep(0.2)
+            assert "restarted" in health["message"] and backend.link.url != old.url
+            assert refuses_connections(old.url)
+            again = await http.post("/v1/completions", json=body)
+            assert again.status_code == 200 and again.json()["completion"] == await mono.complete(PREFIX, SUFFIX, DEFAULTS)
+            assert again.json()["reusedTokens"] == 0  # the warm session lived in the dead cloud: rebuilt
+            assert len(backend._restarts) == 1
+
+            backend._restarts = [time.monotonic()] * 3  # as if it had died three times just now
+            backend.link.local.kill()
+            assert (await http.post("/v1/completions", json=body)).status_code == 503
+            deadline = time.monotonic() + 60
+            while (health := (await http.get("/healthz")).json())["state"] != "error":
+                assert time.monotonic() < deadline, health
+                await asyncio.sleep(0.2)
+            assert "keeps exiting" in health["message"]
+            r = await http.post("/v1/completions", json=body)
+            assert r.status_code == 503 and "keeps exiting" in r.json()["detail"]
 
 
 def _decode(model_dir, ids) -> str:
