@@ -83,17 +83,23 @@ def test_tune_cli_usage_errors(bundles, corpus_dir, keystore, capsys):
     assert "noise_multiplier" in capsys.readouterr().err
 
 
-def test_tune_cli_with_gradient_noise_through_a_cloud(bundles, base_dir, corpus_dir, keystore, capsys):
-    """--gradient-noise through a running cloud: the run states its per-message ε, finishes, and
-    its settings are recorded with the checkpoint (a resume keeps them)."""
+def test_tune_cli_with_gradient_noise_through_a_cloud(bundles, base_dir, corpus_dir, keystore, capsys, monkeypatch):
+    """--gradient-noise through a running cloud whose token is in the keyring (as `umbra keys
+    cloud-token set URL` stores it): the run states its per-message ε, finishes, and its settings
+    are recorded with the checkpoint (a resume keeps them)."""
     import torch
 
+    from keys.cloud_tokens import cloud_token_name
     from umbra.tuning import checkpoint as ckpt
 
     b1 = bundles[0]
     before = _client_tensors(b1)
+    monkeypatch.delenv("UMBRA_CLOUD_TOKEN", raising=False)
     with local_cloud_thread(base_dir, settings={"torch_threads": 1}) as cloud:
-        assert main(["tune", "--bundle", str(b1), "--cloud", cloud.base_url, "--token", cloud.token,
+        assert main(["tune", "--bundle", str(b1), "--cloud", cloud.base_url, *_flags(corpus_dir, keystore)]) == 2
+        assert "no keyring entry" in capsys.readouterr().err  # and no UMBRA_CLOUD_TOKEN either
+        keystore.set(cloud_token_name(cloud.base_url), cloud.token.encode())
+        assert main(["tune", "--bundle", str(b1), "--cloud", cloud.base_url,
                      *_flags(corpus_dir, keystore), "--gradient-noise", "0.5", "--gradient-clip", "0.01"]) == 0
     out, err = capsys.readouterr()
     assert "finished; tuned weights written to the bundle" in out

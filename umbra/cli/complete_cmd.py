@@ -120,11 +120,10 @@ def run(args) -> int:
     if args.local and (args.cloud or args.token):
         raise ConfigError("--local runs without a cloud; drop --cloud/--token")
     token = args.token
-    if url and not token and not args.local:
-        from keys import DEFAULT_SERVICE
-        from keys.cloud_tokens import find_cloud_token
+    if url and not args.local:
+        from keys.cloud_tokens import cli_cloud_token
 
-        token = find_cloud_token(url, args.service or DEFAULT_SERVICE, "UMBRA_CLOUD_TOKEN")
+        token = cli_cloud_token(url, args.token, args.service)
     if args.threads is not None:
         if args.threads < 1:
             raise ConfigError("--threads must be >= 1")

@@ -3,7 +3,8 @@
 The client computes logits and the loss on private labels π(t) and sends only hidden states and
 the gradient at the middle's output; the middle returns the gradient at its input. By default
 the middle runs in the real cloud service started on 127.0.0.1 for the duration of the command
-(as `umbra complete` does); `--cloud URL --token T` uses a running one; `--in-process` runs the
+(as `umbra complete` does); `--cloud URL` uses a running one (its token from the keyring entry of `umbra keys cloud-token set
+URL`, else UMBRA_CLOUD_TOKEN); `--in-process` runs the
 base model's middle blocks here. Data: the corpus train split, packed as in pretraining (plain
 next-token + FIM). Checkpoints go to DIR/tuning (resume with --resume); when the schedule is
 done the tuned weights are written back into the bundle (vocab rows in public order)."""
@@ -36,7 +37,9 @@ def register(sub) -> None:
     p.add_argument("--corpus-dir", type=Path, default=Path("data/corpus"), help="corpus with a train split")
     where = p.add_argument_group("where the middle blocks run (default: a cloud service started here)")
     where.add_argument("--cloud", metavar="URL", default=None, help="cloud service URL (env UMBRA_CLOUD_URL)")
-    where.add_argument("--token", default=None, help="cloud access token (env UMBRA_CLOUD_TOKEN)")
+    where.add_argument("--token", default=None,
+                       help="cloud access token (visible in `ps`; prefer the keyring entry stored by "
+                            "`umbra keys cloud-token set URL`, or UMBRA_CLOUD_TOKEN)")
     where.add_argument("--cloud-cert", metavar="PEM", default=None, help="certificate to trust for an HTTPS cloud")
     where.add_argument("--in-process", action="store_true", help="run the middle blocks in this process")
     lora = p.add_argument_group("cloud LoRA (optional; needs --cloud and a cloud serving with --lora)")
@@ -85,11 +88,13 @@ def run(args) -> int:
     from umbra.tuning import checkpoint as ckpt
 
     url = args.cloud or os.environ.get("UMBRA_CLOUD_URL")
-    token = args.token or os.environ.get("UMBRA_CLOUD_TOKEN")
     if args.in_process and (args.cloud or args.token):
         raise ConfigError("--in-process runs without a cloud; drop --cloud/--token")
-    if url and not token and not args.in_process:
-        raise ConfigError("a cloud URL needs a token (--token or UMBRA_CLOUD_TOKEN)")
+    token = None
+    if url and not args.in_process:
+        from keys.cloud_tokens import cli_cloud_token
+
+        token = cli_cloud_token(url, args.token, args.service)
     if args.in_process and args.gradient_noise > 0:
         raise ConfigError("--gradient-noise protects the gradient sent to a cloud; --in-process sends none")
     if args.cloud_lora and (args.in_process or not url):
