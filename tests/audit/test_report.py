@@ -98,6 +98,8 @@ def test_bundle_requests_report_epsilon_and_defences(world, keystore, tmp_path):
                                                                probe=ProbeConfig(epochs=2, hidden=64)))
     (group,) = groups
     assert group.facts["epsilon"] == 13.0 and len(group.requests) == 2
-    assert set(group.suite.scores) >= {"baseline", "nearest", "probe", "frequency", "reconstruction"}
+    assert set(group.suite.scores) >= {"baseline", "nearest", "probe", "probe_aware", "frequency", "reconstruction"}
+    assert all("probe_aware" in r.scores for r in group.requests)  # the probe trained at the bundle's ε
     doc = _check_report(write_report(tmp_path / "r.html", groups, "umbra audit"), "def load_settings(path):")
     assert "Defences: INDVocab, LTokenizer" in doc and "ε in force: 13.0" in doc
+    assert "(b′) noise-aware probe" in doc

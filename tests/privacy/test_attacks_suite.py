@@ -181,14 +181,16 @@ def test_grid_cells_are_cached_and_resumable(world, tmp_path):
     params = GridParams(eval_blocks=4, gradient_steps=2, tune_steps=4, batch_size=2, context_length=32)
     cache = GridCache(tmp_path / "cache.json", "run")
     cell = run_cell(public, suite, "both+stuning", 4.0, blocks[:4], _tune_data(root, tune_config(params, True)), params)
-    assert cell["epsilon"] == 4.0 and set(cell["attacks"]) == set(suite.attacks)
+    assert cell["epsilon"] == 4.0 and set(cell["attacks"]) == set(suite.attacks) | {"probe_aware"}
+    aware, plain = cell["attacks"]["probe_aware"], cell["attacks"]["probe"]
+    assert aware["tokens_scored"] == plain["tokens_scored"] and aware != plain  # its own probe, trained at ε = 4
     assert cell["attacks"]["gradient"]["tokens_scored"] == 2 * 2 * 31  # the last 2 of 4 steps, 2 blocks each
     cache.put("both+stuning@4", cell)
     assert GridCache(tmp_path / "cache.json", "run").cells == {"both+stuning@4": cell}
     local = run_cell(public, suite, "both+stuning-local", 4.0, blocks[:4], _tune_data(root, tune_config(params, True)),
                      params)
     assert "gradient" not in local["attacks"]  # tuned with the middle run locally: no gradient ever sent
-    assert set(local["attacks"]) == set(suite.attacks) - {"gradient"}
+    assert set(local["attacks"]) == set(suite.attacks) - {"gradient"} | {"probe_aware"}
     noisy = run_cell(public, suite, "both+stuning+noise", 4.0, blocks[:4], _tune_data(root, tune_config(params, True)),
                      params)
     assert noisy["attacks"]["gradient"]["tokens_scored"] == 2 * 2 * 31
@@ -212,3 +214,16 @@ def test_table_rows_merge_runs_and_commands_are_kept(tmp_path):
     cache.add_command("python a")
     assert GridCache(tmp_path / "c.json", "k").commands == ["python a", "python b"]
     assert GridCache(tmp_path / "c.json", "other").commands == []
+
+
+def test_noise_aware_probe_is_trained_on_the_attackers_own_draw_and_cached(world):
+    root, public, suite, blocks = world
+    aware = suite.noise_aware_probe(64.0)
+    assert aware.config.simulate_epsilon == 64.0 and aware.config.hidden == suite.config.probe.hidden
+    cached = sorted((root / "cache").glob("probe-*.safetensors"))
+    assert len(cached) >= 2  # the plain probe and this one
+    again = suite.noise_aware_probe(64.0)  # loaded, not retrained: same guesses
+    states = public.states(torch.from_numpy(blocks[:2]))[0]
+    assert np.array_equal(again.guess_states(states), aware.guess_states(states))
+    plain = suite.attacks["probe"]
+    assert not all(torch.equal(a, b) for a, b in zip(aware.net.state_dict().values(), plain.net.state_dict().values()))

@@ -17,7 +17,7 @@ from umbra.model.parts import SplitPlan
 from umbra.privacy.attacks.metrics import AttackScore, aggregate, text_score
 from umbra.privacy.attacks.probe import ProbeConfig
 from umbra.privacy.attacks.public import CorpusSample, PublicModel
-from umbra.privacy.attacks.suite import AttackSuite, SuiteConfig, SuiteResult
+from umbra.privacy.attacks.suite import NOISE_AWARE, AttackSuite, SuiteConfig, SuiteResult
 from umbra.privacy.indvocab import guess_bound
 from umbra.paths import repo_root
 
@@ -80,13 +80,14 @@ def run_audit(store: AuditStore, config: AuditConfig = AuditConfig(), progress=N
         suite = AttackSuite.build(public, SuiteConfig(corpus=sample, probe=config.probe), cache_dir=cache,
                                   progress=progress)
         sequences = [s for r in recs for s in r.sequences]
-        pooled = suite.run(sequences)
+        eps = facts.get("epsilon")
+        eps = math.inf if eps in (None, "inf") else float(eps)
+        extra = {NOISE_AWARE: suite.noise_aware_probe(eps)} if "probe" in suite.attacks and math.isfinite(eps) else None
+        pooled = suite.run(sequences, extra=extra)
         requests, first = [], 0
         for r in recs:
             requests.append(RequestResult(r, first, _scores(pooled, first, len(r.sequences), suite)))
             first += len(r.sequences)
-        eps = facts.get("epsilon")
-        eps = math.inf if eps in (None, "inf") else float(eps)
         facts["model_dir"] = str(model_dir)
         out.append(GroupResult(facts, pooled, requests, public, guess_bound(eps, public.vocab_size),
                                int(sum(s.scored.sum() for s in sequences))))
@@ -96,7 +97,7 @@ def run_audit(store: AuditStore, config: AuditConfig = AuditConfig(), progress=N
 def _scores(pooled: SuiteResult, first: int, n: int, suite: AttackSuite) -> dict[str, AttackScore]:
     """One record's scores, from the pooled run's per-sequence reconstructions."""
     out = {}
-    for name in suite.attacks:
+    for name in pooled.scores:
         rows = [pooled.reconstructions[i][name] for i in range(first, first + n) if name in pooled.reconstructions[i]]
         if rows:
             out[name] = aggregate(name, [(r[2], r[3]) for r in rows], [text_score(r[0], r[1]) for r in rows],

@@ -21,11 +21,13 @@ import numpy as np
 
 from umbra.audit.analysis import GroupResult
 from umbra.privacy.attacks.metrics import GistThresholds
-from umbra.privacy.attacks.suite import ATTACKS
+from umbra.privacy.attacks.suite import REPORTED as ATTACKS
 
 TITLES = {"baseline": "frequency-only baseline", "sampler": "frequency sampler (uses nothing received)",
           "nearest": "(a) nearest-neighbour inversion",
-          "probe": "(b) learned inversion probe", "frequency": "(c) frequency analysis",
+          "probe": "(b) learned inversion probe",
+          "probe_aware": "(b′) noise-aware probe (trained on the attacker's own INDVocab draw at your ε)",
+          "frequency": "(c) frequency analysis",
           "reconstruction": "(d) code reconstruction", "gradient": "(e) gradient label recovery"}
 CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}
@@ -122,7 +124,8 @@ def _group_html(group: GroupResult, gist: GistThresholds) -> str:
     for a in ATTACKS:
         s = group.suite.scores.get(a)
         if s is None:
-            note = "no split fine-tuning traffic recorded" if a == "gradient" else "did not apply"
+            note = ("no split fine-tuning traffic recorded" if a == "gradient" else
+                    "no INDVocab noise to simulate: the same as (b)" if a == "probe_aware" else "did not apply")
             rows.append(f"<tr><td>{TITLES[a]}</td><td colspan=5>{note}</td></tr>")
             continue
         rows.append(f"<tr><td>{TITLES[a]}</td><td>{100 * s.recovery:.1f}</td><td>{s.rouge1:.2f}</td>"

@@ -132,7 +132,7 @@ class AuditStore:
                              "nonce": nonce.hex()}, sort_keys=True).encode()
         prefix = MAGIC + struct.pack("<I", len(header)) + header
         blob = prefix + _aes(secret, salt).encrypt(nonce, _pack(meta, sequences), prefix)
-        path = self.dir / f"{created.strftime('%Y%m%dT%H%M%S')}-{rec_id}{SUFFIX}"
+        path = self.dir / f"{created.strftime('%Y%m%dT%H%M%S.%f')}-{rec_id}{SUFFIX}"  # sorts by time
         write_atomic(path, blob)
         return path
 

@@ -30,7 +30,7 @@ from umbra.middle.local import LocalMiddle
 from umbra.privacy.attacks.clients import Defence, build_client
 from umbra.privacy.attacks.public import PublicModel
 from umbra.privacy.attacks.recorder import RecordingMiddle
-from umbra.privacy.attacks.suite import AttackSuite
+from umbra.privacy.attacks.suite import NOISE_AWARE, AttackSuite
 from umbra.privacy.attacks.traffic import inference_traffic, tuning_traffic
 from umbra.privacy.indvocab import guess_bound
 from umbra.tuning.gradient_noise import GradientNoise
@@ -47,6 +47,7 @@ CONFIGS = {  # name -> (INDVocab?, LTokenizer?, STuning?, how the tuning gradien
 TRAINING_ATTACKS = ("gradient",)
 
 
+
 @dataclass(frozen=True)
 class GridParams:
     eval_blocks: int = 32  # client blocks sent as inference prompts (held-out split)
@@ -58,7 +59,7 @@ class GridParams:
     gradient_noise: float = 0.1  # "+noise" rows: σ of the sent gradient's noise (std σ·C)
     gradient_clip: float = GradientNoise.clip_norm  # "+noise" rows: C, the per-sequence bound
     seed: int = 0  # client draws (table, π), evaluation sample, tuning data order
-    protocol: int = 2  # bumped when a cell's procedure changes (invalidates cached cells)
+    protocol: int = 3  # bumped when a cell's procedure changes (invalidates cached cells)
 
     def key(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -175,6 +176,13 @@ def run_cell(public: PublicModel, suite: AttackSuite, config: str, epsilon: floa
         inference = prompts()
     names = tuple(suite.attacks)
     scores = suite.run(inference, only=tuple(n for n in names if n not in TRAINING_ATTACKS)).to_json()
+    if "probe" in scores:  # the noise-aware probe: the mechanism is public, only the draw is secret
+        eps = defence.indvocab_epsilon
+        if eps is None or math.isinf(eps):
+            scores[NOISE_AWARE] = scores["probe"]  # no noise to simulate: the same probe
+        else:
+            aware = suite.noise_aware_probe(eps)
+            scores.update(suite.run(inference, only=(), extra={NOISE_AWARE: aware}).to_json())
     if training:  # nothing when the client tuned locally: no attack (e) to score
         scores.update(suite.run(training, only=TRAINING_ATTACKS).to_json())
     eps = defence.epsilon

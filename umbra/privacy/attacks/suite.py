@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +35,10 @@ log = logging.getLogger(__name__)
 
 ATTACKS = ("baseline", "sampler", "nearest", "probe", "frequency", "reconstruction", "gradient")
 YARDSTICKS = ("frequency_ceiling",)  # scored like attacks but read the truth (see frequency.py)
+# Attack (b) trained for a given ε on the attacker's own INDVocab draw (`AttackSuite.noise_aware_probe`);
+# scored where the ε in force is known: per grid cell, per audited bundle.
+NOISE_AWARE = "probe_aware"
+REPORTED = ATTACKS[:ATTACKS.index("probe") + 1] + (NOISE_AWARE,) + ATTACKS[ATTACKS.index("probe") + 1:]
 
 
 @dataclass(frozen=True)
@@ -71,8 +75,19 @@ def probe_cache_path(cache_dir: Path, public: PublicModel, sample: CorpusSample,
 
 
 class AttackSuite:
-    def __init__(self, public: PublicModel, config: SuiteConfig, attacks: dict[str, object]):
+    def __init__(self, public: PublicModel, config: SuiteConfig, attacks: dict[str, object],
+                 blocks: np.ndarray | None = None, cache_dir: Path | None = None, progress=None):
         self.public, self.config, self.attacks = public, config, attacks
+        self.blocks = blocks  # the attacker's public code sample [N, T] (for probes trained later)
+        self.cache_dir, self.progress = cache_dir, progress
+
+    def noise_aware_probe(self, epsilon: float) -> InversionProbe:
+        """Attack (b) trained on the cloud's own INDVocab draw at `epsilon` (the mechanism is
+        public; only the client's draw is secret) — cached like the plain probe."""
+        if self.blocks is None:
+            raise ConfigError("this suite was built without its public code sample")
+        config = replace(self.config, probe=replace(self.config.probe, simulate_epsilon=float(epsilon)))
+        return _probe(self.public, self.blocks, config, self.cache_dir, self.progress)
 
     @classmethod
     def build(cls, public: PublicModel, config: SuiteConfig, cache_dir: Path | None = None,
@@ -99,16 +114,16 @@ class AttackSuite:
                 attacks[name] = CodeReconstruction(public)
             elif name == "gradient":
                 attacks[name] = GradientLabelRecovery(public, config.gradient)
-        return cls(public, config, attacks)
+        return cls(public, config, attacks, blocks, cache_dir, progress)
 
-    def run(self, sequences: list[ObservedSequence], only: tuple[str, ...] | None = None) -> SuiteResult:
-        """Run every attack (or those in `only`) and score it."""
+    def run(self, sequences: list[ObservedSequence], only: tuple[str, ...] | None = None,
+            extra: dict[str, object] | None = None) -> SuiteResult:
+        """Run every attack (or those in `only`), plus the `extra` attacks by name, and score them."""
         if any(s.truth is None for s in sequences):
             raise ConfigError("every sequence needs its truth to be scored")
         result = SuiteResult(scores={}, reconstructions=[{} for _ in sequences], guesses=[{} for _ in sequences])
-        for name, attack in self.attacks.items():
-            if only is not None and name not in only:
-                continue
+        chosen = {n: a for n, a in self.attacks.items() if only is None or n in only} | (extra or {})
+        for name, attack in chosen.items():
             guesses = attack.run(sequences)
             counts, texts = [], []
             for i, (seq, guess) in enumerate(zip(sequences, guesses)):
