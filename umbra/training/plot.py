@@ -43,7 +43,8 @@ def plot_run(train_rows: list[dict], valid_rows: list[dict], path: Path) -> Path
     axes[2].set_title("validation top-1 accuracy")
     for ax in axes[1:]:
         ax.set_xlabel("tokens (M)")
-        ax.legend()
+        if valid_rows:  # before the first validation there is nothing to label
+            ax.legend()
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
