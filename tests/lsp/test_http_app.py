@@ -328,3 +328,36 @@ async def _healthy(http: httpx.AsyncClient) -> bool:
         return (await http.get("/healthz")).status_code == 200
     except httpx.TransportError:
         return False
+
+
+async def test_umbra_serve_no_auth_and_token_file_flags(lsp_model_dir, tmp_path, secret_service):
+    """--no-auth serves without a token (and writes no file); --token-file puts it where asked."""
+    with local_cloud_sync(lsp_model_dir, settings={"torch_threads": 1}) as cloud:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("UMBRA_LOCAL_")} | {TOKEN_ENV: cloud.token}
+        for flags in (["--no-auth"], ["--token-file", str(tmp_path / "t" / "api.token")]):
+            log = tmp_path / f"serve{len(flags)}.log"
+            with open(log, "wb") as out:
+                proc = subprocess.Popen([sys.executable, "-m", "umbra.cli.main", "serve", "--port", "0", "--model",
+                                         str(lsp_model_dir), "--threads", "1", "--cloud", cloud.base_url,
+                                         "--token-env", TOKEN_ENV, "--service", f"umbra-test-{secrets.token_hex(6)}",
+                                         *flags], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        cwd=repo_root(), env=env)
+            try:
+                wait_until(lambda: "listening on" in log.read_text() or proc.poll() is not None, 120, "listening")
+                url = re.search(r"listening on (http://127\.0\.0\.1:\d+)", log.read_text()).group(1)
+                if flags == ["--no-auth"]:
+                    assert "no API token (--no-auth)" in log.read_text()
+                    headers = {}
+                else:
+                    assert f"API token in {tmp_path / 't' / 'api.token'}" in log.read_text()
+                    headers = {"Authorization": f"Bearer {(tmp_path / 't' / 'api.token').read_text().strip()}"}
+                async with httpx.AsyncClient(base_url=url, timeout=120, headers=headers) as http:
+                    r = await http.post("/v1/completions", json={"prefix": "x = ", "suffix": "", "maxTokens": 2})
+                    assert r.status_code == 200, r.text
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=60)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        assert not (tmp_path / "t" / "api.token").exists()
