@@ -58,3 +58,34 @@ def test_vscode_extension(tmp_path):
     if _needs_install():
         _run([npm, "ci", "--no-audit", "--no-fund"], env, timeout=600)
     _run([npm, "test"], env, timeout=1500)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_vsix_holds_one_bundled_script_and_no_node_modules(tmp_path):
+    """`npm run package` bundles the extension with esbuild (vscode-languageclient inlined, only
+    `vscode` left external) and ships that bundle, the manifest, README and LICENSE — no sources,
+    no node_modules, no test code."""
+    import zipfile
+
+    npm = _npm()
+    env = {**os.environ, "NO_UPDATE_NOTIFIER": "1"}
+    if _needs_install():
+        _run([npm, "ci", "--no-audit", "--no-fund"], env, timeout=600)
+    vsix = tmp_path / "umbra.vsix"
+    _run([npm, "run", "package", "--", "--out", str(vsix)], env, timeout=600)
+    names = zipfile.ZipFile(vsix).namelist()
+    assert "extension/dist/extension.js" in names
+    assert not [n for n in names if "/node_modules/" in n or n.endswith((".ts", ".map")) or "/out/" in n], names
+    manifest = json.loads(zipfile.ZipFile(vsix).read("extension/package.json"))
+    assert manifest["main"] == "./dist/extension.js"
+    bundle = zipfile.ZipFile(vsix).read("extension/dist/extension.js").decode()
+    import re
+
+    required = set(re.findall(r'require\("([^"]+)"\)', bundle))
+    assert "vscode" in required  # the one external: VS Code provides it
+    assert all(m == "vscode" or m in NODE_BUILTINS for m in required), required  # everything else inlined
+
+
+NODE_BUILTINS = {"child_process", "crypto", "fs", "net", "os", "path", "util", "events", "stream", "url", "tty",
+                 "assert", "buffer", "string_decoder", "readline", "worker_threads", "timers"}
