@@ -46,7 +46,9 @@ describe('package.json', () => {
     it('declares the commands and the entry point', () => {
         const commands = manifest.contributes.commands.map((c: { command: string }) => c.command).sort();
         assert.deepStrictEqual(commands, ['umbra.restartServer', 'umbra.showOutput']);
-        assert.equal(manifest.main, './out/extension.js');
+        assert.equal(manifest.main, './dist/extension.js'); // the esbuild bundle of src/extension.ts
+        assert.match(manifest.scripts['vscode:prepublish'], /npm run bundle/);
+        assert.match(manifest.scripts.bundle, /--bundle .*--external:vscode/);
         assert.equal(manifest.name, 'umbra');
         assert.match(manifest.engines.vscode, /^\^1\.(9\d|\d{3})/);
     });
