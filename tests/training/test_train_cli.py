@@ -79,21 +79,29 @@ def test_cli_resume_of_a_bf16_run_in_fp32_is_recorded(tiny_corpus, tmp_path, cap
 
     corpus, tok = tiny_corpus
     out = tmp_path / "run"
-    bf16 = [a for a in _args(corpus, tok, out, "--stop-at-step", "2") if a != "--fp32"]
+    bf16 = [a if a != "--fp32" else "--bf16" for a in _args(corpus, tok, out, "--stop-at-step", "2")]
     assert main(bf16) == 0
     assert load_checkpoint(out / "last.pt")["config"]["bf16"] is True
     assert bf16[-2:] == ["--stop-at-step", "2"]
-    assert main(bf16[:-2] + ["--resume", "--fp32"]) == 0
+    assert main([a for a in bf16[:-2] if a != "--bf16"] + ["--resume", "--fp32"]) == 0
     cfg = load_checkpoint(out / "last.pt")["config"]
     assert cfg["bf16"] is False and cfg["bf16_until_step"] == 2
     assert _precision(cfg) == "bfloat16 autocast up to step 2, fp32 after it (a CPU without native bf16 matmul)"
     assert _precision({"bf16": True}) == "bfloat16 autocast" and _precision({"bf16": False}) == "fp32"
 
 
-def test_native_bf16_reads_the_cpu_flags():
+def test_bf16_autocast_defaults_to_what_the_cpu_has(tiny_corpus, tmp_path):
+    """Without --fp32/--bf16 a new run uses bf16 autocast exactly where the CPU multiplies bf16
+    natively (a scalar fallback elsewhere is ~50x slower than fp32)."""
     from pathlib import Path
 
-    from umbra.training.trainer import native_bf16
+    from umbra.training.checkpoint import load_checkpoint
+    from umbra.training.hardware import native_bf16
 
     flags = Path("/proc/cpuinfo").read_text().split()
     assert native_bf16() == ("avx512_bf16" in flags or "amx_bf16" in flags)
+    corpus, tok = tiny_corpus
+    out = tmp_path / "run"
+    auto = [a for a in _args(corpus, tok, out, "--stop-at-step", "1") if a != "--fp32"]
+    assert main(auto) == 0
+    assert load_checkpoint(out / "last.pt")["config"]["bf16"] is native_bf16()

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from umbra.training.config import ModelConfig, TrainConfig
+from umbra.training.hardware import native_bf16
 
 _RUNTIME_ONLY = ("stop_at_step", "threads", "checkpoint_minutes")  # may change on resume
 
@@ -18,7 +19,7 @@ def _config(args: argparse.Namespace) -> TrainConfig:
                        tokenizer_dir=Path(args.tokenizer), export_dir=Path(args.export_dir),
                        seed=args.seed, batch_size=args.batch_size,
                        total_tokens=args.total_tokens or TrainConfig.total_tokens,
-                       lr=args.lr, warmup_steps=args.warmup_steps, bf16=not args.fp32,
+                       lr=args.lr, warmup_steps=args.warmup_steps, bf16=args.bf16 or (not args.fp32 and native_bf16()),
                        threads=args.threads, eval_every_steps=args.eval_every,
                        checkpoint_minutes=args.checkpoint_minutes, stop_at_step=args.stop_at_step,
                        model=m)
@@ -84,7 +85,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "re-targets the cosine schedule of the run")
     common.add_argument("--lr", type=float, default=d.lr)
     common.add_argument("--warmup-steps", type=int, default=d.warmup_steps)
-    common.add_argument("--fp32", action="store_true", help="disable bfloat16 autocast (with --resume: continue a bf16 run in fp32)")
+    precision = common.add_mutually_exclusive_group()
+    precision.add_argument("--fp32", action="store_true",
+                           help="no bfloat16 autocast (with --resume: continue a bf16 run in fp32)")
+    precision.add_argument("--bf16", action="store_true",
+                           help="bfloat16 autocast even on a CPU without native bf16 matmul (default: autocast "
+                                "exactly where the CPU has it: avx512_bf16 or amx_bf16)")
     common.add_argument("--threads", type=int, default=d.threads)
     common.add_argument("--eval-every", type=int, default=d.eval_every_steps)
     common.add_argument("--checkpoint-minutes", type=float, default=d.checkpoint_minutes)
