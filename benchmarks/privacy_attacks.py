@@ -71,6 +71,8 @@ def _args(argv=None) -> argparse.Namespace:
                    help="'+noise' rows: σ of the noise on the sent gradient")
     p.add_argument("--gradient-clip", type=float, default=GridParams.gradient_clip,
                    help="'+noise' rows: per-sequence clip bound C of the sent gradient")
+    p.add_argument("--inversion-penalty", type=float, default=GridParams.inversion_penalty,
+                   help="'+penalty' rows: λ of the STuning inversion penalty")
     p.add_argument("--block-length", type=int, default=128)
     p.add_argument("--public-blocks", type=int, default=512, help="public code blocks (train split) for the attacker")
     p.add_argument("--probe-epochs", type=int, default=ProbeConfig.epochs)
@@ -135,7 +137,8 @@ def render(cache: GridCache, grid: list[tuple[str, float | None]], attacks: list
 CONFIGS_LABEL = {"none": "no defence", "indvocab": "INDVocab only", "ltokenizer": "LTokenizer only",
                  "both": "INDVocab + LTokenizer", "both+stuning": "both + STuning",
                  "both+stuning+noise": "both + STuning, noised gradient",
-                 "both+stuning-local": "both + STuning, middle run locally"}
+                 "both+stuning-local": "both + STuning, middle run locally",
+                 "both+stuning+penalty": "both + STuning, inversion penalty"}
 
 
 def _noise_eps(params: GridParams) -> float:
@@ -164,7 +167,8 @@ def main(argv=None) -> int:
     public = PublicModel(model_dir)
     params = GridParams(eval_blocks=args.eval_blocks, gradient_steps=args.gradient_steps, tune_steps=args.tune_steps,
                         batch_size=args.batch_size, context_length=args.block_length, tune_lr=args.tune_lr,
-                        gradient_noise=args.gradient_noise, gradient_clip=args.gradient_clip, seed=args.seed)
+                        gradient_noise=args.gradient_noise, gradient_clip=args.gradient_clip,
+                        inversion_penalty=args.inversion_penalty, seed=args.seed)
     corpus = CorpusSample(args.corpus, "train", block_length=args.block_length, blocks=args.public_blocks, seed=args.seed)
     probe = ProbeConfig(window=args.probe_window, hidden=args.probe_hidden, epochs=args.probe_epochs, seed=args.seed)
     suite_cfg = SuiteConfig(corpus=corpus, attacks=ATTACKS + YARDSTICKS, probe=probe)
@@ -202,6 +206,7 @@ def main(argv=None) -> int:
         f"'noised gradient' rows clip each sequence's sent gradient to C = {params.gradient_clip:g} and add "
         f"N(0, (σC)²) with σ = {params.gradient_noise:g} (per message ε = {_noise_eps(params):.3g} at δ = 1e-5), "
         f"'middle run locally' rows tune through the public middle on the client (no gradient sent: (e) —); "
+        f"'inversion penalty' rows tune with λ = {params.inversion_penalty:g} · P(attack (a) finds the token); "
         f"attacker's public code: {args.public_blocks} blocks of the `train` split; "
         f"probe: window ±{args.probe_window}, width {args.probe_hidden}, {args.probe_epochs} epochs (the noise-aware "
         f"probe (b′) the same, trained on the attacker's own INDVocab draw of the public table at the cell's ε); "

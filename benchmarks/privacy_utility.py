@@ -45,6 +45,7 @@ from umbra.training.packing import eval_blocks, load_raw_tokenizer  # noqa: E402
 from umbra.tuning import TuneConfig, TuneData, clean_client, defended_client, tune  # noqa: E402
 from umbra.tuning.evaluate import fim_exact_match, next_token  # noqa: E402
 from umbra.tuning.gradient_noise import GradientNoise  # noqa: E402
+from umbra.tuning.inversion_penalty import InversionPenalty, public_codebook  # noqa: E402
 
 BEGIN, END = "<!-- utility-table:begin -->", "<!-- utility-table:end -->"
 
@@ -60,6 +61,9 @@ def parse_args(argv=None):
                    help="also STune at these ε with the sent gradient clipped and noised (defence against (e))")
     p.add_argument("--gradient-noise", type=float, default=0.1, help="σ of the noised-gradient rows")
     p.add_argument("--gradient-clip", type=float, default=GradientNoise.clip_norm, help="C of the noised-gradient rows")
+    p.add_argument("--penalty-epsilons", default="",
+                   help="also STune at these ε with the inversion penalty (umbra/tuning/inversion_penalty.py)")
+    p.add_argument("--inversion-penalty", type=float, default=10.0, help="λ of the inversion-penalty rows")
     p.add_argument("--h", type=float, default=0.25)
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--batch-size", type=int, default=4)
@@ -96,7 +100,7 @@ def resolve_base(args) -> tuple[Path, str]:
 def run_key(base: Path, args) -> str:
     params = {k: str(v) for k, v in sorted(vars(args).items()) if k not in ("work", "out", "label", "threads",
                                                                           "model", "checkpoint", "epsilons",
-                                                                          "noise_epsilons")}
+                                                                          "noise_epsilons", "penalty_epsilons")}
     params["base"] = sha256_file(base / "model.safetensors")
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -147,10 +151,14 @@ class Bench:
         return {"top1": correct / max(tokens, 1), "perplexity": math.exp(loss), "fim_em": exact / max(cases, 1),
                 "fim_cases": cases, "tokens": tokens, "languages": per}
 
-    def tune(self, client, cell: str, noised: bool = False) -> dict:
-        config = self.config
+    def tune(self, client, cell: str, noised: bool = False, penalized: bool = False) -> dict:
+        config, codebook = self.config, None
         if noised:
             config = replace(config, gradient_noise=GradientNoise(self.args.gradient_noise, self.args.gradient_clip))
+        if penalized:
+            config = replace(config, inversion_penalty=InversionPenalty(weight=self.args.inversion_penalty))
+            own, _, _ = self.data.batch(0, 0, config.inversion_penalty.codebook_blocks)
+            codebook = public_codebook(self.base, own)
         out = self.work / "ckpt" / cell
         resume = (out / "tune.pt").is_file()
         t0 = time.perf_counter()
@@ -162,7 +170,8 @@ class Bench:
 
         middle = LocalMiddle(self.middle_blocks)
         result = asyncio.run(tune(client, middle, self.data, config, out_dir=out, resume=resume,
-                                  on_step=progress, noise_seed=self.args.seed if noised else None))
+                                  on_step=progress, noise_seed=self.args.seed if noised else None,
+                                  codebook=codebook))
         losses = [float(r["loss"]) for r in _csv(out / "tune_log.csv")]
         return {"steps": result.state.step, "tokens": result.state.tokens_seen, "tune_seconds": result.state.elapsed_s,
                 "wall_seconds_this_run": time.perf_counter() - t0,
@@ -211,16 +220,19 @@ def run(args) -> None:
         results.put(name, bench.evaluate(client) | {"tuning": tuning})
         shutil.rmtree(work / "ckpt" / name)
     noise_epsilons = [float(x) for x in args.noise_epsilons.split(",") if x.strip()]
-    for eps in noise_epsilons:
-        name = f"noir-{_eps_name(eps)}-noised"
-        if name in results.cells:
-            continue
-        print(f"ε = {_eps_name(eps)}, noised gradient", file=sys.stderr, flush=True)
-        client = defended_client(base, eps, args.h, seed=f"utility-{args.seed}-{_eps_name(eps)}")  # same table
-        tuning = bench.tune(client, name, noised=True)
-        results.put(name, bench.evaluate(client) | {"tuning": tuning})
-        shutil.rmtree(work / "ckpt" / name)
-    write_markdown(args, base_desc, key, epsilons, results.cells, bench, noise_epsilons)
+    penalty_epsilons = [float(x) for x in args.penalty_epsilons.split(",") if x.strip()]
+    for variant, eps_list, what in (("noised", noise_epsilons, "noised gradient"),
+                                    ("penalty", penalty_epsilons, "inversion penalty")):
+        for eps in eps_list:  # the plain cell's table (same seed), tuned with the variant's defence
+            name = f"noir-{_eps_name(eps)}-{variant}"
+            if name in results.cells:
+                continue
+            print(f"ε = {_eps_name(eps)}, {what}", file=sys.stderr, flush=True)
+            client = defended_client(base, eps, args.h, seed=f"utility-{args.seed}-{_eps_name(eps)}")
+            tuning = bench.tune(client, name, noised=variant == "noised", penalized=variant == "penalty")
+            results.put(name, bench.evaluate(client) | {"tuning": tuning})
+            shutil.rmtree(work / "ckpt" / name)
+    write_markdown(args, base_desc, key, epsilons, results.cells, bench, noise_epsilons, penalty_epsilons)
 
 
 def _pct(x: float) -> str:
@@ -228,7 +240,7 @@ def _pct(x: float) -> str:
 
 
 def write_markdown(args, base_desc: str, key: str, epsilons, cells: dict, bench: Bench,
-                   noise_epsilons=()) -> None:
+                   noise_epsilons=(), penalty_epsilons=()) -> None:
     v, d = bench.spec.vocab_size, bench.spec.hidden_size
     cmd = "python benchmarks/privacy_utility.py " + " ".join(sys.argv[1:])
     lines = [f"### Results ({args.label}; run `{key}`)", "",
@@ -258,12 +270,15 @@ def write_markdown(args, base_desc: str, key: str, epsilons, cells: dict, bench:
 
     row("base, untuned", None, cells.get("base"))
     row("fClean (tuned, no INDVocab / LTokenizer)", None, cells.get("fclean"))
-    for eps in epsilons:
+    for eps in sorted(set(epsilons) | set(noise_epsilons) | set(penalty_epsilons)):
         row("NOIR untuned", eps, cells.get(f"noir-{_eps_name(eps)}-untuned"))
         row("**NOIR + STuning**", eps, cells.get(f"noir-{_eps_name(eps)}"))
         if eps in noise_epsilons:
             row(f"NOIR + STuning, noised gradient (σ = {args.gradient_noise:g})", eps,
                 cells.get(f"noir-{_eps_name(eps)}-noised"))
+        if eps in penalty_epsilons:
+            row(f"NOIR + STuning, inversion penalty (λ = {args.inversion_penalty:g})", eps,
+                cells.get(f"noir-{_eps_name(eps)}-penalty"))
     block = "\n".join([BEGIN, *lines, END])
     text = args.out.read_text() if args.out.is_file() else ""
     if BEGIN in text and END in text:

@@ -194,6 +194,9 @@ def test_grid_cells_are_cached_and_resumable(world, tmp_path):
     noisy = run_cell(public, suite, "both+stuning+noise", 4.0, blocks[:4], _tune_data(root, tune_config(params, True)),
                      params)
     assert noisy["attacks"]["gradient"]["tokens_scored"] == 2 * 2 * 31
+    guarded = run_cell(public, suite, "both+stuning+penalty", 4.0, blocks[:4],
+                       _tune_data(root, tune_config(params, True)), params)
+    assert "STuning (inversion penalty" in guarded["label"] and guarded["attacks"]["nearest"]["tokens_scored"] > 0
 
 
 def test_table_rows_merge_runs_and_commands_are_kept(tmp_path):

@@ -107,3 +107,19 @@ def test_tune_cli_with_gradient_noise_through_a_cloud(bundles, base_dir, corpus_
     saved = ckpt.load(b1 / "tuning" / ckpt.CHECKPOINT_NAME)["config"]["gradient_noise"]
     assert saved == {"noise_multiplier": 0.5, "clip_norm": 0.01}
     assert any(not torch.equal(_client_tensors(b1)[k], v) for k, v in before.items())
+
+
+def test_tune_cli_with_the_inversion_penalty(bundles, corpus_dir, keystore, capsys):
+    """--inversion-penalty builds the codebook from the bundle's base model and our own blocks,
+    tunes, and records the setting with the checkpoint."""
+    from umbra.tuning import checkpoint as ckpt
+
+    b1 = bundles[0]
+    assert main(["tune", "--bundle", str(b1), "--in-process", *_flags(corpus_dir, keystore),
+                 "--inversion-penalty", "5", "--penalty-temperature", "0.1"]) == 0
+    assert "finished; tuned weights written to the bundle" in capsys.readouterr().out
+    saved = ckpt.load(b1 / "tuning" / ckpt.CHECKPOINT_NAME)["config"]["inversion_penalty"]
+    assert saved == {"weight": 5.0, "temperature": 0.1, "codebook_blocks": 128}
+    assert main(["tune", "--bundle", str(bundles[1]), "--in-process", *_flags(corpus_dir, keystore),
+                 "--inversion-penalty", "-1"]) == 2
+    assert "inversion penalty weight" in capsys.readouterr().err

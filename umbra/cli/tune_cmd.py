@@ -21,6 +21,7 @@ from pathlib import Path
 from umbra.errors import ConfigError
 from umbra.tuning.config import TuneConfig
 from umbra.tuning.gradient_noise import GradientNoise
+from umbra.tuning.inversion_penalty import InversionPenalty
 
 _D = TuneConfig()
 
@@ -66,6 +67,12 @@ def register(sub) -> None:
                    help="σ: clip each sequence's sent gradient to C and add N(0, (σC)²) (default: 0, exact)")
     g.add_argument("--gradient-clip", type=float, default=_D.gradient_noise.clip_norm, metavar="C",
                    help="per-sequence bound on the sent gradient (of its own mean token loss)")
+    inv = p.add_argument_group("inversion penalty (keeps the tuned encoder's states away from what the cloud's "
+                               "public codebook inverts; umbra/tuning/inversion_penalty.py)")
+    inv.add_argument("--inversion-penalty", type=float, default=_D.inversion_penalty.weight, metavar="LAMBDA",
+                     help="weight of the simulated nearest-neighbour attacker's probability of the true token "
+                          "(default: 0, off)")
+    inv.add_argument("--penalty-temperature", type=float, default=_D.inversion_penalty.temperature, metavar="TAU")
     t.add_argument("--checkpoint-every", type=int, default=_D.checkpoint_every, help="steps between checkpoints")
     t.add_argument("--stop-at-step", type=int, default=None, help="stop early (checkpointed); schedule unchanged")
     p.add_argument("--threads", type=int, default=None,
@@ -77,6 +84,7 @@ def _config(args) -> TuneConfig:
     return TuneConfig(steps=args.steps, batch_size=args.batch_size, context_length=args.context_length, lr=args.lr,
                       warmup_steps=args.warmup_steps, seed=args.seed, train_embedding=args.train_embedding,
                       gradient_noise=GradientNoise(args.gradient_noise, args.gradient_clip),
+                      inversion_penalty=InversionPenalty(args.inversion_penalty, args.penalty_temperature),
                       checkpoint_every=args.checkpoint_every, stop_at_step=args.stop_at_step).validate()
 
 
@@ -141,10 +149,17 @@ async def _tune(model, config: TuneConfig, out: Path, args, url, token):
             print(f"step {r.step}/{config.steps} loss {r.loss:.4f} lr {r.lr:.3g} grad {r.grad_norm:.3f} "
                   f"{r.seconds:.2f} s/step", file=sys.stderr, flush=True)
 
+    codebook = None
+    if config.inversion_penalty.enabled:  # the attacker's codebook, from our own blocks through the public encoder
+        from umbra.tuning.inversion_penalty import public_codebook
+
+        blocks, _, _ = data.batch(0, 0, config.inversion_penalty.codebook_blocks)
+        codebook = await asyncio.to_thread(public_codebook, model.check_base(), blocks, model.plan)
+
     async def go(middle):
         with StopOnSignal() as stop:
             return await tune(model.bundle, middle, data, config, out_dir=out, resume=args.resume,
-                              stop=lambda: stop.requested, on_step=progress)
+                              stop=lambda: stop.requested, on_step=progress, codebook=codebook)
 
     if args.in_process:
         return await go(LocalMiddle(model.load_middle()))

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from umbra.errors import ConfigError
 from umbra.training.config import FimConfig
 from umbra.tuning.gradient_noise import GradientNoise
+from umbra.tuning.inversion_penalty import InversionPenalty
 
 # May differ between a run and its resumption: they do not change the trajectory.
 RUNTIME_FIELDS = ("stop_at_step", "checkpoint_every")
@@ -34,6 +35,9 @@ class TuneConfig:
     # Clip-and-noise of the gradient sent to the cloud (defence against label recovery, attack
     # (e)); off by default (σ = 0). umbra/tuning/gradient_noise.py.
     gradient_noise: GradientNoise = field(default_factory=GradientNoise)
+    # λ·P(nearest-neighbour inversion finds the true token) added to the loss, against STuning
+    # pulling the encoder back to the public geometry; off by default. umbra/tuning/inversion_penalty.py.
+    inversion_penalty: InversionPenalty = field(default_factory=InversionPenalty)
     checkpoint_every: int = 50  # steps between checkpoints (also at the end and when stopped)
     stop_at_step: int | None = None  # stop early (checkpointed) at this step; schedule unchanged
 
@@ -52,6 +56,7 @@ class TuneConfig:
         if self.stop_at_step is not None and self.stop_at_step < 0:
             raise ConfigError("stop_at_step must be >= 0")
         self.gradient_noise.validate()
+        self.inversion_penalty.validate()
         return self
 
     def to_dict(self) -> dict:
@@ -60,8 +65,9 @@ class TuneConfig:
     @classmethod
     def from_dict(cls, d: dict) -> "TuneConfig":
         d = dict(d)
-        noise = GradientNoise(**d.pop("gradient_noise", {}))  # absent in checkpoints made before it existed
-        return cls(fim=FimConfig(**d.pop("fim")), gradient_noise=noise, **d)
+        noise = GradientNoise(**d.pop("gradient_noise", {}))  # absent in checkpoints made before they existed
+        penalty = InversionPenalty(**d.pop("inversion_penalty", {}))
+        return cls(fim=FimConfig(**d.pop("fim")), gradient_noise=noise, inversion_penalty=penalty, **d)
 
     def trajectory(self) -> dict:
         """The fields that determine the training trajectory (all but RUNTIME_FIELDS)."""

@@ -9,7 +9,7 @@ One step, for a batch of public ids mapped to private ids p = π(t) in memory:
     g_y  = d loss / d y                              client: decoder backward
     g_y' = clip + noise(g_y)  (only if configured)   client: umbra/tuning/gradient_noise.py
     g_h  = await middle.backward(g_y', session)      cloud: recompute + backprop the middle
-    h.backward(g_h)                                  client: encoder backward; clip; AdamW
+    h.backward(g_h) [+ λ·P(h) inverted]              client: encoder backward; clip; AdamW
 
 The cloud sees h, y's gradient and positions — never ids, labels, logits, π or client weights.
 No randomness is drawn inside a step (except the gradient noise, from its own generator), so the
@@ -37,6 +37,7 @@ from umbra.tuning.client import Tunable, fingerprint, select_trainable
 from umbra.tuning.config import TuneConfig
 from umbra.tuning.data import TuneData
 from umbra.tuning.gradient_noise import GradientNoise
+from umbra.tuning.inversion_penalty import InversionPenalty, model_order, penalty
 
 LOG_NAME = "tune_log.csv"
 
@@ -74,10 +75,12 @@ def _ordered(trainable: dict[str, torch.nn.Parameter]) -> dict[str, torch.nn.Par
 
 
 async def split_step(client: Tunable, middle: Middle, session: str, ids: torch.Tensor,
-                     noise: GradientNoise | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+                     noise: GradientNoise | None = None, generator: torch.Generator | None = None,
+                     inversion: tuple[InversionPenalty, torch.Tensor] | None = None) -> torch.Tensor:
     """Forward and backward of one batch of model-space ids [B, T] through the split model;
-    leaves gradients in the client's parameters and returns the (detached) loss. With `noise`
-    enabled the gradient sent to the middle is clipped and noised (`generator` draws it)."""
+    leaves gradients in the client's parameters and returns the (detached) LM loss. With `noise`
+    enabled the gradient sent to the middle is clipped and noised (`generator` draws it); with
+    `inversion` = (settings, codebook in model id order) the encoder also gets λ·P's gradient."""
     b, t = ids.shape
     positions = torch.arange(t, dtype=torch.int64).expand(b, t)
     hidden = client.encoder(ids, positions)
@@ -92,15 +95,25 @@ async def split_step(client: Tunable, middle: Middle, session: str, ids: torch.T
             raise ConfigError("gradient noise needs its generator")
         sent = noise.apply(sent, generator)
     grad_in = await middle.backward(sent, session)
-    hidden.backward(grad_in)
+    if inversion is not None and inversion[0].enabled:
+        settings, book = inversion
+        p_true = penalty(hidden, ids, book, settings.temperature)
+        torch.autograd.backward([hidden, settings.weight * p_true], [grad_in, None])
+    else:
+        hidden.backward(grad_in)
     return loss.detach()
 
 
 class _Run:
     def __init__(self, client: Tunable, middle: Middle, data: TuneData, config: TuneConfig, out_dir: Path | None,
-                 noise_seed: int | None = None):
+                 noise_seed: int | None = None, codebook: torch.Tensor | None = None):
         self.client, self.middle, self.data, self.config, self.out_dir = client, middle, data, config, out_dir
         self.noise_generator = config.gradient_noise.generator(noise_seed) if config.gradient_noise.enabled else None
+        self.inversion = None
+        if config.inversion_penalty.enabled:
+            if codebook is None:
+                raise ConfigError("the inversion penalty needs the public codebook (inversion_penalty.public_codebook)")
+            self.inversion = (config.inversion_penalty, model_order(codebook, client.permutation))
         self.trainable = _ordered(select_trainable(client, config.train_embedding))
         self.params = list(self.trainable.values())
         self.optimizer = make_optimizer(self.trainable, config)
@@ -138,7 +151,8 @@ class _Run:
             group["lr"] = lr
         t0 = time.perf_counter()
         try:
-            loss = await split_step(self.client, self.middle, session, ids, cfg.gradient_noise, self.noise_generator)
+            loss = await split_step(self.client, self.middle, session, ids, cfg.gradient_noise, self.noise_generator,
+                                    self.inversion)
             grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)
             self.optimizer.step()
         finally:
@@ -154,7 +168,7 @@ async def tune(client: Tunable, middle: Middle, data: TuneData, config: TuneConf
                out_dir: str | Path | None = None, resume: bool = False,
                stop: Callable[[], bool] | None = None,
                on_step: Callable[[StepReport], None] | None = None,
-               noise_seed: int | None = None) -> TuneResult:
+               noise_seed: int | None = None, codebook: torch.Tensor | None = None) -> TuneResult:
     """STune `client` in place through `middle` on `data` for `config.steps` steps.
 
     `out_dir`: checkpoints (tune.pt) and tune_log.csv; None keeps everything in memory.
@@ -162,13 +176,15 @@ async def tune(client: Tunable, middle: Middle, data: TuneData, config: TuneConf
     `stop()`: checked between steps; True ends the run (checkpointed, `interrupted`).
     `on_step(report)`: called after every step (progress output; reports carry no tokens).
     `noise_seed`: fixes the gradient noise (tests and benchmarks only — whoever knows the seed can
-    subtract the noise); by default each run seeds it from the OS CSPRNG."""
+    subtract the noise); by default each run seeds it from the OS CSPRNG.
+    `codebook`: [V, d] public-order unit rows (`inversion_penalty.public_codebook`), needed when
+    `config.inversion_penalty` is on."""
     config.validate(client.encoder.spec.max_position_embeddings)
     if middle.hidden_size != client.encoder.spec.hidden_size:
         raise ConfigError(f"the middle works on hidden size {middle.hidden_size}, the client on "
                           f"{client.encoder.spec.hidden_size}")
     out = Path(out_dir) if out_dir is not None else None
-    run = _Run(client, middle, data, config, out, noise_seed)
+    run = _Run(client, middle, data, config, out, noise_seed, codebook)
     if resume:
         if out is None:
             raise ConfigError("resume needs the run's out_dir")

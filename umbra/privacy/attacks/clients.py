@@ -29,6 +29,7 @@ class Defence:
     h: float = 0.25  # INDVocab temperature
     gradient_noise: float = 0.0  # STuning: σ of the clip-and-noise on the sent gradient (0: exact)
     tune_locally: bool = False  # STuning with the public middle run on the client: no gradient is sent
+    inversion_penalty: float = 0.0  # STuning: λ of the inversion penalty (0: off)
 
     @property
     def label(self) -> str:
@@ -39,7 +40,9 @@ class Defence:
             parts.append("LTokenizer")
         if self.stuning:
             parts.append("STuning" + (" (middle run locally)" if self.tune_locally else
-                                      f" (gradient noise σ={self.gradient_noise:g})" if self.gradient_noise else ""))
+                                      f" (gradient noise σ={self.gradient_noise:g})" if self.gradient_noise else
+                                      f" (inversion penalty λ={self.inversion_penalty:g})" if self.inversion_penalty
+                                      else ""))
         return " + ".join(parts) or "no defence"
 
     @property

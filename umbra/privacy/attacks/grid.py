@@ -5,7 +5,9 @@ evaluation blocks sent as inference prefills and the split fine-tuning loop (umb
 rows without STuning send the prompts first (untuned client) and then run `gradient_steps`
 steps (the first steps of any tuning run); STuning rows tune for `tune_steps` steps, keep the
 last `gradient_steps` for the gradient attack, and then send the prompts from the tuned client.
-Two STuning variants defend against (e): "+noise" clips and noises the sent gradient
+"+penalty" tunes with the inversion penalty (umbra/tuning/inversion_penalty.py: the client runs
+attack (a) on itself, with a codebook from its own blocks through the public encoder), against STuning pulling
+states back to the public geometry. Two STuning variants defend against (e): "+noise" clips and noises the sent gradient
 (umbra/tuning/gradient_noise.py; σ and C from GridParams), "-local" tunes through an unrecorded
 LocalMiddle (the client runs the public middle itself), so the cloud sees no tuning traffic and
 (e) has nothing to attack. The suite runs on what the cloud recorded: attacks (a)–(d) and the
@@ -24,10 +26,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from umbra.errors import ConfigError
 from umbra.middle.local import LocalMiddle
 from umbra.privacy.attacks.clients import Defence, build_client
+from umbra.privacy.attacks.nearest import centroid_codebook
 from umbra.privacy.attacks.public import PublicModel
 from umbra.privacy.attacks.recorder import RecordingMiddle
 from umbra.privacy.attacks.suite import NOISE_AWARE, AttackSuite
@@ -43,6 +47,7 @@ CONFIGS = {  # name -> (INDVocab?, LTokenizer?, STuning?, how the tuning gradien
     "both+stuning": (True, True, True, None),
     "both+stuning+noise": (True, True, True, "noise"),
     "both+stuning-local": (True, True, True, "local"),
+    "both+stuning+penalty": (True, True, True, "penalty"),
 }
 TRAINING_ATTACKS = ("gradient",)
 
@@ -58,6 +63,7 @@ class GridParams:
     tune_lr: float = 5e-4  # tuning peak learning rate
     gradient_noise: float = 0.1  # "+noise" rows: σ of the sent gradient's noise (std σ·C)
     gradient_clip: float = GradientNoise.clip_norm  # "+noise" rows: C, the per-sequence bound
+    inversion_penalty: float = 10.0  # "+penalty" rows: λ of the STuning inversion penalty (τ default)
     seed: int = 0  # client draws (table, π), evaluation sample, tuning data order
     protocol: int = 3  # bumped when a cell's procedure changes (invalidates cached cells)
 
@@ -99,9 +105,10 @@ def table_rows(requested: list[tuple[str, float | None]], cached: dict) -> list[
 
 def defence_of(config: str, epsilon: float | None, params: "GridParams | None" = None) -> Defence:
     ind, lt, st, guard = CONFIGS[config]
-    sigma = (params or GridParams()).gradient_noise if guard == "noise" else 0.0
-    return Defence(indvocab_epsilon=epsilon if ind else None, ltokenizer=lt, stuning=st, gradient_noise=sigma,
-                   tune_locally=guard == "local")
+    params = params or GridParams()
+    return Defence(indvocab_epsilon=epsilon if ind else None, ltokenizer=lt, stuning=st,
+                   gradient_noise=params.gradient_noise if guard == "noise" else 0.0, tune_locally=guard == "local",
+                   inversion_penalty=params.inversion_penalty if guard == "penalty" else 0.0)
 
 
 class GridCache:
@@ -141,14 +148,16 @@ def run_key(public: PublicModel, suite_key: str, params: GridParams) -> str:
     return hashlib.sha256(f"{public.fingerprint}|{suite_key}|{params.key()}".encode()).hexdigest()[:16]
 
 
-def tune_config(params: GridParams, stuning: bool, noise: bool = False):
+def tune_config(params: GridParams, stuning: bool, noise: bool = False, penalty: bool = False):
     from umbra.tuning import TuneConfig
+    from umbra.tuning.inversion_penalty import InversionPenalty
 
     steps = params.tune_steps if stuning else params.gradient_steps
     guard = GradientNoise(params.gradient_noise, params.gradient_clip) if noise else GradientNoise()
+    inversion = InversionPenalty(weight=params.inversion_penalty) if penalty else InversionPenalty()
     return TuneConfig(steps=steps, batch_size=params.batch_size, context_length=params.context_length,
                       lr=params.tune_lr, warmup_steps=min(10, steps // 5), seed=params.seed,
-                      checkpoint_every=steps, gradient_noise=guard)
+                      checkpoint_every=steps, gradient_noise=guard, inversion_penalty=inversion)
 
 
 def run_cell(public: PublicModel, suite: AttackSuite, config: str, epsilon: float | None,
@@ -168,9 +177,15 @@ def run_cell(public: PublicModel, suite: AttackSuite, config: str, epsilon: floa
     inference = None if defence.stuning else prompts()  # the untuned client's prompts
     middle.clear()
     tuning_middle = LocalMiddle(public.middle) if defence.tune_locally else middle  # local: the cloud sees none of it
+    codebook = None
+    if defence.inversion_penalty > 0:  # the client's own copy of attack (a)'s codebook: its OWN blocks
+        own, _, _ = tune_data.batch(0, 0, 128)  # through the public encoder (not the attacker's sample)
+        codebook = torch.nn.functional.normalize(centroid_codebook(public, own), dim=-1)
     losses = asyncio.run(tuning_traffic(client, tuning_middle, tune_data,
-                                        tune_config(params, defence.stuning, noise=defence.gradient_noise > 0),
-                                        record_last=params.gradient_steps, noise_seed=params.seed))
+                                        tune_config(params, defence.stuning, noise=defence.gradient_noise > 0,
+                                                    penalty=defence.inversion_penalty > 0),
+                                        record_last=params.gradient_steps, noise_seed=params.seed,
+                                        codebook=codebook))
     training = middle.sequences()
     if inference is None:  # STuning: the tuned client's prompts
         inference = prompts()

@@ -41,12 +41,14 @@ async def inference_traffic(client: SimulatedClient, middle: RecordingMiddle, bl
 
 
 async def tuning_traffic(client: SimulatedClient, middle, data, config, *,
-                         record_last: int | None = None, noise_seed: int | None = None) -> list[float]:
+                         record_last: int | None = None, noise_seed: int | None = None,
+                         codebook=None) -> list[float]:
     """Run the split fine-tuning loop (umbra.tuning.tune) on the client through `middle` and
     record its traffic; `record_last`: keep only the last that many steps' events (a long
     STuning run, attacked once the client has moved away from the public model). Returns the
     losses. The client is tuned in place. `middle` need not record (a client tuning locally);
-    `noise_seed` fixes the gradient noise of `config.gradient_noise` (benchmarks only)."""
+    `noise_seed` fixes the gradient noise of `config.gradient_noise` (benchmarks only); `codebook`
+    is the inversion penalty's (`config.inversion_penalty`)."""
     from umbra.tuning import tune
 
     if record_last is not None and record_last < 1:
@@ -54,12 +56,12 @@ async def tuning_traffic(client: SimulatedClient, middle, data, config, *,
     first_kept = 0 if record_last is None else max(0, config.steps - record_last)
 
     if not isinstance(middle, RecordingMiddle):
-        return (await tune(client, middle, data, config, noise_seed=noise_seed)).losses
+        return (await tune(client, middle, data, config, noise_seed=noise_seed, codebook=codebook)).losses
 
     def on_step(report) -> None:
         if report.step == first_kept:  # drop everything before the recorded window
             middle.clear()
 
     with truth_from_encoder(client.encoder, middle, client.permutation):
-        result = await tune(client, middle, data, config, on_step=on_step, noise_seed=noise_seed)
+        result = await tune(client, middle, data, config, on_step=on_step, noise_seed=noise_seed, codebook=codebook)
     return result.losses
