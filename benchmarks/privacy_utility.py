@@ -45,7 +45,7 @@ from umbra.training.packing import eval_blocks, load_raw_tokenizer  # noqa: E402
 from umbra.tuning import TuneConfig, TuneData, clean_client, defended_client, tune  # noqa: E402
 from umbra.tuning.evaluate import fim_exact_match, next_token  # noqa: E402
 from umbra.tuning.gradient_noise import GradientNoise  # noqa: E402
-from umbra.tuning.inversion_penalty import InversionPenalty, public_codebook  # noqa: E402
+from umbra.tuning.inversion_penalty import InversionPenalty, own_codebook  # noqa: E402
 
 BEGIN, END = "<!-- utility-table:begin -->", "<!-- utility-table:end -->"
 
@@ -157,8 +157,7 @@ class Bench:
             config = replace(config, gradient_noise=GradientNoise(self.args.gradient_noise, self.args.gradient_clip))
         if penalized:
             config = replace(config, inversion_penalty=InversionPenalty(weight=self.args.inversion_penalty))
-            own, _, _ = self.data.batch(0, 0, config.inversion_penalty.codebook_blocks)
-            codebook = public_codebook(self.base, own)
+            codebook = own_codebook(self.base, self.data, config.inversion_penalty)
         out = self.work / "ckpt" / cell
         resume = (out / "tune.pt").is_file()
         t0 = time.perf_counter()

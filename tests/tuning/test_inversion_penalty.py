@@ -17,7 +17,7 @@ from umbra.privacy.ltokenizer import Permutation
 from umbra.tuning.client import clean_client, defended_client
 from umbra.tuning.config import TuneConfig
 from umbra.tuning.data import TuneData
-from umbra.tuning.inversion_penalty import InversionPenalty, model_order, penalty, public_codebook
+from umbra.tuning.inversion_penalty import InversionPenalty, model_order, own_codebook, penalty
 from umbra.tuning.loop import tune
 
 
@@ -58,7 +58,7 @@ async def test_tuning_with_the_penalty_leaves_states_harder_to_invert(base_dir, 
     config = tiny_config(steps=16, lr=5e-3)
     data = TuneData.from_corpus(corpus_dir, base_dir, config, vocab_size=512)
     blocks, _, _ = data.batch(0, 0, 4)
-    book = public_codebook(base_dir, blocks)
+    book = own_codebook(base_dir, data, InversionPenalty(codebook_blocks=4))
     assert book.shape == (512, 64) and torch.allclose(book.norm(dim=-1), torch.ones(512))
 
     async def tuned(weight: float) -> float:

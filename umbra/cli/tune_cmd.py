@@ -151,10 +151,10 @@ async def _tune(model, config: TuneConfig, out: Path, args, url, token):
 
     codebook = None
     if config.inversion_penalty.enabled:  # the attacker's codebook, from our own blocks through the public encoder
-        from umbra.tuning.inversion_penalty import public_codebook
+        from umbra.tuning.inversion_penalty import own_codebook
 
-        blocks, _, _ = data.batch(0, 0, config.inversion_penalty.codebook_blocks)
-        codebook = await asyncio.to_thread(public_codebook, model.check_base(), blocks, model.plan)
+        codebook = await asyncio.to_thread(own_codebook, model.check_base(), data, config.inversion_penalty,
+                                           model.plan)
 
     async def go(middle):
         with StopOnSignal() as stop:

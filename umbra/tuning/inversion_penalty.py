@@ -12,7 +12,7 @@ client knows the public model too, so it can run that attack on itself while it 
     loss   = LM loss + λ · P                     (P's gradient stays on the client: encoder only)
 
 The codebook is the attacker's (a) codebook (`umbra.privacy.attacks.nearest.centroid_codebook`),
-built from public code or the client's own blocks run through the public encoder — it lives on
+built by `own_codebook` from the client's own blocks run through the public encoder — it lives on
 the client and never crosses the wire. Nothing here is a formal guarantee: it trains against one
 known attack, and the attack suite measures what it buys against all of them
 (docs/privacy/attacks.md)."""
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -57,13 +56,18 @@ def penalty(hidden: torch.Tensor, ids: torch.Tensor, codebook: torch.Tensor, tem
     return torch.softmax(scores, -1).gather(-1, ids[..., None]).mean()
 
 
-def public_codebook(base_dir: str | Path, blocks: np.ndarray, plan=None) -> torch.Tensor:
-    """[V,d] unit rows, public id order: the centroid of each token's PUBLIC split-layer state over
-    `blocks` [N,T] of public ids (the isolated state for tokens they do not contain)."""
+def own_codebook(public, data, settings: InversionPenalty, plan=None) -> torch.Tensor:
+    """[V,d] unit rows, public id order: attack (a)'s centroid codebook built from the client's own
+    first `settings.codebook_blocks` tuning blocks (`data`: a TuneData of public ids) through the
+    PUBLIC encoder — `public` a PublicModel, or the base model's directory (loaded with `plan`).
+    Tokens those blocks do not contain get their isolated public state."""
     from umbra.privacy.attacks.nearest import centroid_codebook
     from umbra.privacy.attacks.public import PublicModel
 
-    return F.normalize(centroid_codebook(PublicModel(base_dir, plan), np.asarray(blocks)), dim=-1)
+    if not isinstance(public, PublicModel):
+        public = PublicModel(public, plan)
+    blocks, _, _ = data.batch(0, 0, settings.codebook_blocks)
+    return F.normalize(centroid_codebook(public, np.asarray(blocks)), dim=-1)
 
 
 def model_order(codebook: torch.Tensor, permutation) -> torch.Tensor:

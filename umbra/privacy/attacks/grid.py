@@ -26,18 +26,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from umbra.errors import ConfigError
 from umbra.middle.local import LocalMiddle
 from umbra.privacy.attacks.clients import Defence, build_client
-from umbra.privacy.attacks.nearest import centroid_codebook
 from umbra.privacy.attacks.public import PublicModel
 from umbra.privacy.attacks.recorder import RecordingMiddle
 from umbra.privacy.attacks.suite import NOISE_AWARE, AttackSuite
 from umbra.privacy.attacks.traffic import inference_traffic, tuning_traffic
 from umbra.privacy.indvocab import guess_bound
 from umbra.tuning.gradient_noise import GradientNoise
+from umbra.tuning.inversion_penalty import own_codebook
 
 CONFIGS = {  # name -> (INDVocab?, LTokenizer?, STuning?, how the tuning gradient is protected)
     "none": (False, False, False, None),
@@ -50,7 +49,6 @@ CONFIGS = {  # name -> (INDVocab?, LTokenizer?, STuning?, how the tuning gradien
     "both+stuning+penalty": (True, True, True, "penalty"),
 }
 TRAINING_ATTACKS = ("gradient",)
-
 
 
 @dataclass(frozen=True)
@@ -177,13 +175,11 @@ def run_cell(public: PublicModel, suite: AttackSuite, config: str, epsilon: floa
     inference = None if defence.stuning else prompts()  # the untuned client's prompts
     middle.clear()
     tuning_middle = LocalMiddle(public.middle) if defence.tune_locally else middle  # local: the cloud sees none of it
-    codebook = None
-    if defence.inversion_penalty > 0:  # the client's own copy of attack (a)'s codebook: its OWN blocks
-        own, _, _ = tune_data.batch(0, 0, 128)  # through the public encoder (not the attacker's sample)
-        codebook = torch.nn.functional.normalize(centroid_codebook(public, own), dim=-1)
-    losses = asyncio.run(tuning_traffic(client, tuning_middle, tune_data,
-                                        tune_config(params, defence.stuning, noise=defence.gradient_noise > 0,
-                                                    penalty=defence.inversion_penalty > 0),
+    config_t = tune_config(params, defence.stuning, noise=defence.gradient_noise > 0,
+                           penalty=defence.inversion_penalty > 0)
+    # the client's own copy of attack (a)'s codebook: its OWN blocks, not the attacker's sample
+    codebook = own_codebook(public, tune_data, config_t.inversion_penalty) if config_t.inversion_penalty.enabled else None
+    losses = asyncio.run(tuning_traffic(client, tuning_middle, tune_data, config_t,
                                         record_last=params.gradient_steps, noise_seed=params.seed,
                                         codebook=codebook))
     training = middle.sequences()
