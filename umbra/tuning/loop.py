@@ -112,7 +112,7 @@ class _Run:
         self.inversion = None
         if config.inversion_penalty.enabled:
             if codebook is None:
-                raise ConfigError("the inversion penalty needs the public codebook (inversion_penalty.public_codebook)")
+                raise ConfigError("the inversion penalty needs the public codebook (inversion_penalty.own_codebook)")
             self.inversion = (config.inversion_penalty, model_order(codebook, client.permutation))
         self.trainable = _ordered(select_trainable(client, config.train_embedding))
         self.params = list(self.trainable.values())
@@ -177,7 +177,7 @@ async def tune(client: Tunable, middle: Middle, data: TuneData, config: TuneConf
     `on_step(report)`: called after every step (progress output; reports carry no tokens).
     `noise_seed`: fixes the gradient noise (tests and benchmarks only — whoever knows the seed can
     subtract the noise); by default each run seeds it from the OS CSPRNG.
-    `codebook`: [V, d] public-order unit rows (`inversion_penalty.public_codebook`), needed when
+    `codebook`: [V, d] public-order unit rows (`inversion_penalty.own_codebook`), needed when
     `config.inversion_penalty` is on."""
     config.validate(client.encoder.spec.max_position_embeddings)
     if middle.hidden_size != client.encoder.spec.hidden_size:

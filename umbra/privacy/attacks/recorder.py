@@ -34,6 +34,7 @@ class RecordingMiddle:
         self.keep_outputs = keep_outputs  # also keep the middle outputs (the cloud computed them)
         self.events: list[Event] = []
         self._training: dict[str, bool] = {}
+        self._closed: set[str] = set()  # sessions closed since the last take_closed
         self._wire_dtype = getattr(inner, "wire_dtype", None)
         self._truth: np.ndarray | None = None
 
@@ -86,6 +87,7 @@ class RecordingMiddle:
         finally:
             self.events.append(CloseEvent(session))
             self._training.pop(session, None)
+            self._closed.add(session)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -96,15 +98,16 @@ class RecordingMiddle:
     def take_closed(self) -> list[ObservedSequence]:
         """The sequences of every closed session, removed from the record (a long-running
         client saves them as sessions end; open sessions keep their history for prefix reuse)."""
-        closed = {e.session for e in self.events if isinstance(e, CloseEvent)}
-        if not closed:
+        if not self._closed:  # the common case after a completion: nothing to scan
             return []
+        closed, self._closed = self._closed, set()
         done = [e for e in self.events if e.session in closed]
         self.events = [e for e in self.events if e.session not in closed]
         return assemble(done)
 
     def clear(self) -> None:
         self.events.clear()
+        self._closed.clear()
 
 
 @contextlib.contextmanager
