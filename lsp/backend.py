@@ -129,9 +129,7 @@ class Backend:
             if self.closed:  # shut down while the cloud was starting: stop it again
                 await asyncio.to_thread(self._stack.close)
                 return
-            self.middle = self.link.middle(self.model)
-            if audit_enabled():  # the encrypted store and its keyring key, before anything is sent
-                self.audit = AuditTap(self.model, self.middle)
+            self._attach_middle()
             await self._engine()
             self._report("ready", f"split inference through {self.link.describe()}")
         except CloudUnavailable as exc:
@@ -158,6 +156,12 @@ class Backend:
                 if self.engine is None:
                     await self._connect_engine()
         return self.engine
+
+    def _attach_middle(self) -> None:
+        """A RemoteMiddle to `self.link`, and the audit tap over it while `umbra audit on` (its
+        encrypted store and keyring key made ready here, before anything is sent)."""
+        self.middle = self.link.middle(self.model)
+        self.audit = AuditTap(self.model, self.middle) if audit_enabled() else None
 
     async def _connect_engine(self) -> None:
         """Connect `self.middle` (checks the cloud runs our middle blocks) and build the engine
@@ -211,9 +215,7 @@ class Backend:
             if self.closed:
                 await asyncio.to_thread(self._stack.close)
                 return
-            self.middle = self.link.middle(self.model)
-            if audit_enabled():
-                self.audit = AuditTap(self.model, self.middle)
+            self._attach_middle()
             await self._connect_engine()
         self._report("ready", f"split inference through {self.link.describe()} (restarted after it exited)")
 
