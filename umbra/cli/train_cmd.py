@@ -32,14 +32,16 @@ def _pretrain(args: argparse.Namespace) -> int:
 
     cfg = _config(args)
     if args.resume:  # the checkpoint's own settings win, except runtime-only knobs
-        saved = train_config_from_dict(load_checkpoint(cfg.out_dir / CHECKPOINT_NAME)["config"])
+        payload = load_checkpoint(cfg.out_dir / CHECKPOINT_NAME)
+        saved, saved_step = train_config_from_dict(payload["config"]), payload["state"]["step"]
+        del payload  # the weights and optimizer state: the trainer loads them itself
         for key in _RUNTIME_ONLY:
             setattr(saved, key, getattr(cfg, key))
         if args.total_tokens:  # explicit: extend (or shorten) the cosine schedule of the run
             saved.total_tokens = args.total_tokens
         if args.fp32 and saved.bf16:  # explicit: continue in fp32 (e.g. a CPU without native bf16 matmul)
             saved.bf16 = False
-            saved.bf16_until_step = load_checkpoint(cfg.out_dir / CHECKPOINT_NAME)["state"]["step"]
+            saved.bf16_until_step = saved_step
         cfg = saved
     result = pretrain(cfg, resume=args.resume)
     print(json.dumps({"step": result.state.step, "tokens_seen": result.state.tokens_seen,
