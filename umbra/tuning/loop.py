@@ -13,8 +13,9 @@ One step, for a batch of public ids mapped to private ids p = π(t) in memory:
 
 The cloud sees h, y's gradient and positions — never ids, labels, logits, π or client weights.
 No randomness is drawn inside a step (except the gradient noise, from its own generator), so the
-same seed, weights and data give the same weights through LocalMiddle and the cloud (tests/tuning). With `out_dir`, checkpoints resume exactly
-(umbra/tuning/checkpoint.py: public row order, no π) and a CSV log is kept."""
+same seed, weights and data give the same weights through LocalMiddle and the cloud
+(tests/tuning). With `out_dir`, checkpoints resume exactly (umbra/tuning/checkpoint.py: public
+row order, no π) and a CSV log is kept."""
 
 from __future__ import annotations
 

@@ -6,12 +6,13 @@ rows without STuning send the prompts first (untuned client) and then run `gradi
 steps (the first steps of any tuning run); STuning rows tune for `tune_steps` steps, keep the
 last `gradient_steps` for the gradient attack, and then send the prompts from the tuned client.
 "+penalty" tunes with the inversion penalty (umbra/tuning/inversion_penalty.py: the client runs
-attack (a) on itself, with a codebook from its own blocks through the public encoder), against STuning pulling
-states back to the public geometry. Two STuning variants defend against (e): "+noise" clips and noises the sent gradient
-(umbra/tuning/gradient_noise.py; σ and C from GridParams), "-local" tunes through an unrecorded
-LocalMiddle (the client runs the public middle itself), so the cloud sees no tuning traffic and
-(e) has nothing to attack. The suite runs on what the cloud recorded: attacks (a)–(d) and the
-baseline on the inference traffic, (e) on the tuning traffic. Results go to a JSON cache keyed by the model's fingerprint and the
+attack (a) on itself, with a codebook from its own blocks through the public encoder), against
+STuning pulling states back to the public geometry. Two STuning variants defend against (e):
+"+noise" clips and noises the sent gradient (umbra/tuning/gradient_noise.py; σ and C from
+GridParams), "-local" tunes through an unrecorded LocalMiddle (the client runs the public middle
+itself), so the cloud sees no tuning traffic and (e) has nothing to attack. The suite runs on
+what the cloud recorded: attacks (a)–(d) and the baseline on the inference traffic, (e) on the
+tuning traffic. Results go to a JSON cache keyed by the model's fingerprint and the
 run's parameters, one entry per cell, written after each cell — a rerun skips finished cells."""
 
 from __future__ import annotations
