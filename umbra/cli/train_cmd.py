@@ -9,7 +9,7 @@ from pathlib import Path
 from umbra.training.config import ModelConfig, TrainConfig
 from umbra.training.hardware import native_bf16
 
-_RUNTIME_ONLY = ("stop_at_step", "threads", "checkpoint_minutes")  # may change on resume
+_RUNTIME_ONLY = ("stop_at_step", "threads", "checkpoint_minutes", "compile")  # may change on resume
 
 
 def _config(args: argparse.Namespace) -> TrainConfig:
@@ -20,7 +20,7 @@ def _config(args: argparse.Namespace) -> TrainConfig:
                        seed=args.seed, batch_size=args.batch_size,
                        total_tokens=args.total_tokens or TrainConfig.total_tokens,
                        lr=args.lr, warmup_steps=args.warmup_steps, bf16=args.bf16 or (not args.fp32 and native_bf16()),
-                       threads=args.threads, eval_every_steps=args.eval_every,
+                       threads=args.threads, compile=args.compile, eval_every_steps=args.eval_every,
                        checkpoint_minutes=args.checkpoint_minutes, stop_at_step=args.stop_at_step,
                        model=m)
 
@@ -94,6 +94,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                            help="bfloat16 autocast even on a CPU without native bf16 matmul (default: autocast "
                                 "exactly where the CPU has it: avx512_bf16 or amx_bf16)")
     common.add_argument("--threads", type=int, default=d.threads)
+    common.add_argument("--compile", action="store_true",
+                        help="torch.compile the training step (needs a C compiler; about a minute to compile, "
+                             "then ~1.45x faster steps on the default model on a 2-core AVX2 CPU)")
     common.add_argument("--eval-every", type=int, default=d.eval_every_steps)
     common.add_argument("--checkpoint-minutes", type=float, default=d.checkpoint_minutes)
     common.add_argument("--stop-at-step", type=int, default=None)

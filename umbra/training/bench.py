@@ -18,6 +18,7 @@ def measure_throughput(cfg: TrainConfig, steps: int = 8, warmup: int = 3) -> dic
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model, enforce_limits=False)
     opt = make_optimizer(model, cfg)
+    forward = torch.compile(model) if cfg.compile else model
     ids = torch.randint(0, cfg.model.vocab_size, (cfg.batch_size, cfg.model.context_length))
     ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if cfg.bf16 else contextlib.nullcontext
     start = 0.0
@@ -25,7 +26,7 @@ def measure_throughput(cfg: TrainConfig, steps: int = 8, warmup: int = 3) -> dic
         if i == warmup:
             start = time.perf_counter()
         with ctx():
-            loss = model(input_ids=ids, labels=ids).loss
+            loss = forward(input_ids=ids, labels=ids).loss
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)

@@ -47,6 +47,10 @@ class TrainConfig:
     # ~50x slower): the step up to which the run used bf16 autocast. Recorded for the model card.
     bf16_until_step: int | None = None
     threads: int = 2  # torch intra-op threads
+    # torch.compile the training forward/backward (inductor, C++ kernels via the system compiler):
+    # ~1.45x faster steps on a 2-core AVX2 CPU for the default model, ~1 min to compile at start.
+    # Validation stays eager (other shapes). Runtime-only: may change on resume.
+    compile: bool = False
     eval_every_steps: int = 1000  # validation cadence
     eval_tokens_per_lang: int = 100_000  # validation tokens per language (from the valid split)
     checkpoint_minutes: float = 15.0  # wall-clock checkpoint cadence (also on SIGTERM and at end)

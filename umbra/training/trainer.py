@@ -91,6 +91,8 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         self.model = build_model(cfg.model, enforce_limits)
         self.optimizer = make_optimizer(self.model, cfg)
+        # the training forward: the model itself, or its compiled wrapper (same parameters)
+        self.forward = torch.compile(self.model) if cfg.compile else self.model
         self.ckpt_path = cfg.out_dir / CHECKPOINT_NAME
         self.train_log = CsvLog(cfg.out_dir / "train_log.csv", TRAIN_FIELDS)
         self.valid_log = CsvLog(cfg.out_dir / "valid_log.csv", VALID_FIELDS)
@@ -118,7 +120,7 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         with _autocast(cfg.bf16):
-            loss = self.model(input_ids=ids, labels=ids).loss
+            loss = self.forward(input_ids=ids, labels=ids).loss
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
         self.optimizer.step()
