@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -47,3 +48,19 @@ def test_logs_plot_and_export(tiny_corpus, tmp_path):
     assert (cfg.export_dir / "generation_config.json").exists()
     ids = tokenizer("def f(x):", return_tensors="pt")["input_ids"]
     assert model(input_ids=ids).logits.shape[-1] == 600
+
+
+def test_compiled_training_follows_the_eager_run(tiny_corpus, tmp_path):
+    """--compile changes how the step runs, not what it computes: the same losses up to float
+    reassociation, and an eager run resumes compiled (compile is a runtime-only knob)."""
+    corpus, tok = tiny_corpus
+    eager = pretrain(tiny_train_config(corpus, tok, tmp_path / "eager", stop_at_step=4), enforce_limits=False)
+    compiled = pretrain(tiny_train_config(corpus, tok, tmp_path / "compiled", stop_at_step=4, compile=True),
+                        enforce_limits=False)
+    assert compiled.losses == pytest.approx(eager.losses, rel=1e-4, abs=1e-5)
+    assert compiled.losses[0] == pytest.approx(eager.losses[0], rel=1e-6)
+    resumed = pretrain(tiny_train_config(corpus, tok, tmp_path / "eager", compile=True), resume=True,
+                       enforce_limits=False)
+    assert resumed.finished and resumed.state.step == 8
+    full = pretrain(tiny_train_config(corpus, tok, tmp_path / "full"), enforce_limits=False)
+    assert resumed.losses == pytest.approx(full.losses[4:], rel=1e-4, abs=1e-5)
