@@ -5,7 +5,9 @@ rebinding, any web page the user opens — can reach 127.0.0.1. Completions run 
 private model (a bundle unlocked with the keyring's key), and a warm session's `reusedTokens`
 tells how much of a guessed prompt matches what the editor sent. So:
 
-* every route but GET /healthz needs `Authorization: Bearer <token>`; the token is made fresh at
+* every route but GET /healthz needs `Authorization: Bearer <token>` (and /healthz without it
+  says only whether the server is ready: no message, sessions or completion counts, which would
+  tell another local user when and how much this one is working); the token is made fresh at
   each start (CSPRNG), written to a file only the user can read (0600 in a 0700 directory,
   `$XDG_RUNTIME_DIR/umbra/serve-<port>.token` by default) and deleted at shutdown — clients read
   it from there, as Jupyter's and Docker's local clients do;
@@ -47,11 +49,16 @@ class ApiAuth:
     def check(self, request: Request, *, token_required: bool) -> None:
         if self.loopback_only and host_name(request.headers.get("host", "")) not in LOOPBACK_NAMES:
             raise MisdirectedHost("this server answers only requests addressed to 127.0.0.1, ::1 or localhost")
-        if token_required and self.token is not None:
-            scheme, _, given = request.headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
-                raise Unauthorized("missing or wrong API token: send 'Authorization: Bearer <token>' with the "
-                                   "token from the file `umbra serve` printed at start")
+        if token_required and not self.authorized(request):
+            raise Unauthorized("missing or wrong API token: send 'Authorization: Bearer <token>' with the "
+                               "token from the file `umbra serve` printed at start")
+
+    def authorized(self, request: Request) -> bool:
+        """The request carries the API token (always true with --no-auth)."""
+        if self.token is None:
+            return True
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode())
 
 
 def host_name(header: str) -> str:

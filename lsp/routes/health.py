@@ -1,9 +1,14 @@
-"""GET /healthz: the backend's status (the language server's `umbra/status`), warm sessions and
-completion counts. 200 when ready, 503 otherwise (e.g. the cloud is unreachable)."""
+"""GET /healthz: the backend's status (the language server's `umbra/status`). 200 when ready,
+503 otherwise (e.g. the cloud is unreachable).
+
+It needs no API token, so that a supervisor can probe it; without the token it says only the
+state and mode. The status message (which names the cloud), the number of warm sessions and the
+completion counts come only with the token: they would tell another local user when, and how
+much, this one is completing."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from lsp.backend import Backend
@@ -13,6 +18,10 @@ router = APIRouter()
 
 
 @router.get("/healthz")
-async def healthz(backend: Backend = Depends(get_backend)) -> JSONResponse:
-    body = {**backend.status.to_json(), "sessions": len(backend.pool), "completions": dict(backend.counts)}
+async def healthz(request: Request, backend: Backend = Depends(get_backend)) -> JSONResponse:
+    status = backend.status.to_json()
+    if request.app.state.auth.authorized(request):
+        body = {**status, "sessions": len(backend.pool), "completions": dict(backend.counts)}
+    else:
+        body = {"state": status["state"], "mode": status["mode"]}
     return JSONResponse(body, status_code=200 if backend.status.state == "ready" else 503)

@@ -93,7 +93,7 @@ async def http(base_url):
         yield client
 
 
-async def test_no_or_a_wrong_token_is_401_and_healthz_needs_none(base_url):
+async def test_no_or_a_wrong_token_is_401_and_healthz_tells_only_readiness_without_it(base_url):
     port = base_url.rsplit(":", 1)[1]
     async with httpx.AsyncClient(base_url=base_url, timeout=60) as anon:
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {API_TOKEN}"},
@@ -102,7 +102,12 @@ async def test_no_or_a_wrong_token_is_401_and_healthz_needs_none(base_url):
             assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", r.text
             assert "API token" in r.json()["detail"] and API_TOKEN not in r.text
             assert (await anon.delete("/v1/sessions/x", headers=headers)).status_code == 401
-        assert (await anon.get("/healthz")).status_code == 200
+        anon_health = await anon.get("/healthz")  # no token: ready or not, and nothing about usage
+        assert anon_health.status_code == 200 and anon_health.json() == {"state": "ready", "mode": "split"}
+        wrong = await anon.get("/healthz", headers={"Authorization": "Bearer wrong"})
+        assert wrong.json() == anon_health.json()
+        full = (await anon.get("/healthz", headers={"Authorization": f"Bearer {API_TOKEN}"})).json()
+        assert {"message", "sessions", "completions"} <= set(full) and full["state"] == "ready"
         for host in (f"localhost:{port}", f"[::1]:{port}", f"127.0.0.1:{port}"):
             r = await anon.get("/healthz", headers={"Host": host})
             assert r.status_code == 200, host
