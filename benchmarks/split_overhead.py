@@ -1,6 +1,6 @@
 """Split-inference overhead, measured in one run on one model and machine.
 
-    python benchmarks/split_overhead.py [--model DIR | --synthetic qwen2.5-0.5b] [--threads 1]
+    python benchmarks/split_overhead.py [--model DIR | --synthetic SHAPE] [--threads 1]
 
 Variants: (a) monolithic lean loop (our blocks, no seam), (b) split with LocalMiddle,
 (c) split through the real cloud service on loopback (uvicorn subprocess, WebSocket decode),
@@ -11,7 +11,8 @@ variants are interleaved and medians reported, because this machine is noisy. Pr
 
 `--synthetic qwen2.5-0.5b` builds random weights with Qwen2.5-0.5B's block shapes (24 layers,
 hidden 896, GQA 14/2, MLP 4864) and the embedded tokenizer's vocabulary, for a model whose
-per-token compute resembles a real code LLM's."""
+per-token compute resembles a real code LLM's; `--synthetic qwen2.5-coder-1.5b` those of
+Qwen2.5-Coder-1.5B (28 layers, hidden 1536, GQA 12/2, MLP 8960)."""
 
 from __future__ import annotations
 
@@ -34,15 +35,23 @@ from umbra.middle.remote import RemoteMiddle
 from umbra.paths import default_model_dir, repo_root
 
 
+# Block shapes of real code LLMs (Qwen2 family, tied embeddings), with random weights.
+SYNTHETIC_SHAPES = {
+    "qwen2.5-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                         num_attention_heads=14, num_key_value_heads=2),
+    "qwen2.5-coder-1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
+                               num_attention_heads=12, num_key_value_heads=2),
+}
+
+
 def build_synthetic(shape: str, tokenizer_dir: Path, out: Path) -> Path:
     from transformers import AutoModelForCausalLM, Qwen2Config
 
-    if shape != "qwen2.5-0.5b":
-        raise SystemExit(f"unknown synthetic shape {shape}")
+    if shape not in SYNTHETIC_SHAPES:
+        raise SystemExit(f"unknown synthetic shape {shape} (known: {', '.join(SYNTHETIC_SHAPES)})")
     vocab = len(__import__("json").loads((tokenizer_dir / "tokenizer.json").read_text())["model"]["vocab"])
-    cfg = Qwen2Config(vocab_size=max(vocab, 8192), hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                      num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=4096,
-                      tie_word_embeddings=True, rms_norm_eps=1e-6)
+    cfg = Qwen2Config(vocab_size=max(vocab, 8192), max_position_embeddings=4096, tie_word_embeddings=True,
+                      rms_norm_eps=1e-6, **SYNTHETIC_SHAPES[shape])
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).save_pretrained(out)
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
@@ -224,7 +233,7 @@ async def main_async(args) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", type=Path, default=None, help="model directory (default: the embedded model)")
-    p.add_argument("--synthetic", default=None, help="'qwen2.5-0.5b': random weights of that shape")
+    p.add_argument("--synthetic", default=None, help="random weights of a real model's shape: " + ", ".join(SYNTHETIC_SHAPES))
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads, client and cloud alike")
     p.add_argument("--steps", type=int, default=64, help="decode steps per timed run")
     p.add_argument("--prefill", type=int, default=1024, help="long prompt length (capped by the context)")
