@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from umbra.cli.main import main
 
 
@@ -105,3 +107,30 @@ def test_bf16_autocast_defaults_to_what_the_cpu_has(tiny_corpus, tmp_path):
     auto = [a for a in _args(corpus, tok, out, "--stop-at-step", "1") if a != "--fp32"]
     assert main(auto) == 0
     assert load_checkpoint(out / "last.pt")["config"]["bf16"] is native_bf16()
+
+
+def test_cli_resume_with_a_new_budget_records_the_schedule_change(tiny_corpus, tmp_path, capsys):
+    """`--resume --total-tokens N` moves the cosine's end; the change reaches training.json and the card."""
+    from umbra.training.card import _schedule
+    from umbra.training.schedule import lr_at
+
+    corpus, tok = tiny_corpus
+    out = tmp_path / "run"
+    assert main(_args(corpus, tok, out, "--stop-at-step", "2")) == 0
+    longer = _args(corpus, tok, out, "--resume")
+    longer[longer.index("--total-tokens") + 1] = str(2 * 512 * 6)
+    assert main(longer) == 0
+    last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert last["step"] == 6 and last["finished"]
+    prov = json.loads((out / "export" / "training.json").read_text())
+    change = {"step": 2, "old_total_tokens": 4096, "new_total_tokens": 6144}
+    assert prov["total_steps"] == 6 and prov["schedule_changes"] == [change]
+    lr = {int(r.split(",")[0]): float(r.split(",")[2]) for r in (out / "train_log.csv").read_text().splitlines()[1:]}
+    cfg = prov["config"]
+    for step in (3, 6):  # the row of step s logs the lr of optimizer step s - 1, on the new schedule
+        assert lr[step] == pytest.approx(lr_at(step - 1, cfg["lr"], cfg["warmup_steps"], 6, cfg["min_lr_ratio"]),
+                                         rel=1e-4)
+    assert "changed from 4,096 to 6,144 tokens when resuming at step 2" in _schedule(cfg, prov)
+    assert main(["train", "export", "--checkpoint", str(out / "last.pt"), "--out",
+                 str(tmp_path / "again"), "--tokenizer", str(tok)]) == 0
+    assert json.loads((tmp_path / "again" / "training.json").read_text())["schedule_changes"] == [change]

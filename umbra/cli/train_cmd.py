@@ -28,6 +28,7 @@ def _config(args: argparse.Namespace) -> TrainConfig:
 def _pretrain(args: argparse.Namespace) -> int:
     from umbra.training.checkpoint import CHECKPOINT_NAME, load_checkpoint
     from umbra.training.config import train_config_from_dict
+    from umbra.training.runlog import record_schedule_change
     from umbra.training.trainer import pretrain
 
     cfg = _config(args)
@@ -38,6 +39,7 @@ def _pretrain(args: argparse.Namespace) -> int:
         for key in _RUNTIME_ONLY:
             setattr(saved, key, getattr(cfg, key))
         if args.total_tokens:  # explicit: extend (or shorten) the cosine schedule of the run
+            record_schedule_change(cfg.out_dir, saved_step, saved.total_tokens, args.total_tokens)
             saved.total_tokens = args.total_tokens
         if args.fp32 and saved.bf16:  # explicit: continue in fp32 (e.g. a CPU without native bf16 matmul)
             saved.bf16 = False

@@ -47,6 +47,16 @@ def _precision(tc: dict) -> str:
     return "bfloat16 autocast" if tc["bf16"] else "fp32"
 
 
+def _schedule(tc: dict, prov: dict) -> str:
+    """The learning-rate schedule, including budget changes made on resume (`--total-tokens`)."""
+    text = (f"peak lr {tc['lr']:g} with {tc['warmup_steps']} warmup steps and cosine decay to "
+            f"{tc['lr'] * tc['min_lr_ratio']:g}")
+    for c in prov.get("schedule_changes", []):
+        text += (f" (the budget, and with it the cosine's end, changed from {c['old_total_tokens']:,} "
+                 f"to {c['new_total_tokens']:,} tokens when resuming at step {c['step']:,})")
+    return text
+
+
 def _data_section(summary: dict) -> list[str]:
     out = ["| source | language | license | files | bytes |", "|---|---|---|---:|---:|"]
     for name, s in sorted(summary["sources"].items(), key=lambda kv: (kv[1]["lang"], kv[0])):
@@ -123,8 +133,8 @@ def render_card(inputs: CardInputs) -> str:
         "## Training", "",
         f"`umbra train pretrain`: FIM rate {tc['fim']['rate']} (PSM/SPM {1 - tc['fim']['spm_rate']:.1f}/"
         f"{tc['fim']['spm_rate']:.1f}, character-level split points), {tc['batch_size']} × {m['context_length']}-token "
-        f"blocks per step, AdamW (β {tc['beta1']}/{tc['beta2']}, weight decay {tc['weight_decay']}), peak lr "
-        f"{tc['lr']:g} with {tc['warmup_steps']} warmup steps and cosine decay to {tc['lr'] * tc['min_lr_ratio']:g}, "
+        f"blocks per step, AdamW (β {tc['beta1']}/{tc['beta2']}, weight decay {tc['weight_decay']}), "
+        f"{_schedule(tc, prov)}, "
         f"gradient clipping {tc['grad_clip']}, {_precision(tc)}, seed {tc['seed']}.", "",
         f"- tokens seen: {st['tokens_seen']:,} ({st['step']:,} steps; schedule: {prov['total_steps']:,} steps, "
         f"{total_tokens:,} tokens)",

@@ -14,6 +14,7 @@ from umbra.errors import ConfigError
 from umbra.training.checkpoint import load_checkpoint
 from umbra.training.config import train_config_from_dict
 from umbra.training.model import EOS_ID, PAD_ID, build_model
+from umbra.training.runlog import read_schedule_changes
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 PROVENANCE_NAME = "training.json"  # where the weights come from; read by `umbra train card`
@@ -31,13 +32,15 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def provenance(config: dict, state: dict, total_steps: int) -> dict:
-    """What `training.json` records: the training config (paths dropped), the position reached
-    and the machine the export ran on (training and export run on the same machine here)."""
+def provenance(config: dict, state: dict, total_steps: int, schedule_changes: list[dict] = ()) -> dict:
+    """What `training.json` records: the training config (paths dropped), the position reached,
+    the budget changes made on resume, and the machine the export ran on (training and export
+    run on the same machine here)."""
     return {
         "config": {k: v for k, v in config.items() if not k.endswith("_dir")},
         "state": dict(state),
         "total_steps": total_steps,
+        "schedule_changes": [c for c in schedule_changes if c["step"] <= state["step"]],
         "finished": state["step"] >= total_steps,
         "hardware": {"cpu": cpu_name(), "logical_cpus": os.cpu_count(), "torch_threads": config.get("threads")},
     }
@@ -77,5 +80,6 @@ def export_checkpoint(checkpoint: Path, export_dir: Path, tokenizer_dir: Path) -
     model = build_model(cfg.model, enforce_limits=False)
     model.load_state_dict(payload["model"])
     return export_model(model, export_dir, tokenizer_dir,
-                        provenance(payload["config"], payload["state"], cfg.total_steps()),
+                        provenance(payload["config"], payload["state"], cfg.total_steps(),
+                                   read_schedule_changes(checkpoint.parent)),
                         checkpoint.parent / "curves.png")

@@ -1,4 +1,5 @@
-"""CSV logs of a run: per-step training metrics and periodic validation metrics.
+"""A run directory's logs: per-step training metrics and periodic validation metrics (CSV),
+and the record of schedule changes made on resume (JSON).
 
 On resume, rows past the checkpoint's step (written after the last checkpoint by an interrupted
 run) are dropped so the logs describe exactly one trajectory."""
@@ -6,10 +7,12 @@ run) are dropped so the logs describe exactly one trajectory."""
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 TRAIN_FIELDS = ("step", "tokens_seen", "lr", "loss", "grad_norm", "elapsed_s", "tokens_per_s")
 VALID_FIELDS = ("step", "tokens_seen", "lang", "loss", "top1", "tokens")
+SCHEDULE_CHANGES_NAME = "schedule_changes.json"  # `--resume --total-tokens N` moves the cosine's end
 
 
 class CsvLog:
@@ -38,3 +41,20 @@ class CsvLog:
             return []
         with self.path.open(newline="") as fh:
             return list(csv.DictReader(fh))
+
+
+def record_schedule_change(out_dir: Path, step: int, old_total_tokens: int, new_total_tokens: int) -> None:
+    """Append one change of the run's token budget (made when resuming at `step`); a no-op when
+    the budget does not change. The export copies the list into the model's provenance."""
+    if old_total_tokens == new_total_tokens:
+        return
+    changes = read_schedule_changes(out_dir)
+    changes = [c for c in changes if c["step"] < step]  # a redo of a resume replaces the old record
+    changes.append({"step": step, "old_total_tokens": old_total_tokens, "new_total_tokens": new_total_tokens})
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / SCHEDULE_CHANGES_NAME).write_text(json.dumps(changes, indent=2) + "\n")
+
+
+def read_schedule_changes(out_dir: Path) -> list[dict]:
+    path = out_dir / SCHEDULE_CHANGES_NAME
+    return json.loads(path.read_text()) if path.exists() else []

@@ -21,7 +21,7 @@ from umbra.training.export import export_model, provenance
 from umbra.training.model import build_model, count_params
 from umbra.training.packing import PackedStream, StreamSpec, eval_blocks, load_raw_tokenizer
 from umbra.training.plot import plot_run
-from umbra.training.runlog import TRAIN_FIELDS, VALID_FIELDS, CsvLog
+from umbra.training.runlog import TRAIN_FIELDS, VALID_FIELDS, CsvLog, read_schedule_changes
 from umbra.training.schedule import lr_at
 
 log = logging.getLogger(__name__)
@@ -171,7 +171,8 @@ class Trainer:
             if self.valid and self.state.step % cfg.eval_every_steps != 0:
                 self.validate()
             export_model(self.model, cfg.export_dir, cfg.tokenizer_dir,
-                         provenance(cfg.to_dict(), asdict(self.state), total), cfg.out_dir / "curves.png")
+                         provenance(cfg.to_dict(), asdict(self.state), total,
+                                    read_schedule_changes(cfg.out_dir)), cfg.out_dir / "curves.png")
             result.finished = True
         return result
 
