@@ -138,7 +138,8 @@ CONFIGS_LABEL = {"none": "no defence", "indvocab": "INDVocab only", "ltokenizer"
                  "both": "INDVocab + LTokenizer", "both+stuning": "both + STuning",
                  "both+stuning+noise": "both + STuning, noised gradient",
                  "both+stuning-local": "both + STuning, middle run locally",
-                 "both+stuning+penalty": "both + STuning, inversion penalty"}
+                 "both+stuning+penalty": "both + STuning, inversion penalty",
+                 "both+stuning-local+penalty": "both + STuning, middle run locally, inversion penalty"}
 
 
 def _noise_eps(params: GridParams) -> float:

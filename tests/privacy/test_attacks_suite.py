@@ -197,6 +197,10 @@ def test_grid_cells_are_cached_and_resumable(world, tmp_path):
     guarded = run_cell(public, suite, "both+stuning+penalty", 4.0, blocks[:4],
                        _tune_data(root, tune_config(params, True)), params)
     assert "STuning (inversion penalty" in guarded["label"] and guarded["attacks"]["nearest"]["tokens_scored"] > 0
+    both_guards = run_cell(public, suite, "both+stuning-local+penalty", 4.0, blocks[:4],
+                           _tune_data(root, tune_config(params, True)), params)
+    assert "STuning (middle run locally, inversion penalty λ=" in both_guards["label"]
+    assert "gradient" not in both_guards["attacks"] and both_guards["attacks"]["nearest"]["tokens_scored"] > 0
 
 
 def test_table_rows_merge_runs_and_commands_are_kept(tmp_path):

@@ -39,10 +39,11 @@ class Defence:
         if self.ltokenizer:
             parts.append("LTokenizer")
         if self.stuning:
-            parts.append("STuning" + (" (middle run locally)" if self.tune_locally else
-                                      f" (gradient noise σ={self.gradient_noise:g})" if self.gradient_noise else
-                                      f" (inversion penalty λ={self.inversion_penalty:g})" if self.inversion_penalty
-                                      else ""))
+            guards = [text for on, text in ((self.tune_locally, "middle run locally"),
+                                            (self.gradient_noise, f"gradient noise σ={self.gradient_noise:g}"),
+                                            (self.inversion_penalty, f"inversion penalty λ={self.inversion_penalty:g}"))
+                      if on]
+            parts.append("STuning" + (f" ({', '.join(guards)})" if guards else ""))
         return " + ".join(parts) or "no defence"
 
     @property

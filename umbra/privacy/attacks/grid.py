@@ -10,7 +10,8 @@ attack (a) on itself, with a codebook from its own blocks through the public enc
 STuning pulling states back to the public geometry. Two STuning variants defend against (e):
 "+noise" clips and noises the sent gradient (umbra/tuning/gradient_noise.py; σ and C from
 GridParams), "-local" tunes through an unrecorded LocalMiddle (the client runs the public middle
-itself), so the cloud sees no tuning traffic and (e) has nothing to attack. The suite runs on
+itself), so the cloud sees no tuning traffic and (e) has nothing to attack; "-local+penalty"
+combines it with the penalty. The suite runs on
 what the cloud recorded: attacks (a)–(d) and the baseline on the inference traffic, (e) on the
 tuning traffic. Results go to a JSON cache keyed by the model's fingerprint and the
 run's parameters, one entry per cell, written after each cell — a rerun skips finished cells."""
@@ -39,15 +40,16 @@ from umbra.privacy.indvocab import guess_bound
 from umbra.tuning.gradient_noise import GradientNoise
 from umbra.tuning.inversion_penalty import own_codebook
 
-CONFIGS = {  # name -> (INDVocab?, LTokenizer?, STuning?, how the tuning gradient is protected)
-    "none": (False, False, False, None),
-    "indvocab": (True, False, False, None),
-    "ltokenizer": (False, True, False, None),
-    "both": (True, True, False, None),
-    "both+stuning": (True, True, True, None),
-    "both+stuning+noise": (True, True, True, "noise"),
-    "both+stuning-local": (True, True, True, "local"),
-    "both+stuning+penalty": (True, True, True, "penalty"),
+CONFIGS = {  # name -> (INDVocab?, LTokenizer?, STuning?, the STuning guards: "noise", "local", "penalty")
+    "none": (False, False, False, ()),
+    "indvocab": (True, False, False, ()),
+    "ltokenizer": (False, True, False, ()),
+    "both": (True, True, False, ()),
+    "both+stuning": (True, True, True, ()),
+    "both+stuning+noise": (True, True, True, ("noise",)),
+    "both+stuning-local": (True, True, True, ("local",)),
+    "both+stuning+penalty": (True, True, True, ("penalty",)),
+    "both+stuning-local+penalty": (True, True, True, ("local", "penalty")),
 }
 TRAINING_ATTACKS = ("gradient",)
 
@@ -103,11 +105,12 @@ def table_rows(requested: list[tuple[str, float | None]], cached: dict) -> list[
 
 
 def defence_of(config: str, epsilon: float | None, params: "GridParams | None" = None) -> Defence:
-    ind, lt, st, guard = CONFIGS[config]
+    ind, lt, st, guards = CONFIGS[config]
     params = params or GridParams()
     return Defence(indvocab_epsilon=epsilon if ind else None, ltokenizer=lt, stuning=st,
-                   gradient_noise=params.gradient_noise if guard == "noise" else 0.0, tune_locally=guard == "local",
-                   inversion_penalty=params.inversion_penalty if guard == "penalty" else 0.0)
+                   gradient_noise=params.gradient_noise if "noise" in guards else 0.0,
+                   tune_locally="local" in guards,
+                   inversion_penalty=params.inversion_penalty if "penalty" in guards else 0.0)
 
 
 class GridCache:
