@@ -23,7 +23,7 @@ from umbra.model.loader import load_client, load_middle
 from umbra.model.parts import SplitPlan
 from umbra.privacy import sealed
 from umbra.privacy.bundle import BundleConfig, init_bundle, load_bundle, save_client_weights
-from umbra.privacy.manifest import Manifest, sha256_file
+from umbra.privacy.manifest import DEFAULT_EPSILON, Manifest, sha256_file
 
 
 @pytest.fixture(scope="module")
@@ -221,3 +221,8 @@ def test_cli_init_list_rotate(base_dir, tmp_path, keystore, capsys):
     printed = capsys.readouterr()
     assert printed.out.split() == after
     assert base64.b64encode(keystore.get(after[0])).decode() not in printed.out + printed.err
+
+    assert main(["init", "--base", str(base_dir), "--out", str(tmp_path / "default"),
+                 "--service", keystore.service]) == 0  # no --epsilon: the documented default
+    assert Manifest.read(tmp_path / "default").epsilon == DEFAULT_EPSILON == 13.0
+    assert "INDVocab epsilon=13.0" in capsys.readouterr().out

@@ -16,6 +16,8 @@ from umbra.cli.main import main
 from umbra.engine import ClientModel
 from umbra.paths import repo_root
 from umbra.privacy.bundle import BundleConfig, init_bundle
+from umbra.tuning import checkpoint as ckpt
+from umbra.tuning.inversion_penalty import DEFAULT_WEIGHT, default_weight
 
 
 @pytest.fixture
@@ -66,6 +68,8 @@ def test_tune_cli_three_ways_same_weights(bundles, base_dir, corpus_dir, keystor
             assert (other[k] == v).all(), k  # bit-identical three ways
     model = ClientModel.from_bundle(b1, store=keystore)  # the written-back bundle still verifies
     assert model.bundle.manifest.updated is not None
+    # no --inversion-penalty: a bundle with INDVocab noise tunes with the default λ
+    assert ckpt.load(b1 / "tuning" / ckpt.CHECKPOINT_NAME)["config"]["inversion_penalty"]["weight"] == DEFAULT_WEIGHT
 
 
 def test_tune_cli_usage_errors(bundles, corpus_dir, keystore, capsys):
@@ -123,3 +127,8 @@ def test_tune_cli_with_the_inversion_penalty(bundles, corpus_dir, keystore, caps
     assert main(["tune", "--bundle", str(bundles[1]), "--in-process", *_flags(corpus_dir, keystore),
                  "--inversion-penalty", "-1"]) == 2
     assert "inversion penalty weight" in capsys.readouterr().err
+
+
+def test_default_inversion_penalty_follows_the_bundles_epsilon():
+    assert default_weight(13.0) == default_weight(1e6) == DEFAULT_WEIGHT > 0
+    assert default_weight(float("inf")) == 0.0  # the public table: no randomized geometry to keep

@@ -1,4 +1,4 @@
-"""`umbra init --base MODEL_DIR --epsilon E [--out DIR] [--h 0.25] [--split E,D] [--force]`:
+"""`umbra init --base MODEL_DIR [--epsilon 13] [--out DIR] [--h 0.25] [--split E,D] [--force]`:
 make the client bundle (randomized embedding table, sealed permutation, client weights)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import sys
 
 from keys.store import DEFAULT_SERVICE
 from umbra.errors import ConfigError
+from umbra.privacy.manifest import DEFAULT_EPSILON
 
 
 def _epsilon(text: str) -> float:
@@ -31,8 +32,9 @@ def _split(text: str):
 def register(subparsers) -> None:
     p = subparsers.add_parser("init", help="make the client bundle for a base model")
     p.add_argument("--base", required=True, metavar="MODEL_DIR", help="local Hugging Face model directory")
-    p.add_argument("--epsilon", required=True, type=_epsilon, metavar="E",
-                   help="INDVocab budget per embedding row (sum over features; 'inf' = no noise)")
+    p.add_argument("--epsilon", type=_epsilon, default=DEFAULT_EPSILON, metavar="E",
+                   help="INDVocab budget per embedding row (sum over features; 'inf' = no noise; "
+                        "default: %(default)g, chosen in docs/privacy/utility.md)")
     p.add_argument("--out", metavar="DIR", help="bundle directory (default: $XDG_DATA_HOME/umbra/bundles/<model>)")
     p.add_argument("--h", type=float, default=0.25, help="INDVocab temperature (default: %(default)s)")
     p.add_argument("--split", type=_split, metavar="E,D", help="client encoder,decoder blocks (default: 1,2 or 1,4)")

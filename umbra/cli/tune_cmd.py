@@ -21,7 +21,7 @@ from pathlib import Path
 from umbra.errors import ConfigError
 from umbra.tuning.config import TuneConfig
 from umbra.tuning.gradient_noise import GradientNoise
-from umbra.tuning.inversion_penalty import InversionPenalty
+from umbra.tuning.inversion_penalty import DEFAULT_WEIGHT, InversionPenalty, default_weight
 
 _D = TuneConfig()
 
@@ -69,9 +69,9 @@ def register(sub) -> None:
                    help="per-sequence bound on the sent gradient (of its own mean token loss)")
     inv = p.add_argument_group("inversion penalty (keeps the tuned encoder's states away from what the cloud's "
                                "public codebook inverts; umbra/tuning/inversion_penalty.py)")
-    inv.add_argument("--inversion-penalty", type=float, default=_D.inversion_penalty.weight, metavar="LAMBDA",
+    inv.add_argument("--inversion-penalty", type=float, default=None, metavar="LAMBDA",
                      help="weight of the simulated nearest-neighbour attacker's probability of the true token "
-                          "(default: 0, off)")
+                          f"(default: {DEFAULT_WEIGHT:g} for a bundle with INDVocab noise, 0 for ε = inf; 0 = off)")
     inv.add_argument("--penalty-temperature", type=float, default=_D.inversion_penalty.temperature, metavar="TAU")
     t.add_argument("--checkpoint-every", type=int, default=_D.checkpoint_every, help="steps between checkpoints")
     t.add_argument("--stop-at-step", type=int, default=None, help="stop early (checkpointed); schedule unchanged")
@@ -81,10 +81,15 @@ def register(sub) -> None:
 
 
 def _config(args) -> TuneConfig:
+    weight = args.inversion_penalty
+    if weight is None:  # the product default follows the bundle's ε
+        from umbra.privacy.manifest import Manifest
+
+        weight = default_weight(Manifest.read(args.bundle).epsilon)
     return TuneConfig(steps=args.steps, batch_size=args.batch_size, context_length=args.context_length, lr=args.lr,
                       warmup_steps=args.warmup_steps, seed=args.seed, train_embedding=args.train_embedding,
                       gradient_noise=GradientNoise(args.gradient_noise, args.gradient_clip),
-                      inversion_penalty=InversionPenalty(args.inversion_penalty, args.penalty_temperature),
+                      inversion_penalty=InversionPenalty(weight, args.penalty_temperature),
                       checkpoint_every=args.checkpoint_every, stop_at_step=args.stop_at_step).validate()
 
 

@@ -37,7 +37,8 @@ from umbra.model.spec import ModelSpec, load_spec
 from umbra.privacy import sealed
 from umbra.privacy.indvocab import INDVocab, INDVocabConfig
 from umbra.privacy.ltokenizer import Permutation, PrivateTokenizer, public_rows, to_private_order_
-from umbra.privacy.manifest import LTOKENIZER, MECHANISM, Manifest, epsilon_json, sha256_file, FILENAME as MANIFEST
+from umbra.privacy.manifest import (DEFAULT_EPSILON, LTOKENIZER, MECHANISM, Manifest, epsilon_json, sha256_file,
+                                    FILENAME as MANIFEST)
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ PUBLIC_FILES = (  # copied from the base model directory when present
 
 @dataclass(frozen=True)
 class BundleConfig:
-    epsilon: float  # total ε of an embedding row (Σ ε_i); math.inf = no INDVocab noise (π still applies)
+    epsilon: float = DEFAULT_EPSILON  # total ε of an embedding row (Σ ε_i); math.inf = no INDVocab noise
     h: float = 0.25  # INDVocab temperature
     split: SplitPlan | None = None  # None: SplitPlan.default(num_layers)
     seed: bytes | int | None = None  # INDVocab randomness; None = `secrets` (only tests pass a seed)

@@ -63,6 +63,13 @@ class Manifest:
             raise ConfigError(f"{path} is malformed: {exc}") from exc
 
 
+# The default INDVocab budget of a row: NOIR's ε = 13. On the default model (d = 256, |V| = 8192) no
+# attack reads the untuned states, and after STuning with the inversion penalty only the probe and
+# code reconstruction stay above the frequency baseline; every larger ε we measured leaks more after
+# tuning. docs/privacy/utility.md, "The default ε", has the tables and the reasoning.
+DEFAULT_EPSILON = 13.0
+
+
 def epsilon_json(value: float) -> float | str:
     """JSON has no infinity: ε = ∞ is stored as the string "inf"."""
     return "inf" if math.isinf(value) else float(value)
