@@ -224,5 +224,5 @@ def test_cli_init_list_rotate(base_dir, tmp_path, keystore, capsys):
 
     assert main(["init", "--base", str(base_dir), "--out", str(tmp_path / "default"),
                  "--service", keystore.service]) == 0  # no --epsilon: the documented default
-    assert Manifest.read(tmp_path / "default").epsilon == DEFAULT_EPSILON == 13.0
-    assert "INDVocab epsilon=13.0" in capsys.readouterr().out
+    assert Manifest.read(tmp_path / "default").epsilon == DEFAULT_EPSILON == 1024.0
+    assert "INDVocab epsilon=1024.0" in capsys.readouterr().out

@@ -17,7 +17,7 @@ from umbra.engine import ClientModel
 from umbra.paths import repo_root
 from umbra.privacy.bundle import BundleConfig, init_bundle
 from umbra.tuning import checkpoint as ckpt
-from umbra.tuning.inversion_penalty import DEFAULT_WEIGHT, default_weight
+from umbra.tuning.gradient_noise import DEFAULT_SIGMA, default_sigma
 
 
 @pytest.fixture
@@ -33,8 +33,10 @@ def bundles(base_dir, tmp_path, keystore):
 
 
 def _flags(corpus_dir, keystore) -> list[str]:
+    """Exact gradients (--gradient-noise 0) so that runs can be compared bit for bit; the default
+    σ draws its noise from the OS CSPRNG."""
     return ["--steps", "3", "--batch-size", "2", "--context-length", "32", "--warmup-steps", "1", "--seed", "5",
-            "--corpus-dir", str(corpus_dir), "--service", keystore.service, "--threads", "1"]
+            "--corpus-dir", str(corpus_dir), "--service", keystore.service, "--threads", "1", "--gradient-noise", "0"]
 
 
 def _client_tensors(bundle):
@@ -68,8 +70,6 @@ def test_tune_cli_three_ways_same_weights(bundles, base_dir, corpus_dir, keystor
             assert (other[k] == v).all(), k  # bit-identical three ways
     model = ClientModel.from_bundle(b1, store=keystore)  # the written-back bundle still verifies
     assert model.bundle.manifest.updated is not None
-    # no --inversion-penalty: a bundle with INDVocab noise tunes with the default λ
-    assert ckpt.load(b1 / "tuning" / ckpt.CHECKPOINT_NAME)["config"]["inversion_penalty"]["weight"] == DEFAULT_WEIGHT
 
 
 def test_tune_cli_usage_errors(bundles, corpus_dir, keystore, capsys):
@@ -81,8 +81,6 @@ def test_tune_cli_usage_errors(bundles, corpus_dir, keystore, capsys):
     assert "no tuning checkpoint" in capsys.readouterr().err
     assert main(["tune", "--bundle", str(b1), "--in-process", *flags, "--context-length", "1"]) == 2
     assert "context_length must be >= 2" in capsys.readouterr().err
-    assert main(["tune", "--bundle", str(b1), "--in-process", *flags, "--gradient-noise", "0.5"]) == 2
-    assert "--in-process sends none" in capsys.readouterr().err
     assert main(["tune", "--bundle", str(b1), *flags, "--gradient-noise", "-1"]) == 2
     assert "noise_multiplier" in capsys.readouterr().err
 
@@ -129,6 +127,17 @@ def test_tune_cli_with_the_inversion_penalty(bundles, corpus_dir, keystore, caps
     assert "inversion penalty weight" in capsys.readouterr().err
 
 
-def test_default_inversion_penalty_follows_the_bundles_epsilon():
-    assert default_weight(13.0) == default_weight(1e6) == DEFAULT_WEIGHT > 0
-    assert default_weight(float("inf")) == 0.0  # the public table: no randomized geometry to keep
+def test_default_gradient_noise_follows_the_bundles_epsilon(bundles, base_dir, corpus_dir, keystore, tmp_path,
+                                                           capsys):
+    """Without --gradient-noise, a bundle with INDVocab noise tunes with σ = DEFAULT_SIGMA, in-process
+    too (the measured default of docs/privacy/utility.md); a bundle at ε = ∞ with exact gradients."""
+    flags = _flags(corpus_dir, keystore)[:-2]  # without "--gradient-noise 0"
+    assert main(["tune", "--bundle", str(bundles[0]), "--in-process", *flags]) == 0
+    saved = ckpt.load(bundles[0] / "tuning" / ckpt.CHECKPOINT_NAME)["config"]["gradient_noise"]
+    assert saved["noise_multiplier"] == DEFAULT_SIGMA == default_sigma(13.0) > 0
+    assert "sent gradient" not in capsys.readouterr().err  # in-process: nothing is sent, no per-message ε
+    clean = tmp_path / "clean"
+    init_bundle(base_dir, BundleConfig(epsilon=float("inf")), clean, store=keystore)
+    assert main(["tune", "--bundle", str(clean), "--in-process", *flags, "--steps", "1"]) == 0
+    assert ckpt.load(clean / "tuning" / ckpt.CHECKPOINT_NAME)["config"]["gradient_noise"]["noise_multiplier"] == 0
+    assert default_sigma(float("inf")) == 0.0

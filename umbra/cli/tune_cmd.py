@@ -7,7 +7,9 @@ the middle runs in the real cloud service started on 127.0.0.1 for the duration 
 URL`, else UMBRA_CLOUD_TOKEN); `--in-process` runs the
 base model's middle blocks here. Data: the corpus train split, packed as in pretraining (plain
 next-token + FIM). Checkpoints go to DIR/tuning (resume with --resume); when the schedule is
-done the tuned weights are written back into the bundle (vocab rows in public order)."""
+done the tuned weights are written back into the bundle (vocab rows in public order).
+For a bundle with INDVocab noise the gradient at the middle's output is clipped and noised by
+default (σ = 0.1), in-process too: the measured defaults of docs/privacy/utility.md."""
 
 from __future__ import annotations
 
@@ -20,8 +22,8 @@ from pathlib import Path
 
 from umbra.errors import ConfigError
 from umbra.tuning.config import TuneConfig
-from umbra.tuning.gradient_noise import GradientNoise
-from umbra.tuning.inversion_penalty import DEFAULT_WEIGHT, InversionPenalty, default_weight
+from umbra.tuning.gradient_noise import DEFAULT_SIGMA, GradientNoise, default_sigma
+from umbra.tuning.inversion_penalty import InversionPenalty
 
 _D = TuneConfig()
 
@@ -61,17 +63,18 @@ def register(sub) -> None:
     t.add_argument("--train-embedding", action="store_true",
                    help="also train the INDVocab table (its ε-IND guarantee then no longer covers the rows "
                         "in use; see docs/privacy/utility.md)")
-    g = p.add_argument_group("gradient noise (defence against label recovery from the sent gradient; "
-                             "docs/privacy/attacks.md, umbra/tuning/gradient_noise.py)")
-    g.add_argument("--gradient-noise", type=float, default=_D.gradient_noise.noise_multiplier, metavar="SIGMA",
-                   help="σ: clip each sequence's sent gradient to C and add N(0, (σC)²) (default: 0, exact)")
+    g = p.add_argument_group("gradient noise (against label recovery from the gradient sent to the middle, and "
+                             "against the encoder re-learning the public geometry; docs/privacy/attacks.md)")
+    g.add_argument("--gradient-noise", type=float, default=None, metavar="SIGMA",
+                   help="σ: clip each sequence's gradient at the middle's output to C and add N(0, (σC)²) "
+                        f"(default: {DEFAULT_SIGMA:g} for a bundle with INDVocab noise, 0 for ε = inf; 0 = exact)")
     g.add_argument("--gradient-clip", type=float, default=_D.gradient_noise.clip_norm, metavar="C",
                    help="per-sequence bound on the sent gradient (of its own mean token loss)")
     inv = p.add_argument_group("inversion penalty (keeps the tuned encoder's states away from what the cloud's "
                                "public codebook inverts; umbra/tuning/inversion_penalty.py)")
-    inv.add_argument("--inversion-penalty", type=float, default=None, metavar="LAMBDA",
+    inv.add_argument("--inversion-penalty", type=float, default=_D.inversion_penalty.weight, metavar="LAMBDA",
                      help="weight of the simulated nearest-neighbour attacker's probability of the true token "
-                          f"(default: {DEFAULT_WEIGHT:g} for a bundle with INDVocab noise, 0 for ε = inf; 0 = off)")
+                          "(default: 0, off)")
     inv.add_argument("--penalty-temperature", type=float, default=_D.inversion_penalty.temperature, metavar="TAU")
     t.add_argument("--checkpoint-every", type=int, default=_D.checkpoint_every, help="steps between checkpoints")
     t.add_argument("--stop-at-step", type=int, default=None, help="stop early (checkpointed); schedule unchanged")
@@ -81,15 +84,15 @@ def register(sub) -> None:
 
 
 def _config(args) -> TuneConfig:
-    weight = args.inversion_penalty
-    if weight is None:  # the product default follows the bundle's ε
+    sigma = args.gradient_noise
+    if sigma is None:  # the product default follows the bundle's ε
         from umbra.privacy.manifest import Manifest
 
-        weight = default_weight(Manifest.read(args.bundle).epsilon)
+        sigma = default_sigma(Manifest.read(args.bundle).epsilon)
     return TuneConfig(steps=args.steps, batch_size=args.batch_size, context_length=args.context_length, lr=args.lr,
                       warmup_steps=args.warmup_steps, seed=args.seed, train_embedding=args.train_embedding,
-                      gradient_noise=GradientNoise(args.gradient_noise, args.gradient_clip),
-                      inversion_penalty=InversionPenalty(weight, args.penalty_temperature),
+                      gradient_noise=GradientNoise(sigma, args.gradient_clip),
+                      inversion_penalty=InversionPenalty(args.inversion_penalty, args.penalty_temperature),
                       checkpoint_every=args.checkpoint_every, stop_at_step=args.stop_at_step).validate()
 
 
@@ -108,8 +111,6 @@ def run(args) -> int:
         from keys.cloud_tokens import cli_cloud_token
 
         token = cli_cloud_token(url, args.token, args.service)
-    if args.in_process and args.gradient_noise > 0:
-        raise ConfigError("--gradient-noise protects the gradient sent to a cloud; --in-process sends none")
     if args.cloud_lora and (args.in_process or not url):
         raise ConfigError("--cloud-lora trains an adapter the cloud keeps for your token: give --cloud URL "
                           "(in-process, or a cloud started by this command, there is no cloud to keep it)")
@@ -122,7 +123,7 @@ def run(args) -> int:
     if args.resume:  # the checkpoint's own trajectory settings win; runtime knobs from the flags
         saved = TuneConfig.from_dict(ckpt.load(out / ckpt.CHECKPOINT_NAME)["config"])
         config = replace(saved, stop_at_step=config.stop_at_step, checkpoint_every=config.checkpoint_every)
-    if config.gradient_noise.enabled:
+    if config.gradient_noise.enabled and not args.in_process:
         print(f"sent gradient: clipped to {config.gradient_noise.clip_norm:g} per sequence, noise σ = "
               f"{config.gradient_noise.noise_multiplier:g}; each message is ({config.gradient_noise.message_epsilon():.3g}, "
               "1e-05)-DP about its sequence given the client's weights (docs/privacy/attacks.md)", file=sys.stderr)

@@ -33,7 +33,8 @@ class TuneConfig:
     # toward the public geometry the cloud knows (docs/privacy/utility.md).
     train_embedding: bool = False
     # Clip-and-noise of the gradient sent to the cloud (defence against label recovery, attack
-    # (e)); off by default (σ = 0). umbra/tuning/gradient_noise.py.
+    # (e)); off in the dataclass (σ = 0); `umbra tune` turns it on for bundles with INDVocab noise
+    # (gradient_noise.default_sigma). umbra/tuning/gradient_noise.py.
     gradient_noise: GradientNoise = field(default_factory=GradientNoise)
     # λ·P(nearest-neighbour inversion finds the true token) added to the loss, against STuning
     # pulling the encoder back to the public geometry; off by default. umbra/tuning/inversion_penalty.py.

@@ -36,6 +36,17 @@ import torch
 from umbra.errors import ConfigError
 
 
+# σ that `umbra tune` uses for a bundle with INDVocab noise, wherever the middle runs: it stops
+# label recovery (e), and by slowing what the encoder learns from the middle's reply it keeps the
+# tuned states unreadable to attacks (a)–(d) (docs/privacy/utility.md, "The default ε").
+DEFAULT_SIGMA = 0.1
+
+
+def default_sigma(epsilon: float) -> float:
+    """σ for a bundle drawn at `epsilon`: DEFAULT_SIGMA with INDVocab noise, 0 without (ε = ∞)."""
+    return DEFAULT_SIGMA if math.isfinite(epsilon) else 0.0
+
+
 @dataclass(frozen=True)
 class GradientNoise:
     noise_multiplier: float = 0.0  # σ: noise std per coordinate = σ·C; 0 sends the exact gradient

@@ -29,17 +29,6 @@ import torch.nn.functional as F
 from umbra.errors import ConfigError
 
 
-# λ that `umbra tune` uses for a bundle with INDVocab noise: at ε = 13 it brings attack (a) on the
-# tuned encoder back to the frequency baseline for about a point of top-1 (docs/privacy/utility.md).
-DEFAULT_WEIGHT = 10.0
-
-
-def default_weight(epsilon: float) -> float:
-    """λ for a bundle drawn at `epsilon`: DEFAULT_WEIGHT with INDVocab noise, 0 without (ε = ∞:
-    the table is the public one, there is no randomized geometry to keep)."""
-    return DEFAULT_WEIGHT if math.isfinite(epsilon) else 0.0
-
-
 @dataclass(frozen=True)
 class InversionPenalty:
     weight: float = 0.0  # λ; 0 = off
