@@ -44,7 +44,7 @@ from umbra.privacy.manifest import sha256_file  # noqa: E402
 from umbra.training.packing import eval_blocks, load_raw_tokenizer  # noqa: E402
 from umbra.tuning import TuneConfig, TuneData, clean_client, defended_client, tune  # noqa: E402
 from umbra.tuning.evaluate import fim_exact_match, next_token  # noqa: E402
-from umbra.tuning.gradient_noise import GradientNoise  # noqa: E402
+from umbra.tuning.gradient_noise import DEFAULT_SIGMA, GradientNoise  # noqa: E402
 from umbra.tuning.inversion_penalty import InversionPenalty, own_codebook  # noqa: E402
 
 BEGIN, END = "<!-- utility-table:begin -->", "<!-- utility-table:end -->"
@@ -59,7 +59,7 @@ def parse_args(argv=None):
     p.add_argument("--epsilons", default="1,4,13,27,256,1024,inf")
     p.add_argument("--noise-epsilons", default="",
                    help="also STune at these ε with the sent gradient clipped and noised (defence against (e))")
-    p.add_argument("--gradient-noise", type=float, default=0.1, help="σ of the noised-gradient rows")
+    p.add_argument("--gradient-noise", type=float, default=DEFAULT_SIGMA, help="σ of the noised-gradient rows (umbra tune's default)")
     p.add_argument("--gradient-clip", type=float, default=GradientNoise.clip_norm, help="C of the noised-gradient rows")
     p.add_argument("--penalty-epsilons", default="",
                    help="also STune at these ε with the inversion penalty (umbra/tuning/inversion_penalty.py)")

@@ -1,4 +1,4 @@
-"""`umbra init --base MODEL_DIR [--epsilon 13] [--out DIR] [--h 0.25] [--split E,D] [--force]`:
+"""`umbra init --base MODEL_DIR [--epsilon 1024] [--out DIR] [--h 0.25] [--split E,D] [--force]`:
 make the client bundle (randomized embedding table, sealed permutation, client weights)."""
 
 from __future__ import annotations

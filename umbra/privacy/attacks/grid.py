@@ -37,7 +37,7 @@ from umbra.privacy.attacks.recorder import RecordingMiddle
 from umbra.privacy.attacks.suite import NOISE_AWARE, AttackSuite
 from umbra.privacy.attacks.traffic import inference_traffic, tuning_traffic
 from umbra.privacy.indvocab import guess_bound
-from umbra.tuning.gradient_noise import GradientNoise
+from umbra.tuning.gradient_noise import DEFAULT_SIGMA, GradientNoise
 from umbra.tuning.inversion_penalty import own_codebook
 
 CONFIGS = {  # name -> (INDVocab?, LTokenizer?, STuning?, the STuning guards: "noise", "local", "penalty")
@@ -62,7 +62,7 @@ class GridParams:
     batch_size: int = 4  # tuning batch (blocks)
     context_length: int = 128  # tuning block length
     tune_lr: float = 5e-4  # tuning peak learning rate
-    gradient_noise: float = 0.1  # "+noise" rows: σ of the sent gradient's noise (std σ·C)
+    gradient_noise: float = DEFAULT_SIGMA  # "+noise" rows: σ of the sent gradient's noise (std σ·C); `umbra tune`'s default
     gradient_clip: float = GradientNoise.clip_norm  # "+noise" rows: C, the per-sequence bound
     inversion_penalty: float = 10.0  # "+penalty" rows: λ of the STuning inversion penalty (τ default)
     seed: int = 0  # client draws (table, π), evaluation sample, tuning data order
