@@ -4,10 +4,13 @@
 
 Variants: (a) monolithic lean loop (our blocks, no seam), (b) split with LocalMiddle,
 (c) split through the real cloud service on loopback (uvicorn subprocess, WebSocket decode),
-(d) transformers `generate` / forward on the same weights. Reports ms per decoded token,
+(d) transformers `generate` / forward on the same weights, (e) the control: split with the middle
+in a second process behind a bare pipe (bare_split.py), which prices the two-process split
+itself, so that (c)/(e) is the product's own overhead and (e)/(a) the machine's. Reports ms per decoded token,
 ms for a long prefill, wire bytes per token, and a typing run (50 requests, one more character
 each) through the split engine showing tokens recomputed per request. Repetitions of all
-variants are interleaved and medians reported, because this machine is noisy. Prints markdown.
+variants are interleaved (the order rotating) and ratios are paired per repetition, with a
+distribution-free confidence interval of their median, because this machine is noisy. Prints markdown.
 
 `--synthetic qwen2.5-0.5b` builds random weights with Qwen2.5-0.5B's block shapes (24 layers,
 hidden 896, GQA 14/2, MLP 4864) and the embedded tokenizer's vocabulary, for a model whose
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import shutil
 import statistics
 import sys
@@ -27,6 +31,7 @@ from pathlib import Path
 
 import torch
 
+from bare_split import PipeMiddle
 from server.launch import local_cloud
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig
 from umbra.engine.runner import MonolithicRunner, SplitRunner
@@ -42,6 +47,22 @@ SYNTHETIC_SHAPES = {
     "qwen2.5-coder-1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
                                num_attention_heads=12, num_key_value_heads=2),
 }
+
+
+VARIANTS = {"a": "(a) monolithic lean loop", "b": "(b) split, LocalMiddle", "e": "(e) split, bare pipe (control)",
+            "c": "(c) split, cloud on loopback", "d": "(d) transformers generate"}
+
+
+def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int, float]:
+    """0-based ranks (lo, hi) of the sorted sample that bound its median with at least `confidence`
+    (the order-statistic interval: the count of values below the median is Binomial(n, 1/2)),
+    and the coverage they reach; with too few values, the whole range and its coverage."""
+    def coverage(k: int) -> float:  # of [k-th, (n-1-k)-th]: 1 - 2 P(Binomial(n, 1/2) <= k)
+        return 1 - 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    k = 0
+    while k + 1 < (n - 1) / 2 and coverage(k + 1) >= confidence:
+        k += 1
+    return k, n - 1 - k, coverage(k)
 
 
 def build_synthetic(shape: str, tokenizer_dir: Path, out: Path) -> Path:
@@ -161,36 +182,34 @@ async def main_async(args) -> None:
     from transformers import AutoModelForCausalLM
 
     hf = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    results: dict[str, dict[str, list[float]]] = {k: {"prefill": [], "decode": []} for k in "abcd"}
+    results: dict[str, dict[str, list[float]]] = {k: {"prefill": [], "decode": []} for k in VARIANTS}
     settings = {"torch_threads": args.threads}
-    async with local_cloud(model_dir, model.plan, settings=settings) as cloud:
+    plan = model.plan
+    pipe = PipeMiddle(model_dir, plan.encoder_blocks, plan.decoder_blocks, spec.hidden_size, args.threads)
+    async with local_cloud(model_dir, plan, settings=settings) as cloud:
         remote = RemoteMiddle(cloud.base_url, cloud.token, hidden_size=spec.hidden_size)
         info = await remote.connect()
         local = LocalMiddle(middle_blocks)
-        variants = {
+        runners = {
             "a": lambda: MonolithicRunner(model.encoder, middle_blocks, model.decoder),
             "b": lambda: SplitRunner(model.encoder, model.decoder, local),
+            "e": lambda: SplitRunner(model.encoder, model.decoder, pipe),
             "c": lambda: SplitRunner(model.encoder, model.decoder, remote),
         }
-        await time_runner(variants["c"](), short_prompt, 4)  # warm up sockets and caches
-        decode_bytes = 0.0
-        for _ in range(args.reps):
-            for key, make in variants.items():
-                prefill, _ = await time_runner(make(), long_prompt, 1)
-                if key == "c":
-                    remote.stats.reset()
-                _, per_token = await time_runner(make(), short_prompt, args.steps)
-                if key == "c":
-                    decode_bytes = (remote.stats.bytes_sent + remote.stats.bytes_received - 0.0)
-                results[key]["prefill"].append(prefill)
-                results[key]["decode"].append(per_token)
-            p, d = time_transformers(hf, long_prompt, 1)
-            results["d"]["prefill"].append(p)
-            _, d = time_transformers(hf, short_prompt, args.steps)
-            results["d"]["decode"].append(d)
-        # bytes of the whole short run (32-token prefill + steps), reported per decoded token below
+        for make in runners.values():  # warm up sockets, pipes and caches
+            await time_runner(make(), short_prompt, 4)
+        order = list(VARIANTS)
+        for rep in range(args.reps):
+            for key in order[rep % len(order):] + order[: rep % len(order)]:  # rotate: no variant always first
+                if key == "d":
+                    results["d"]["prefill"].append(time_transformers(hf, long_prompt, 1)[0])
+                    results["d"]["decode"].append(time_transformers(hf, short_prompt, args.steps)[1])
+                    continue
+                results[key]["prefill"].append((await time_runner(runners[key](), long_prompt, 1))[0])
+                results[key]["decode"].append((await time_runner(runners[key](), short_prompt, args.steps))[1])
+        # bytes of a whole short run (1-token prompt + steps), reported per decoded token below
         remote.stats.reset()
-        await time_runner(variants["c"](), short_prompt[:1], args.steps)
+        await time_runner(runners["c"](), short_prompt[:1], args.steps)
         per_token_bytes = (remote.stats.bytes_sent + remote.stats.bytes_received) / (args.steps + 1)
         sample = (repo_root() / "examples" / "sample.py").read_text()
         engine = CompletionEngine.split(model, remote, EngineConfig(), context_length=info["max_seq_len"])
@@ -198,24 +217,32 @@ async def main_async(args) -> None:
         anatomy = await step_anatomy(cloud, remote, local, spec.hidden_size,
                                      statistics.median(results["b"]["decode"]) * 1000)
         await remote.aclose()
+    await pipe.aclose()
 
-    med = {k: {m: statistics.median(v) * 1000 for m, v in r.items()} for k, r in results.items()}
-    names = {"a": "(a) monolithic lean loop", "b": "(b) split, LocalMiddle", "c": "(c) split, cloud on loopback",
-             "d": "(d) transformers generate"}
     # distinct tensors: a tied head is one tensor shared by the client's encoder and decoder
     n_params = sum(p.numel() for p in {id(p): p for part in (model.encoder, middle_blocks, model.decoder)
                                        for p in part.parameters()}.values())
     print(f"model: {model_dir.name if not args.synthetic else args.synthetic} ({spec.family}, {spec.num_layers} layers, "
-          f"hidden {spec.hidden_size}, {n_params / 1e6:.1f}M parameters loaded: a tied embedding is held by both client parts), split E={model.plan.encoder_blocks} "
-          f"D={model.plan.decoder_blocks}, fp32, torch threads={args.threads}, reps={args.reps} (medians)\n")
-    print(f"| variant | decode ms/token | ratio to (a) | prefill {prefill_len} tokens, ms | ratio to (a) |")
+          f"hidden {spec.hidden_size}, {n_params / 1e6:.1f}M parameters loaded: a tied embedding is held by both client parts), split E={plan.encoder_blocks} "
+          f"D={plan.decoder_blocks}, fp32, torch threads={args.threads}, {args.reps} interleaved repetitions of "
+          f"{args.steps} decoded tokens and one {prefill_len}-token prefill per variant\n")
+    lo, hi, coverage = median_ci_ranks(args.reps)
+    print(f"Medians; ratios are paired (each repetition's variant over that repetition's (a)), given as median "
+          f"[{coverage:.0%} confidence interval of the median, ranks {lo + 1} and {hi + 1} of {args.reps}].\n")
+    print(f"| variant | decode ms/token | decode ratio to (a) | prefill {prefill_len} tokens, ms | prefill ratio to (a) |")
     print("|---|---:|---:|---:|---:|")
-    for k in "abcd":
-        print(f"| {names[k]} | {med[k]['decode']:.2f} | {med[k]['decode'] / med['a']['decode']:.3f} "
-              f"| {med[k]['prefill']:.1f} | {med[k]['prefill'] / med['a']['prefill']:.3f} |")
+    for k, name in VARIANTS.items():
+        row = [name]
+        for metric in ("decode", "prefill"):
+            ratios = sorted(x / a for x, a in zip(results[k][metric], results["a"][metric]))
+            row += [f"{statistics.median(results[k][metric]) * 1000:.2f}",
+                    f"{statistics.median(ratios):.3f} [{ratios[lo]:.3f}, {ratios[hi]:.3f}]"]
+        print("| " + " | ".join(row) + " |")
+    own = sorted(c / e for c, e in zip(results["c"]["decode"], results["e"]["decode"]))
+    print(f"\nthe product's own decode overhead, (c)/(e) paired: {statistics.median(own):.3f} "
+          f"[{own[lo]:.3f}, {own[hi]:.3f}]; the machine's price of two processes, (e)/(a): see the table")
     print(f"\nwire bytes per decoded token (both directions, fp32 payloads): {per_token_bytes:,.0f} "
-          f"(hidden size {spec.hidden_size} × 4 bytes × 2 directions = {spec.hidden_size * 8:,} + framing); "
-          f"last measured decode run total: {decode_bytes:,.0f} bytes")
+          f"(hidden size {spec.hidden_size} × 4 bytes × 2 directions = {spec.hidden_size * 8:,} + framing)")
     a = anatomy
     print(f"\nanatomy of one decode step's middle (median ms): LocalMiddle {a['local']:.2f}; through the cloud "
           f"back to back {a['cloud']:.2f} (the cloud's own receive-to-reply time {a['cloud_server']:.2f}); through "
