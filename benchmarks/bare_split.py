@@ -37,7 +37,7 @@ def _serve(conn, model_dir: str, encoder_blocks: int, decoder_blocks: int, threa
         msg = conn.recv_bytes()
         op, number, n, c = _HEAD.unpack_from(msg)
         if op == _FORWARD:
-            body = memoryview(bytearray(msg))[_HEAD.size :]  # writable: torch shares it, no copy
+            body = memoryview(bytearray(msg))[_HEAD.size :]  # one writable copy, shared by both tensors
             hidden = torch.frombuffer(body[: n * c * 4], dtype=torch.float32).reshape(1, n, c)
             positions = torch.frombuffer(body[n * c * 4 :], dtype=torch.int64).reshape(1, n)
             out = runtime.forward(sessions[number], hidden, positions)

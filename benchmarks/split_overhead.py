@@ -231,16 +231,18 @@ async def main_async(args) -> None:
           f"[{coverage:.0%} confidence interval of the median, ranks {lo + 1} and {hi + 1} of {args.reps}].\n")
     print(f"| variant | decode ms/token | decode ratio to (a) | prefill {prefill_len} tokens, ms | prefill ratio to (a) |")
     print("|---|---:|---:|---:|---:|")
+    def paired(metric: str, over: str, key: str) -> str:
+        """median [lo, hi] of the per-repetition ratios key/over"""
+        ratios = sorted(x / y for x, y in zip(results[key][metric], results[over][metric]))
+        return f"{statistics.median(ratios):.3f} [{ratios[lo]:.3f}, {ratios[hi]:.3f}]"
+
     for k, name in VARIANTS.items():
         row = [name]
         for metric in ("decode", "prefill"):
-            ratios = sorted(x / a for x, a in zip(results[k][metric], results["a"][metric]))
-            row += [f"{statistics.median(results[k][metric]) * 1000:.2f}",
-                    f"{statistics.median(ratios):.3f} [{ratios[lo]:.3f}, {ratios[hi]:.3f}]"]
+            row += [f"{statistics.median(results[k][metric]) * 1000:.2f}", paired(metric, "a", k)]
         print("| " + " | ".join(row) + " |")
-    own = sorted(c / e for c, e in zip(results["c"]["decode"], results["e"]["decode"]))
-    print(f"\nthe product's own decode overhead, (c)/(e) paired: {statistics.median(own):.3f} "
-          f"[{own[lo]:.3f}, {own[hi]:.3f}]; the machine's price of two processes, (e)/(a): see the table")
+    print(f"\nthe product's own decode overhead, (c)/(e) paired: {paired('decode', 'e', 'c')}; "
+          f"the machine's price of two processes, (e)/(a): see the table")
     print(f"\nwire bytes per decoded token (both directions, fp32 payloads): {per_token_bytes:,.0f} "
           f"(hidden size {spec.hidden_size} × 4 bytes × 2 directions = {spec.hidden_size * 8:,} + framing)")
     a = anatomy
