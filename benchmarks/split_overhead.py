@@ -15,7 +15,10 @@ distribution-free confidence interval of their median, because this machine is n
 `--synthetic qwen2.5-0.5b` builds random weights with Qwen2.5-0.5B's block shapes (24 layers,
 hidden 896, GQA 14/2, MLP 4864) and the embedded tokenizer's vocabulary, for a model whose
 per-token compute resembles a real code LLM's; `--synthetic qwen2.5-coder-1.5b` those of
-Qwen2.5-Coder-1.5B (28 layers, hidden 1536, GQA 12/2, MLP 8960)."""
+Qwen2.5-Coder-1.5B (28 layers, hidden 1536, GQA 12/2, MLP 8960).
+
+`--cpu-latency-us 0` holds a PM QoS request for the whole run (benchmarks/machine.py): idle CPUs
+poll instead of halting, as on a latency-tuned server. Every variant runs under it, (a) included."""
 
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ from pathlib import Path
 import torch
 
 from bare_split import PipeMiddle
+from machine import cpu_latency, describe
 from server.launch import local_cloud
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig
 from umbra.engine.runner import MonolithicRunner, SplitRunner
@@ -222,6 +226,8 @@ async def main_async(args) -> None:
     # distinct tensors: a tied head is one tensor shared by the client's encoder and decoder
     n_params = sum(p.numel() for p in {id(p): p for part in (model.encoder, middle_blocks, model.decoder)
                                        for p in part.parameters()}.values())
+    latency = "none" if args.cpu_latency_us is None else f"{args.cpu_latency_us} µs held for the run"
+    print(f"machine: {describe()}; PM QoS CPU latency request: {latency}\n")
     print(f"model: {model_dir.name if not args.synthetic else args.synthetic} ({spec.family}, {spec.num_layers} layers, "
           f"hidden {spec.hidden_size}, {n_params / 1e6:.1f}M parameters loaded: a tied embedding is held by both client parts), split E={plan.encoder_blocks} "
           f"D={plan.decoder_blocks}, fp32, torch threads={args.threads}, {args.reps} interleaved repetitions of "
@@ -251,12 +257,12 @@ async def main_async(args) -> None:
           f"the cloud after {a['client']:.1f} ms of client work, as in (c), {a['cloud_gap']:.2f} (cloud's own "
           f"{a['cloud_gap_server']:.2f})")
     recomputed = [r for _, r, _ in typing]
-    latency = [s * 1000 for _, _, s in typing]
+    request_ms = [s * 1000 for _, _, s in typing]
     print(f"\ntyping run: {len(typing)} requests, each one more character, through the cloud: prompt "
           f"{typing[0][0]}–{typing[-1][0]} tokens; tokens recomputed per request: min {min(recomputed)}, "
           f"median {statistics.median(recomputed):.0f}, max {max(recomputed)} "
           f"(re-running the prompt would be {statistics.median(p for p, _, _ in typing):.0f}); "
-          f"request latency median {statistics.median(latency):.1f} ms")
+          f"request latency median {statistics.median(request_ms):.1f} ms")
 
 
 def main() -> None:
@@ -268,8 +274,10 @@ def main() -> None:
     p.add_argument("--prefill", type=int, default=1024, help="long prompt length (capped by the context)")
     p.add_argument("--reps", type=int, default=5, help="interleaved repetitions (medians reported)")
     p.add_argument("--typing", type=int, default=50, help="requests in the typing run")
+    p.add_argument("--cpu-latency-us", type=int, default=None,
+                   help="hold this PM QoS CPU latency bound for the run (0: idle CPUs poll; needs root)")
     args = p.parse_args()
-    with tempfile.TemporaryDirectory(prefix="umbra-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="umbra-bench-") as tmp, cpu_latency(args.cpu_latency_us):
         if args.synthetic:
             args.model = build_synthetic(args.synthetic, args.model or default_model_dir(), Path(tmp) / "m")
         else:

@@ -1,12 +1,13 @@
 """What this machine charges for splitting a sequential computation between two processes, with
 no Umbra code at all.
 
-    python benchmarks/two_process_chain.py [--sizes 16+16,64+256] [--spin] [--rounds 6]
+    python benchmarks/two_process_chain.py [--sizes 16+16,64+256] [--spin] [--rounds 6] [--cpu-latency-us 0]
 
 A chain of 1024 x 1024 float32 mat-vec products (each followed by tanh) over A MB of weights,
 then over B MB, repeated: once in one process, once with the B part in a second process that the
 first one sends the vector to over a pipe (raw bytes) and waits for, as a split decode step does.
-With `--spin` both sides busy-poll the pipe instead of sleeping on it. Repetitions alternate
+With `--spin` both sides busy-poll the pipe instead of sleeping on it; with
+`--cpu-latency-us 0` they sleep on it but idle CPUs poll instead of halting (machine.py). Repetitions alternate
 between the two and the ratio is paired per repetition (median and range). One torch thread per
 process. Prints one line per size."""
 
@@ -18,6 +19,8 @@ import statistics
 import time
 
 import torch
+
+from machine import cpu_latency, describe
 
 _SIDE = 1024
 
@@ -85,15 +88,23 @@ def main() -> None:
     p.add_argument("--spin", action="store_true", help="both sides busy-poll the pipe instead of sleeping")
     p.add_argument("--rounds", type=int, default=6, help="alternating repetitions")
     p.add_argument("--budget-ms", type=float, default=400.0, help="approximate time per timed run")
+    p.add_argument("--cpu-latency-us", type=int, default=None,
+                   help="hold this PM QoS CPU latency bound for the run (0: idle CPUs poll; needs root)")
     args = p.parse_args()
-    for size in args.sizes.split(","):
-        mb_a, mb_b = (int(v) for v in size.split("+"))
-        steps = max(10, int(args.budget_ms / (0.11 * (mb_a + mb_b))))  # ≈ 0.11 ms per MB streamed
-        one, two, ratios = measure(mb_a, mb_b, steps, args.rounds, args.spin)
-        print(f"A {mb_a} MB + B {mb_b} MB{' (both sides spin)' if args.spin else ''}: one process {one:.2f} ms, "
-              f"two processes {two:.2f} ms per step; paired ratio median {statistics.median(ratios):.3f} "
-              f"(range {ratios[0]:.3f}–{ratios[-1]:.3f}, {args.rounds} rounds)")
+    print(f"machine: {describe()}; PM QoS CPU latency request: "
+          f"{'none' if args.cpu_latency_us is None else f'{args.cpu_latency_us} µs'}")
+    with cpu_latency(args.cpu_latency_us):
+        for size in args.sizes.split(","):
+            _report(size, args)
 
+
+def _report(size: str, args) -> None:
+    mb_a, mb_b = (int(v) for v in size.split("+"))
+    steps = max(10, int(args.budget_ms / (0.11 * (mb_a + mb_b))))  # ≈ 0.11 ms per MB streamed
+    one, two, ratios = measure(mb_a, mb_b, steps, args.rounds, args.spin)
+    print(f"A {mb_a} MB + B {mb_b} MB{' (both sides spin)' if args.spin else ''}: one process {one:.2f} ms, "
+          f"two processes {two:.2f} ms per step; paired ratio median {statistics.median(ratios):.3f} "
+          f"(range {ratios[0]:.3f}–{ratios[-1]:.3f}, {args.rounds} rounds)")
 
 if __name__ == "__main__":
     main()
