@@ -4,12 +4,23 @@
     store.py      recordings encrypted at rest (AES-256-GCM, key in the OS keyring)
     recorder.py   audit_recording(model, middle): the completion path's 2-line hook; AuditTap for
                   long-running servers (saves each session once it closes)
+    config.py     AuditConfig (torch-free: the CLI's defaults)
     analysis.py   run the attack suite (umbra.privacy.attacks) on the recordings
     report.py     self-contained HTML report with embedded plots
 
 See docs/privacy/audit.md."""
 
-from umbra.audit.recorder import AuditTap, audit_recording
-from umbra.audit.settings import audit_enabled
+from __future__ import annotations
 
-__all__ = ["AuditTap", "audit_enabled", "audit_recording"]
+from typing import TYPE_CHECKING
+
+from umbra.lazy import exports
+
+_HOME = {"AuditTap": "recorder", "audit_recording": "recorder", "audit_enabled": "settings"}
+__all__ = sorted(_HOME)
+
+if TYPE_CHECKING:
+    from umbra.audit.recorder import AuditTap, audit_recording
+    from umbra.audit.settings import audit_enabled
+
+__getattr__ = exports(__name__, _HOME)  # `umbra audit --help` needs config.py, not torch

@@ -8,29 +8,17 @@ back to the recordings (one recording = one `umbra complete` or one editor reque
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from umbra.audit.config import AuditConfig
 from umbra.audit.store import AuditRecord, AuditStore
 from umbra.errors import ConfigError
 from umbra.model.parts import SplitPlan
 from umbra.privacy.attacks.metrics import AttackScore, aggregate, text_score
-from umbra.privacy.attacks.probe import ProbeConfig
 from umbra.privacy.attacks.public import CorpusSample, PublicModel
 from umbra.privacy.attacks.suite import NOISE_AWARE, AttackSuite, SuiteConfig, SuiteResult
 from umbra.privacy.indvocab import guess_bound
-from umbra.paths import repo_root
-
-
-@dataclass(frozen=True)
-class AuditConfig:
-    corpus_dir: Path = field(default_factory=lambda: repo_root() / "data" / "corpus")  # attacker's public code
-    public_blocks: int = 512  # public code blocks (train split) for the probe, codebook and frequencies
-    block_length: int = 128
-    probe: ProbeConfig = ProbeConfig()
-    model_dir: Path | None = None  # the base model the cloud holds; None: as recorded
-    last: int | None = None  # only the most recent N recordings
-    cache_dir: Path | None = None  # trained probes; None: <audit dir>/cache
 
 
 @dataclass

@@ -22,12 +22,15 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-import torch
+from typing import TYPE_CHECKING
 
-from umbra.engine import ClientModel, CompletionEngine, EngineConfig, PromptConfig, SamplingConfig, StopConfig
+from umbra.engine.config import EngineConfig, PromptConfig, SamplingConfig, StopConfig
 from umbra.errors import ConfigError
-from umbra.model.parts import SplitPlan
 from umbra.paths import default_model_dir
+
+if TYPE_CHECKING:  # torch and the model code load when a completion runs, not for --help
+    from umbra.engine import ClientModel
+    from umbra.model.parts import SplitPlan
 
 _D = EngineConfig()
 
@@ -105,6 +108,8 @@ def _plan(args) -> SplitPlan | None:
         return None
     if args.encoder_blocks is None or args.decoder_blocks is None:
         raise ConfigError("give both --encoder-blocks and --decoder-blocks, or neither")
+    from umbra.model.parts import SplitPlan
+
     return SplitPlan(args.encoder_blocks, args.decoder_blocks)
 
 
@@ -127,6 +132,8 @@ def run(args) -> int:
     if args.threads is not None:
         if args.threads < 1:
             raise ConfigError("--threads must be >= 1")
+        import torch
+
         torch.set_num_threads(args.threads)
     model = _load_model(args)
     result = asyncio.run(_complete(model, config, prefix, suffix, None if args.local else url, token, args))
@@ -139,6 +146,8 @@ def run(args) -> int:
 
 
 def _load_model(args) -> ClientModel:
+    from umbra.engine import ClientModel
+
     bundle = args.bundle or os.environ.get("UMBRA_BUNDLE")
     if not bundle:
         return ClientModel.load(args.model or default_model_dir(), _plan(args))
@@ -150,6 +159,8 @@ def _load_model(args) -> ClientModel:
 
 
 async def _complete(model: ClientModel, config, prefix, suffix, url, token, args):
+    from umbra.engine import CompletionEngine
+
     if args.local:
         return await CompletionEngine.monolithic(model, config).complete(prefix, suffix)
     if url:
@@ -163,6 +174,7 @@ async def _complete(model: ClientModel, config, prefix, suffix, url, token, args
 
 async def _remote(model: ClientModel, config, prefix, suffix, url, token, verify):
     from umbra.audit import audit_recording
+    from umbra.engine import CompletionEngine
     from umbra.middle.remote import RemoteMiddle
 
     middle = RemoteMiddle(url, token, hidden_size=model.spec.hidden_size, verify=verify,

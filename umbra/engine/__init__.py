@@ -23,20 +23,27 @@ loop's thread; awaits (the middle, and a yield between steps) are the cancellati
 Errors are UmbraError subclasses: CloudUnavailable / CloudRejected come from the Middle and
 must be shown to the user as such (never retried on another path)."""
 
-from umbra.engine.config import EngineConfig, PromptConfig, SamplingConfig, StopConfig
-from umbra.engine.engine import CompletionEngine
-from umbra.engine.model import ClientModel, check_model_dir
-from umbra.engine.session import CancelToken, CompletionResult, CompletionSession
+from __future__ import annotations
 
-__all__ = [
-    "CancelToken",
-    "ClientModel",
-    "CompletionEngine",
-    "CompletionResult",
-    "CompletionSession",
-    "EngineConfig",
-    "PromptConfig",
-    "SamplingConfig",
-    "StopConfig",
-    "check_model_dir",
-]
+from typing import TYPE_CHECKING
+
+from umbra.lazy import exports
+
+# Names resolve on first use (PEP 562), so that importing the torch-free configs, e.g. for a CLI's
+# --help defaults, does not import torch and the model code.
+_HOME = {
+    "EngineConfig": "config", "PromptConfig": "config", "SamplingConfig": "config", "StopConfig": "config",
+    "CompletionEngine": "engine",
+    "ClientModel": "model", "check_model_dir": "model",
+    "CancelToken": "session", "CompletionResult": "session", "CompletionSession": "session",
+}
+__all__ = sorted(_HOME)
+
+if TYPE_CHECKING:
+    from umbra.engine.config import EngineConfig, PromptConfig, SamplingConfig, StopConfig
+    from umbra.engine.engine import CompletionEngine
+    from umbra.engine.model import ClientModel, check_model_dir
+    from umbra.engine.session import CancelToken, CompletionResult, CompletionSession
+
+
+__getattr__ = exports(__name__, _HOME)

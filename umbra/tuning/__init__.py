@@ -13,10 +13,25 @@ times, position). Modules: config (TuneConfig), data (TuneData: packed public id
 checkpoint (exact resume, vocab rows in public order — no π on disk), evaluate (utility in
 private-id space)."""
 
-from umbra.tuning.client import TuneClient, clean_client, defended_client
-from umbra.tuning.config import TuneConfig
-from umbra.tuning.data import TuneData
-from umbra.tuning.loop import StepReport, TuneResult, split_step, tune
+from __future__ import annotations
 
-__all__ = ["StepReport", "TuneClient", "TuneConfig", "TuneData", "TuneResult", "clean_client", "defended_client",
-           "split_step", "tune"]
+from typing import TYPE_CHECKING
+
+from umbra.lazy import exports
+
+# Names resolve on first use (PEP 562): the torch-free configs load without the training code.
+_HOME = {
+    "TuneClient": "client", "clean_client": "client", "defended_client": "client",
+    "TuneConfig": "config", "TuneData": "data",
+    "StepReport": "loop", "TuneResult": "loop", "split_step": "loop", "tune": "loop",
+}
+__all__ = sorted(_HOME)
+
+if TYPE_CHECKING:
+    from umbra.tuning.client import TuneClient, clean_client, defended_client
+    from umbra.tuning.config import TuneConfig
+    from umbra.tuning.data import TuneData
+    from umbra.tuning.loop import StepReport, TuneResult, split_step, tune
+
+
+__getattr__ = exports(__name__, _HOME)

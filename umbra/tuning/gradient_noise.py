@@ -30,10 +30,12 @@ from __future__ import annotations
 import math
 import secrets
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from umbra.errors import ConfigError
+
+if TYPE_CHECKING:  # the config loads without torch (CLI --help defaults); the methods import it
+    import torch
 
 
 # σ that `umbra tune` uses for a bundle with INDVocab noise, wherever the middle runs: it stops
@@ -67,6 +69,8 @@ class GradientNoise:
 
     def generator(self, seed: int | None = None) -> torch.Generator:
         """The noise source of one run: seeded from the OS CSPRNG unless `seed` is given."""
+        import torch
+
         g = torch.Generator()
         g.manual_seed(secrets.randbits(63) if seed is None else seed)
         return g
@@ -77,6 +81,8 @@ class GradientNoise:
             raise ConfigError(f"expected a [batch, tokens, hidden] gradient, got shape {tuple(grad.shape)}")
         if not self.enabled:
             return grad
+        import torch
+
         b = grad.shape[0]
         per_seq = grad.float() * b  # [B, T, d]
         norms = per_seq.flatten(1).norm(dim=1)  # [B]

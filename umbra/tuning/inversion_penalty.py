@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-import numpy as np
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING
 
 from umbra.errors import ConfigError
+
+if TYPE_CHECKING:  # the config loads without torch (CLI --help defaults); the functions import it
+    import torch
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,9 @@ class InversionPenalty:
 def penalty(hidden: torch.Tensor, ids: torch.Tensor, codebook: torch.Tensor, temperature: float) -> torch.Tensor:
     """Mean probability the simulated attacker gives the true token. hidden [B,T,d] (autograd
     on), ids [B,T] in the client's id space, codebook [V,d] unit rows in that same id order."""
+    import torch
+    import torch.nn.functional as F
+
     scores = F.normalize(hidden.float(), dim=-1) @ codebook.T / temperature  # [B,T,V]
     return torch.softmax(scores, -1).gather(-1, ids[..., None]).mean()
 
@@ -61,6 +64,9 @@ def own_codebook(public, data, settings: InversionPenalty, plan=None) -> torch.T
     first `settings.codebook_blocks` tuning blocks (`data`: a TuneData of public ids) through the
     PUBLIC encoder — `public` a PublicModel, or the base model's directory (loaded with `plan`).
     Tokens those blocks do not contain get their isolated public state."""
+    import numpy as np
+    import torch.nn.functional as F
+
     from umbra.privacy.attacks.nearest import centroid_codebook
     from umbra.privacy.attacks.public import PublicModel
 
@@ -74,5 +80,8 @@ def model_order(codebook: torch.Tensor, permutation) -> torch.Tensor:
     """The public-order codebook re-indexed by the client's ids: row p is the centroid of π⁻¹(p)."""
     if permutation is None:
         return codebook
+    import numpy as np
+    import torch
+
     public_of = np.asarray(permutation.to_public(np.arange(codebook.shape[0])))
     return codebook[torch.from_numpy(public_of)]

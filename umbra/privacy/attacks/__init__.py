@@ -9,6 +9,7 @@ public code — never π, the randomized table or the client's tuned blocks.
     public.py          PublicModel: public parts, tokenizer, public-code samples
     nearest.py     (a) nearest-neighbour inversion against per-token public states
     probe.py       (b) learned inversion probe (MLP over a state and its neighbours)
+    probe_config.py    its ProbeConfig (torch-free: the CLI's defaults)
     frequency.py   (c) frequency analysis (cluster states, match public frequencies) and the
                        frequency-only baseline
     reconstruction.py (d) code reconstruction through the public middle + decoder + head
@@ -21,7 +22,17 @@ public code — never π, the randomized table or the client's tuned blocks.
 The benchmark is benchmarks/privacy_attacks.py (docs/privacy/attacks.md); `umbra audit` runs
 the same suite on the client's own recorded traffic (umbra/audit)."""
 
-from umbra.privacy.attacks.recorder import RecordingMiddle
-from umbra.privacy.attacks.transcript import ObservedSequence, assemble
+from __future__ import annotations
 
-__all__ = ["ObservedSequence", "RecordingMiddle", "assemble"]
+from typing import TYPE_CHECKING
+
+from umbra.lazy import exports
+
+_HOME = {"RecordingMiddle": "recorder", "ObservedSequence": "transcript", "assemble": "transcript"}
+__all__ = sorted(_HOME)
+
+if TYPE_CHECKING:
+    from umbra.privacy.attacks.recorder import RecordingMiddle
+    from umbra.privacy.attacks.transcript import ObservedSequence, assemble
+
+__getattr__ = exports(__name__, _HOME)  # probe_config.py loads without torch
