@@ -21,7 +21,8 @@ def test_token_add_prints_once_and_stores_only_a_salted_hash(tmp_path, capsys):
     token = capsys.readouterr().out.strip()
     assert token.startswith("umbra_")
     text = path.read_text()
-    secret = token.rsplit("_", 1)[1]
+    _, token_id, secret = token.split("_", 2)  # the secret is URL-safe base64 and may hold "_" itself
+    assert len(token_id) == 16 and len(secret) == 43
     assert secret not in text and token not in text
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     entry = json.loads(text)["tokens"][0]
