@@ -2,7 +2,7 @@
 
 import { LanguageClient, LanguageClientOptions, RevealOutputChannelOn } from 'vscode-languageclient/node';
 import type { LogOutputChannel } from 'vscode';
-import { DOCUMENT_SELECTOR } from './languages';
+import { documentSelector } from './languages';
 import { serverOptions } from './server';
 import { UmbraSettings, toInitializationOptions } from './settings';
 
@@ -11,7 +11,7 @@ export const CLIENT_NAME = 'Umbra';
 
 export function createLanguageClient(settings: UmbraSettings, log: LogOutputChannel): LanguageClient {
     const options: LanguageClientOptions = {
-        documentSelector: DOCUMENT_SELECTOR,
+        documentSelector: documentSelector(settings.languages),
         initializationOptions: toInitializationOptions(settings),
         // Server stderr and client messages go to the Umbra output channel. No trace channel:
         // a protocol trace would copy the user's code into the log.

@@ -6,7 +6,7 @@ import * as vscode from 'vscode';
 import { LanguageClient, State } from 'vscode-languageclient/node';
 import { createLanguageClient } from './client';
 import { InlineProvider } from './inline';
-import { DOCUMENT_SELECTOR } from './languages';
+import { LANGUAGES, documentSelector } from './languages';
 import { STATUS_METHOD, describeError } from './protocol';
 import { describeCommand } from './server';
 import { SettingsError, UmbraSettings, needsRestart, readSettings } from './settings';
@@ -24,11 +24,13 @@ let queue: Promise<void> = Promise.resolve();
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
     log = vscode.window.createOutputChannel('Umbra', { log: true });
     status = new StatusBar(log, COMMAND_SHOW_OUTPUT);
-    const provider = new InlineProvider(() => client, () => settings?.debounceMs ?? 0, log);
+    const provider = new InlineProvider(() => client, () => settings?.debounceMs ?? 0, () => settings?.languages ?? [], log);
     context.subscriptions.push(
         log,
         status,
-        vscode.languages.registerInlineCompletionItemProvider(DOCUMENT_SELECTOR, provider),
+        // Registered once for every language Umbra can complete; the provider answers only for
+        // those `umbra.languages` selects, so changing the setting needs no re-registration.
+        vscode.languages.registerInlineCompletionItemProvider(documentSelector(LANGUAGES), provider),
         vscode.commands.registerCommand(COMMAND_RESTART, () => {
             status.onRestart();
             return schedule(true);

@@ -20,6 +20,7 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
     constructor(
         private readonly currentClient: () => LanguageClient | undefined,
         private readonly debounceMs: () => number,
+        private readonly languages: () => readonly string[],
         private readonly log: vscode.LogOutputChannel,
     ) {}
 
@@ -30,7 +31,7 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
         token: vscode.CancellationToken,
     ): Promise<vscode.InlineCompletionItem[] | undefined> {
         const client = this.currentClient();
-        if (client === undefined || !client.isRunning()) {
+        if (client === undefined || !client.isRunning() || !this.languages().includes(document.languageId)) {
             return undefined;
         }
         const params = (): InlineCompletionParams =>

@@ -7,6 +7,8 @@
 // The cloud bearer token is deliberately absent: it lives in the OS keyring or in the
 // environment variable named by `cloud.tokenEnv`, never in VS Code settings.
 
+import { DEFAULT_LANGUAGES, LANGUAGES, Language, isLanguage } from './languages';
+
 /** What the extension reads settings from: `vscode.workspace.getConfiguration('umbra')`. */
 export interface ConfigSource {
     get<T>(key: string, defaultValue: T): T;
@@ -43,6 +45,8 @@ export interface CompletionSettings {
 
 export interface UmbraSettings {
     enable: boolean;
+    /** The editor languages completed; others get no ghost text and are not sent to the server. */
+    languages: Language[];
     debounceMs: number;
     server: ServerSettings;
     model: ModelSettings;
@@ -69,6 +73,7 @@ export interface InitializationOptions {
  * checks that the two agree). */
 export const DEFAULTS: Readonly<UmbraSettings> = Object.freeze({
     enable: true,
+    languages: [...DEFAULT_LANGUAGES],
     debounceMs: 150,
     server: { path: 'umbra', args: [], python: null },
     model: { dir: null, bundle: null, keyringService: 'umbra' },
@@ -80,6 +85,7 @@ export const DEFAULTS: Readonly<UmbraSettings> = Object.freeze({
 /** Every setting key under the `umbra.` section, as it appears in package.json. */
 export const SETTING_KEYS = [
     'enable',
+    'languages',
     'debounceMs',
     'server.path',
     'server.args',
@@ -138,6 +144,7 @@ export function readSettings(source: ConfigSource, paths: PathContext = {}): Umb
     const v = new Validator(source, paths);
     const settings: UmbraSettings = {
         enable: v.bool('enable'),
+        languages: v.languages('languages'),
         debounceMs: v.int('debounceMs', LIMITS.debounceMs.min, LIMITS.debounceMs.max),
         server: {
             path: v.path('server.path'),
@@ -189,13 +196,14 @@ export function toInitializationOptions(s: UmbraSettings): InitializationOptions
 }
 
 /** True when going from `before` to `after` needs a new server process: anything but
- * `debounceMs` (read on every request) changes how the server is started or initialized. */
+ * `debounceMs` (read on every request) changes how the server is started or initialized, or
+ * (`languages`) which documents the client syncs to it. */
 export function needsRestart(before: UmbraSettings | undefined, after: UmbraSettings): boolean {
     if (before === undefined) {
         return true;
     }
     const key = (s: UmbraSettings) =>
-        JSON.stringify([s.enable, s.server.path, s.server.args, s.server.python, toInitializationOptions(s)]);
+        JSON.stringify([s.enable, s.languages, s.server.path, s.server.args, s.server.python, toInitializationOptions(s)]);
     return key(before) !== key(after);
 }
 
@@ -286,6 +294,15 @@ class Validator {
             return [...value];
         }
         return this.fail(key, 'an array of strings', value, []);
+    }
+
+    /** A non-empty list of distinct ids from LANGUAGES. */
+    languages(key: SettingKey): Language[] {
+        const value = this.raw(key);
+        if (Array.isArray(value) && value.length > 0 && value.every(isLanguage) && new Set(value).size === value.length) {
+            return [...value];
+        }
+        return this.fail(key, `a non-empty list of distinct ids from ${LANGUAGES.join(', ')}`, value, []);
     }
 
     envName(key: SettingKey): string {

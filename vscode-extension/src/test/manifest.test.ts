@@ -3,7 +3,7 @@ import { strict as assert } from 'node:assert';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { LANGUAGES } from '../languages';
+import { DEFAULT_LANGUAGES, LANGUAGES } from '../languages';
 import { ConfigSource, SETTING_KEYS, defaultOf, readSettings } from '../settings';
 
 const root = join(__dirname, '..', '..');
@@ -41,6 +41,13 @@ describe('package.json', () => {
             [...manifest.activationEvents].sort(),
             LANGUAGES.map((l) => `onLanguage:${l}`).sort(),
         );
+    });
+
+    it('offers exactly the activation languages in umbra.languages, defaulting to the default model\'s', () => {
+        const setting = manifest.contributes.configuration.properties['umbra.languages'];
+        assert.deepStrictEqual(setting.items.enum, [...LANGUAGES]);
+        assert.deepStrictEqual(setting.default, [...DEFAULT_LANGUAGES]);
+        assert.equal(setting.uniqueItems, true);
     });
 
     it('declares the commands and the entry point', () => {

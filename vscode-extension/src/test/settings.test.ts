@@ -54,6 +54,8 @@ describe('settings → initializationOptions', () => {
         const s = readSettings(config());
         assert.equal(s.enable, true);
         assert.equal(s.debounceMs, 150);
+        assert.deepStrictEqual(s.languages, ['python', 'go', 'java']);
+        assert.deepStrictEqual(readSettings(config({ languages: ['typescript', 'python'] })).languages, ['typescript', 'python']);
         assert.deepStrictEqual(s.server, { path: 'umbra', args: [], python: null });
     });
 
@@ -126,6 +128,10 @@ describe('settings validation', () => {
         ['server args not strings', { 'server.args': ['--x', 3] }, /server\.args must be an array of strings/],
         ['server args string', { 'server.args': '--verbose' }, /server\.args/],
         ['model dir number', { 'model.dir': 3 }, /model\.dir must be null or a path/],
+        ['an unknown language', { languages: ['python', 'cobol'] }, /^languages must be a non-empty list of distinct ids from python, go, java, javascript, typescript, got/],
+        ['a repeated language', { languages: ['go', 'go'] }, /^languages must be a non-empty list/],
+        ['no language', { languages: [] }, /^languages must be a non-empty list/],
+        ['languages as a string', { languages: 'python' }, /^languages must be/],
     ];
     for (const [name, values, expected] of cases) {
         it(`rejects ${name}`, () => {
@@ -193,6 +199,7 @@ describe('restart decisions', () => {
         assert.equal(needsRestart(base, readSettings(config({ 'completion.maxTokens': 10 }))), true);
         assert.equal(needsRestart(base, readSettings(config({ 'server.args': ['-v'] }))), true);
         assert.equal(needsRestart(base, readSettings(config({ enable: false }))), true);
+        assert.equal(needsRestart(base, readSettings(config({ languages: ['python'] }))), true);
     });
     it('does not restart for the debounce delay', () => {
         assert.equal(needsRestart(base, readSettings(config({ debounceMs: 20 }))), false);
