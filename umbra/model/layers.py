@@ -82,14 +82,12 @@ class Attention(nn.Module):
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if cache is not None:
             k, v = cache.write(layer, start, k, v)  # [B,KV,S,hd]
-        groups = self.num_heads // self.num_kv_heads
-        if groups > 1:
-            k = k.repeat_interleave(groups, dim=1)  # [B,H,S,hd]
-            v = v.repeat_interleave(groups, dim=1)
+        # GQA: query head h reads kv head h // (H / KV), inside SDPA (no [B,H,S,hd] copy of the cache)
+        gqa = self.num_heads != self.num_kv_heads
         if mask is None and t > 1:  # causal square, see attention_mask()
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
         else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
         return self.o_proj(y.transpose(1, 2).reshape(b, t, -1))
 
 
