@@ -8,7 +8,10 @@ Variants: (a) monolithic lean loop (our blocks, no seam), (b) split with LocalMi
 in a second process behind a bare pipe (bare_split.py), which prices the two-process split
 itself, so that (c)/(e) is the product's own overhead and (e)/(a) the machine's. Reports ms per decoded token,
 ms for a long prefill, wire bytes per token, and a typing run (50 requests, one more character
-each) through the split engine showing tokens recomputed per request. Repetitions of all
+each) through the split engine showing tokens recomputed per request. On big shapes
+`--prefill-reps` times the long prefill in the first repetitions only and `--typing-max-tokens`
+bounds what each typing request generates, so that a run with a 1k-token prefill and 50
+keystrokes still fits in a session. Repetitions of all
 variants are interleaved (the order rotating) and ratios are paired per repetition, with a
 distribution-free confidence interval of their median, because this machine is noisy. Prints markdown.
 
@@ -37,7 +40,7 @@ import torch
 from bare_split import PipeMiddle
 from machine import cpu_latency, describe
 from server.launch import local_cloud
-from umbra.engine import ClientModel, CompletionEngine, EngineConfig
+from umbra.engine import ClientModel, CompletionEngine, EngineConfig, StopConfig
 from umbra.engine.runner import MonolithicRunner, SplitRunner
 from umbra.middle.local import LocalMiddle
 from umbra.middle.remote import RemoteMiddle
@@ -177,6 +180,9 @@ async def main_async(args) -> None:
     spec = model.spec
     context = spec.max_position_embeddings
     prefill_len = min(args.prefill, context - args.steps - 8)
+    prefill_reps = args.reps if args.prefill_reps is None else args.prefill_reps
+    if not 1 <= prefill_reps <= args.reps:
+        raise SystemExit("--prefill-reps must be between 1 and --reps")
     gen = torch.Generator().manual_seed(0)
     n_vocab = model.tokenizer.size
     long_prompt = torch.randint(0, n_vocab, (prefill_len,), generator=gen).tolist()
@@ -205,18 +211,22 @@ async def main_async(args) -> None:
         order = list(VARIANTS)
         for rep in range(args.reps):
             for key in order[rep % len(order):] + order[: rep % len(order)]:  # rotate: no variant always first
+                prefill = rep < prefill_reps  # the long prefill only in the first repetitions
                 if key == "d":
-                    results["d"]["prefill"].append(time_transformers(hf, long_prompt, 1)[0])
+                    if prefill:
+                        results["d"]["prefill"].append(time_transformers(hf, long_prompt, 1)[0])
                     results["d"]["decode"].append(time_transformers(hf, short_prompt, args.steps)[1])
                     continue
-                results[key]["prefill"].append((await time_runner(runners[key](), long_prompt, 1))[0])
+                if prefill:
+                    results[key]["prefill"].append((await time_runner(runners[key](), long_prompt, 1))[0])
                 results[key]["decode"].append((await time_runner(runners[key](), short_prompt, args.steps))[1])
         # bytes of a whole short run (1-token prompt + steps), reported per decoded token below
         remote.stats.reset()
         await time_runner(runners["c"](), short_prompt[:1], args.steps)
         per_token_bytes = (remote.stats.bytes_sent + remote.stats.bytes_received) / (args.steps + 1)
         sample = (repo_root() / "examples" / "sample.py").read_text()
-        engine = CompletionEngine.split(model, remote, EngineConfig(), context_length=info["max_seq_len"])
+        typing_config = EngineConfig(stop=StopConfig(max_tokens=args.typing_max_tokens))
+        engine = CompletionEngine.split(model, remote, typing_config, context_length=info["max_seq_len"])
         typing = await typing_run(engine, sample, args.typing)
         anatomy = await step_anatomy(cloud, remote, local, spec.hidden_size,
                                      statistics.median(results["b"]["decode"]) * 1000)
@@ -231,16 +241,25 @@ async def main_async(args) -> None:
     print(f"model: {model_dir.name if not args.synthetic else args.synthetic} ({spec.family}, {spec.num_layers} layers, "
           f"hidden {spec.hidden_size}, {n_params / 1e6:.1f}M parameters loaded: a tied embedding is held by both client parts), split E={plan.encoder_blocks} "
           f"D={plan.decoder_blocks}, fp32, torch threads={args.threads}, {args.reps} interleaved repetitions of "
-          f"{args.steps} decoded tokens and one {prefill_len}-token prefill per variant\n")
+          f"{args.steps} decoded tokens, and one {prefill_len}-token prefill per variant in "
+          f"{'each' if prefill_reps == args.reps else f'the first {prefill_reps} only'}\n")
     lo, hi, coverage = median_ci_ranks(args.reps)
+    ci = f"{coverage:.0%} confidence interval of the median, ranks {lo + 1} and {hi + 1} of {args.reps}"
+    if prefill_reps < 3:
+        ci += f"; the prefill is timed {prefill_reps}× per variant, too few for an interval"
+    elif prefill_reps < args.reps:
+        ci += f"; the prefill's, over its {prefill_reps} repetitions: {median_ci_ranks(prefill_reps)[2]:.0%}"
     print(f"Medians; ratios are paired (each repetition's variant over that repetition's (a)), given as median "
-          f"[{coverage:.0%} confidence interval of the median, ranks {lo + 1} and {hi + 1} of {args.reps}].\n")
+          f"[{ci}].\n")
     print(f"| variant | decode ms/token | decode ratio to (a) | prefill {prefill_len} tokens, ms | prefill ratio to (a) |")
     print("|---|---:|---:|---:|---:|")
     def paired(metric: str, over: str, key: str) -> str:
-        """median [lo, hi] of the per-repetition ratios key/over"""
+        """median [low, high] of the per-repetition ratios key/over (the interval for their count)"""
         ratios = sorted(x / y for x, y in zip(results[key][metric], results[over][metric]))
-        return f"{statistics.median(ratios):.3f} [{ratios[lo]:.3f}, {ratios[hi]:.3f}]"
+        if len(ratios) < 3:
+            return f"{statistics.median(ratios):.3f}"
+        low, high, _ = median_ci_ranks(len(ratios))
+        return f"{statistics.median(ratios):.3f} [{ratios[low]:.3f}, {ratios[high]:.3f}]"
 
     for k, name in VARIANTS.items():
         row = [name]
@@ -273,7 +292,11 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=64, help="decode steps per timed run")
     p.add_argument("--prefill", type=int, default=1024, help="long prompt length (capped by the context)")
     p.add_argument("--reps", type=int, default=5, help="interleaved repetitions (medians reported)")
+    p.add_argument("--prefill-reps", type=int, default=None,
+                   help="time the long prefill in only the first N repetitions (default: all)")
     p.add_argument("--typing", type=int, default=50, help="requests in the typing run")
+    p.add_argument("--typing-max-tokens", type=int, default=EngineConfig().stop.max_tokens,
+                   help="tokens generated per typing-run request at most")
     p.add_argument("--cpu-latency-us", type=int, default=None,
                    help="hold this PM QoS CPU latency bound for the run (0: idle CPUs poll; needs root)")
     args = p.parse_args()
