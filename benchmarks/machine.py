@@ -7,9 +7,9 @@ latency-bound server; the kernel drops the request when the file is closed, so n
 the run. It needs write access to the device (root). Every variant of a run is measured under the
 same request, the monolithic baseline included.
 
-`describe()` is one line on the machine: CPUs, the hypervisor, the guest's idle driver and the
-idle-related kernel parameters, printed at the head of a benchmark's report so a table says what
-it was measured on."""
+`describe(us)` is one line on the machine: CPUs, the hypervisor, the guest's idle driver, the
+idle-related kernel parameters and the latency request held (`us`), printed at the head of a
+benchmark's report so a table says what it was measured on."""
 
 from __future__ import annotations
 
@@ -55,8 +55,9 @@ def _read(path: str) -> str:
         return ""
 
 
-def describe() -> str:
-    """One line: CPU count and model, hypervisor, idle driver, idle-related boot parameters."""
+def describe(latency_us: int | None = None) -> str:
+    """One line: CPU count and model, hypervisor, idle driver, idle-related boot parameters, and
+    the PM QoS request the run holds (`latency_us`, as given to cpu_latency)."""
     model = next((line.split(":", 1)[1].strip() for line in _read("/proc/cpuinfo").splitlines()
                   if line.startswith("model name")), platform.processor() or "unknown CPU")
     hypervisor = "hypervisor" in _read("/proc/cpuinfo")
@@ -66,4 +67,5 @@ def describe() -> str:
              f"idle driver {idle}"]
     if params:
         parts.append("boot " + " ".join(params))
+    parts.append("PM QoS CPU latency request: " + ("none" if latency_us is None else f"{latency_us} µs held for the run"))
     return "; ".join(parts)

@@ -236,8 +236,7 @@ async def main_async(args) -> None:
     # distinct tensors: a tied head is one tensor shared by the client's encoder and decoder
     n_params = sum(p.numel() for p in {id(p): p for part in (model.encoder, middle_blocks, model.decoder)
                                        for p in part.parameters()}.values())
-    latency = "none" if args.cpu_latency_us is None else f"{args.cpu_latency_us} µs held for the run"
-    print(f"machine: {describe()}; PM QoS CPU latency request: {latency}\n")
+    print(f"machine: {describe(args.cpu_latency_us)}\n")
     print(f"model: {model_dir.name if not args.synthetic else args.synthetic} ({spec.family}, {spec.num_layers} layers, "
           f"hidden {spec.hidden_size}, {n_params / 1e6:.1f}M parameters loaded: a tied embedding is held by both client parts), split E={plan.encoder_blocks} "
           f"D={plan.decoder_blocks}, fp32, torch threads={args.threads}, {args.reps} interleaved repetitions of "

@@ -91,8 +91,7 @@ def main() -> None:
     p.add_argument("--cpu-latency-us", type=int, default=None,
                    help="hold this PM QoS CPU latency bound for the run (0: idle CPUs poll; needs root)")
     args = p.parse_args()
-    print(f"machine: {describe()}; PM QoS CPU latency request: "
-          f"{'none' if args.cpu_latency_us is None else f'{args.cpu_latency_us} µs'}")
+    print(f"machine: {describe(args.cpu_latency_us)}")
     with cpu_latency(args.cpu_latency_us):
         for size in args.sizes.split(","):
             _report(size, args)
@@ -105,6 +104,7 @@ def _report(size: str, args) -> None:
     print(f"A {mb_a} MB + B {mb_b} MB{' (both sides spin)' if args.spin else ''}: one process {one:.2f} ms, "
           f"two processes {two:.2f} ms per step; paired ratio median {statistics.median(ratios):.3f} "
           f"(range {ratios[0]:.3f}–{ratios[-1]:.3f}, {args.rounds} rounds)")
+
 
 if __name__ == "__main__":
     main()

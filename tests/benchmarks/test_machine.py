@@ -51,3 +51,5 @@ def test_describe_names_the_cpus():
     line = describe()
     assert line.startswith(f"{os.cpu_count()} × ")
     assert "idle driver" in line
+    assert line.endswith("PM QoS CPU latency request: none")
+    assert describe(0).endswith("PM QoS CPU latency request: 0 µs held for the run")

@@ -59,6 +59,8 @@ class Attention(nn.Module):
         super().__init__()
         self.num_heads, self.num_kv_heads, self.head_dim = spec.num_heads, spec.num_kv_heads, spec.head_dim
         self.window = window
+        # GQA: query head h reads kv head h // (H / KV), inside SDPA (no [B,H,S,hd] copy of the cache)
+        self.gqa = spec.num_heads != spec.num_kv_heads
         c = spec.hidden_size
         self.q_proj = nn.Linear(c, spec.num_heads * spec.head_dim, bias=spec.qkv_bias)
         self.k_proj = nn.Linear(c, spec.kv_dim, bias=spec.qkv_bias)
@@ -82,12 +84,10 @@ class Attention(nn.Module):
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if cache is not None:
             k, v = cache.write(layer, start, k, v)  # [B,KV,S,hd]
-        # GQA: query head h reads kv head h // (H / KV), inside SDPA (no [B,H,S,hd] copy of the cache)
-        gqa = self.num_heads != self.num_kv_heads
         if mask is None and t > 1:  # causal square, see attention_mask()
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.gqa)
         else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.gqa)
         return self.o_proj(y.transpose(1, 2).reshape(b, t, -1))
 
 
