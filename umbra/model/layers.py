@@ -1,5 +1,9 @@
 """One Llama-family transformer block as small modules; parameter names mirror Hugging Face's
-so that checkpoint keys load without renaming (`self_attn.q_proj.weight`, ...)."""
+so that checkpoint keys load without renaming (`self_attn.q_proj.weight`, ...).
+
+Adapters are an argument, never state: `lay` (umbra/model/adapters/selection.py) is what this
+block applies for the request being run — LoRA deltas on its projections, bottleneck residuals
+on its sublayers' outputs, gated prompt attention — or None for the plain block."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from umbra.model.adapters.selection import LayerAdapters
 from umbra.model.kvcache import KVCache
 from umbra.model.rope import apply_rope
 from umbra.model.spec import ModelSpec
@@ -76,11 +81,15 @@ class Attention(nn.Module):
         cache: KVCache | None,
         layer: int,  # index of this block within `cache`
         start: int,  # slots already cached
+        lay: LayerAdapters | None = None,
     ) -> torch.Tensor:
         b, t, _ = x.shape
-        q = self.q_proj(x).view(b, t, self.num_heads, self.head_dim).transpose(1, 2)  # [B,H,T,hd]
-        k = self.k_proj(x).view(b, t, self.num_kv_heads, self.head_dim).transpose(1, 2)  # [B,KV,T,hd]
-        v = self.v_proj(x).view(b, t, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        if lay is not None:
+            q, k, v = lay.project("q_proj", x, q), lay.project("k_proj", x, k), lay.project("v_proj", x, v)
+        q = q.view(b, t, self.num_heads, self.head_dim).transpose(1, 2)  # [B,H,T,hd]
+        k = k.view(b, t, self.num_kv_heads, self.head_dim).transpose(1, 2)  # [B,KV,T,hd]
+        v = v.view(b, t, self.num_kv_heads, self.head_dim).transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if cache is not None:
             k, v = cache.write(layer, start, k, v)  # [B,KV,S,hd]
@@ -88,7 +97,21 @@ class Attention(nn.Module):
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.gqa)
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.gqa)
-        return self.o_proj(y.transpose(1, 2).reshape(b, t, -1))
+        if lay is not None:
+            for prompt, gate in lay.prompts:
+                y = y + self._prompt_attention(q, prompt, gate)
+        y = y.transpose(1, 2).reshape(b, t, -1)  # [B,T,H*hd]
+        out = self.o_proj(y)
+        return out if lay is None else lay.project("o_proj", y, out)
+
+    def _prompt_attention(self, q: torch.Tensor, prompt: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+        """A deep prompt's share [B,H,T,hd]: every query attends to the prompt's n keys (the block's
+        own projections of P [n,C], no rotary) in a softmax of their own, scaled by tanh(gate) [H]."""
+        b, n = q.shape[0], prompt.shape[0]
+        pk = self.k_proj(prompt).view(1, n, self.num_kv_heads, self.head_dim).transpose(1, 2).expand(b, -1, -1, -1)
+        pv = self.v_proj(prompt).view(1, n, self.num_kv_heads, self.head_dim).transpose(1, 2).expand(b, -1, -1, -1)
+        yp = F.scaled_dot_product_attention(q, pk, pv, enable_gqa=self.gqa)
+        return torch.tanh(gate).to(yp.dtype).view(1, -1, 1, 1) * yp
 
 
 class MLP(nn.Module):
@@ -99,8 +122,11 @@ class MLP(nn.Module):
         self.up_proj = nn.Linear(c, f, bias=spec.mlp_bias)
         self.down_proj = nn.Linear(f, c, bias=spec.mlp_bias)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+    def forward(self, x: torch.Tensor, lay: LayerAdapters | None = None) -> torch.Tensor:
+        if lay is None:
+            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        h = F.silu(lay.project("gate_proj", x, self.gate_proj(x))) * lay.project("up_proj", x, self.up_proj(x))
+        return lay.project("down_proj", h, self.down_proj(h))
 
 
 class Block(nn.Module):
@@ -113,6 +139,10 @@ class Block(nn.Module):
         self.post_attention_layernorm = RMSNorm(spec.hidden_size, spec.rms_norm_eps)
         self.mlp = MLP(spec)
 
-    def forward(self, x, cos, sin, mask, cache, layer, start):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, cache, layer, start)
-        return x + self.mlp(self.post_attention_layernorm(x))
+    def forward(self, x, cos, sin, mask, cache, layer, start, lay: LayerAdapters | None = None):
+        if lay is None:
+            x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, cache, layer, start)
+            return x + self.mlp(self.post_attention_layernorm(x))
+        x = x + lay.residual("attention", self.self_attn(self.input_layernorm(x), cos, sin, mask, cache, layer,
+                                                         start, lay))
+        return x + lay.residual("mlp", self.mlp(self.post_attention_layernorm(x), lay))

@@ -15,6 +15,8 @@ import torch
 from torch import nn
 
 from umbra.errors import ConfigError
+from umbra.model.adapters.config import SplitShape
+from umbra.model.adapters.selection import AdapterSet
 from umbra.model.kvcache import KVCache
 from umbra.model.layers import RMSNorm
 from umbra.model.spec import ModelSpec
@@ -44,6 +46,11 @@ class SplitPlan:
         self.validate(num_layers)
         return self.encoder_blocks, num_layers - self.decoder_blocks
 
+    def shape(self, num_layers: int) -> SplitShape:
+        """The split as adapter placement sees it."""
+        self.validate(num_layers)
+        return SplitShape(num_layers, self.encoder_blocks, self.decoder_blocks)
+
 
 class ClientEncoder(nn.Module):
     def __init__(self, spec: ModelSpec, plan: SplitPlan):
@@ -63,9 +70,10 @@ class ClientEncoder(nn.Module):
         cache: KVCache | None = None,
         embeds: torch.Tensor | None = None,  # [B,T,C], e.g. with a soft prompt prepended
         key_padding: torch.Tensor | None = None,
+        adapters: AdapterSet | None = None,  # encoder-placed adapters act here (opt-in placement)
     ) -> torch.Tensor:
         x = self.embed(ids) if embeds is None else embeds
-        return self.stack(x, positions, cache, key_padding)
+        return self.stack(x, positions, cache, key_padding, adapters)
 
 
 class MiddleBlocks(nn.Module):
@@ -75,8 +83,8 @@ class MiddleBlocks(nn.Module):
         first, last = plan.middle_range(spec.num_layers)
         self.stack = BlockStack(spec, first, last)
 
-    def forward(self, x, positions, cache=None, key_padding=None):
-        return self.stack(x, positions, cache, key_padding)
+    def forward(self, x, positions, cache=None, key_padding=None, adapters: AdapterSet | None = None):
+        return self.stack(x, positions, cache, key_padding, adapters)
 
 
 class ClientDecoder(nn.Module):
@@ -94,8 +102,9 @@ class ClientDecoder(nn.Module):
         cache: KVCache | None = None,
         key_padding: torch.Tensor | None = None,
         last_only: bool = False,  # only the last position's logits (decoding)
+        adapters: AdapterSet | None = None,  # experts and access adapters act here by default
     ) -> torch.Tensor:
-        x = self.stack(x, positions, cache, key_padding)
+        x = self.stack(x, positions, cache, key_padding, adapters)
         if last_only:
             x = x[:, -1:]
         return self.lm_head(self.norm(x))  # [B,T|1,V]

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from umbra.errors import ValidationError
+from umbra.model.adapters.selection import AdapterSet
 from umbra.model.kvcache import KVCache
 from umbra.model.layers import Block, attention_mask
 from umbra.model.rope import rope_cos_sin
@@ -35,6 +36,7 @@ class BlockStack(nn.Module):
         positions: torch.Tensor,  # [B,T] int64, explicit rotary positions
         cache: KVCache | None = None,
         key_padding: torch.Tensor | None = None,  # [B, cached+T] bool, True = real token
+        adapters: AdapterSet | None = None,  # this request's adapters (only those on these blocks act)
     ) -> torch.Tensor:
         b, t, _ = x.shape
         start = cache.length if cache is not None else 0
@@ -45,7 +47,8 @@ class BlockStack(nn.Module):
         for i, block in enumerate(self.layers):
             if block.window not in masks:
                 masks[block.window] = attention_mask(start, t, block.window, key_padding, x.device)
-            x = block(x, cos, sin, masks[block.window], cache, i, start)
+            lay = adapters.layer(block.layer_idx) if adapters else None
+            x = block(x, cos, sin, masks[block.window], cache, i, start, lay)
         if cache is not None:
             cache.length = start + t
         return x
