@@ -4,8 +4,11 @@
     engine = CompletionEngine.split(model, middle)              # any Middle: LocalMiddle, RemoteMiddle
     engine = CompletionEngine.monolithic(model)                 # the in-process baseline
     async with engine.session() as session:                     # one per editor buffer
-        result = await session.complete(prefix, suffix)         # CompletionResult
-        result.text, result.recomputed_tokens, ...
+        result = await session.complete(prefix, suffix, adapters=engine.route("python")[1])
+        result.text, result.recomputed_tokens, result.expert, ...
+
+`route(language)` picks the request's adapters (the model's shared ones, the language's expert;
+routing.py) as a frozen AdapterSet; `complete(..., language=)` does it for a throw-away session.
 
 The engine never owns the Middle: whoever created it closes it (`await middle.aclose()`)."""
 
@@ -13,14 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 
 from umbra.engine.config import EngineConfig
 from umbra.engine.model import ClientModel
+from umbra.engine.routing import Route
 from umbra.engine.runner import MonolithicRunner, Runner, SplitRunner
 from umbra.engine.sampling import allowed_mask
 from umbra.engine.session import CancelToken, CompletionResult, CompletionSession
 from umbra.errors import ConfigError
 from umbra.middle.protocol import Middle
+from umbra.model.adapters.selection import AdapterSet
 
 
 class CompletionEngine:
@@ -67,8 +73,20 @@ class CompletionEngine:
         finally:
             await session.close()
 
+    def route(self, language: str | None, access: str | None = None) -> tuple[Route, AdapterSet]:
+        """The adapters serving a request in `language` (and the access adapter the gate chose)."""
+        route = self.model.router.route(language, access)
+        return route, self.model.adapter_set(route.adapters)
+
     async def complete(self, prefix: str, suffix: str = "", config: EngineConfig | None = None,
-                       cancel: CancelToken | None = None) -> CompletionResult:
-        """One completion in a throw-away session."""
+                       cancel: CancelToken | None = None, language: str | None = None) -> CompletionResult:
+        """One completion in a throw-away session, with the adapters of `language`."""
+        route, adapters = self.route(language)
         async with self.session(config) as session:
-            return await session.complete(prefix, suffix, cancel=cancel)
+            result = await session.complete(prefix, suffix, cancel=cancel, adapters=adapters)
+        return with_route(result, route)
+
+
+def with_route(result: CompletionResult, route: Route) -> CompletionResult:
+    """The result, naming the language and the expert that served it."""
+    return replace(result, language=route.language, expert=route.expert)

@@ -6,18 +6,26 @@ middle blocks, which a split client never reads.
 INDVocab-randomized embedding and the LM head with rows in private order, and a tokenizer whose
 ids are private (π(public id); special ids, EOS and the vocab mask too). Logits then come out in
 private order and everything above (FIM, sampling, stops) works unchanged; the cloud runs the
-base model's public middle blocks either way."""
+base model's public middle blocks either way.
+
+A bundle's adapters come with it: `model.adapters` (name -> Adapter) and `model.router`, which
+maps a request's language to the adapters that serve it; `model.adapter_set(names)` gives the
+frozen `AdapterSet` of those names (built once per distinct set)."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from umbra.engine.fim import FimFormat, detect_format
+from umbra.engine.routing import AdapterRole, AdapterRouter
 from umbra.engine.tokenizer import ClientTokenizer
 from umbra.errors import ConfigError
+from umbra.model.adapters.modules import Adapter
+from umbra.model.adapters.selection import EMPTY, AdapterSet
 from umbra.model.loader import Checkpoint, load_part
 from umbra.model.parts import ClientDecoder, ClientEncoder, MiddleBlocks, SplitPlan
 from umbra.model.spec import ModelSpec, load_spec
@@ -50,6 +58,27 @@ class ClientModel:
     checkpoint: Checkpoint | None  # None: a bundle's model; opened on demand by load_middle
     dtype: torch.dtype = torch.float32
     bundle: object | None = field(default=None, repr=False)  # the ClientBundle it came from, if any
+    adapters: dict[str, Adapter] = field(default_factory=dict, repr=False)  # the bundle's adapters
+    router: AdapterRouter = field(default_factory=AdapterRouter)  # language -> adapter names
+    _sets: OrderedDict = field(default_factory=OrderedDict, repr=False)  # names -> frozen AdapterSet
+
+    def adapter_set(self, names: tuple[str, ...]) -> AdapterSet:
+        """The frozen AdapterSet of these adapters (ConfigError naming an unknown one)."""
+        if not names:
+            return EMPTY
+        key = tuple(sorted(names))
+        found = self._sets.get(key)
+        if found is None:
+            unknown = [n for n in key if n not in self.adapters]
+            if unknown:
+                raise ConfigError(f"unknown adapter {unknown[0]!r} (this model has: "
+                                  f"{', '.join(sorted(self.adapters)) or 'none'})")
+            found = AdapterSet([self.adapters[n] for n in key]).check_client(self.plan.shape(self.spec.num_layers))
+            self._sets[key] = found
+            while len(self._sets) > 32:  # distinct sets in use stay few: experts x access states
+                self._sets.popitem(last=False)
+        self._sets.move_to_end(key)
+        return found
 
     @classmethod
     def load(cls, model_dir: str | Path, plan: SplitPlan | None = None,
@@ -80,8 +109,9 @@ class ClientModel:
         if tokenizer.size > bundle.spec.vocab_size:
             raise ConfigError(f"tokenizer has {tokenizer.size} tokens but the model only {bundle.spec.vocab_size}")
         base = Path(base_dir) if base_dir is not None else Path(bundle.manifest.base["path"])
+        roles = [AdapterRole(name, e.role, e.language) for name, e in bundle.manifest.adapter_entries().items()]
         return cls(base, bundle.spec, bundle.plan, tokenizer, detect_format(tokenizer), bundle.encoder,
-                   bundle.decoder, None, dtype, bundle)
+                   bundle.decoder, None, dtype, bundle, bundle.adapters, AdapterRouter(roles))
 
     def check_base(self) -> Path:
         """The base model directory, checked to be the one a bundle was made from (weight hashes);

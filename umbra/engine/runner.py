@@ -1,13 +1,21 @@
 """Runners: the one thing the completion engine calls to turn token ids into next-token logits.
 
-A runner owns the KV caches of one completion session and feeds ids at positions
-[length, length + T). Two implementations share the contract:
+A runner owns the KV caches of one completion session and feeds ids at positions after the
+cached ones. Two implementations share the contract (and `_Parts`, the cache bookkeeping):
 
 SplitRunner       ClientEncoder -> any Middle (LocalMiddle, RemoteMiddle) -> ClientDecoder,
                   with client KV caches for the encoder and decoder blocks and one middle
                   session; the production path.
 MonolithicRunner  encoder + MiddleBlocks + decoder in-process with no seam: the "monolithic
                   lean loop" baseline for benchmarks and `umbra complete --local`.
+
+Adapters (`use(adapters)` before a request): the caches hold the states of one adapter set. A
+request with another set invalidates what that set changes and nothing more. A change on the
+decoder side only (the default placement: experts, access adapters) rebuilds the decoder cache
+from the middle's outputs, which the runner keeps: nothing is sent again, so the cloud cannot
+tell that the set changed. A change of encoder-side adapters or of the soft prompt resets every
+part. A soft prompt occupies the first `prompt_length` positions of the session: it is run (and
+sent) once, truncation never cuts it, and `length` counts the token positions after it.
 
 If a step fails or is cancelled half-way (e.g. while awaiting the cloud), the parts may hold
 different lengths; the runner remembers its last consistent length and rolls every part back
@@ -21,11 +29,17 @@ import torch
 
 from umbra.errors import UmbraError
 from umbra.middle.protocol import Middle
+from umbra.model.adapters.selection import EMPTY, AdapterSet
 from umbra.model.parts import ClientDecoder, ClientEncoder, MiddleBlocks
 
 
 class Runner(Protocol):
-    length: int  # tokens cached consistently by every part of the model
+    length: int  # tokens cached consistently by every part of the model (after the soft prompt)
+    prompt_length: int  # positions the active soft prompt occupies before them
+
+    async def use(self, adapters: AdapterSet) -> None:
+        """Serve the next calls with `adapters`, invalidating the caches they change."""
+        ...
 
     async def run(self, ids: list[int]) -> torch.Tensor:
         """Feed `ids` after the cached tokens; return the last position's logits [V] (fp32)."""
@@ -46,52 +60,151 @@ def _positions(start: int, n: int) -> torch.Tensor:
     return torch.arange(start, start + n, dtype=torch.int64)[None]  # [1,T]
 
 
-class SplitRunner:
-    def __init__(self, encoder: ClientEncoder, decoder: ClientDecoder, middle: Middle):
-        self.encoder, self.decoder, self.middle = encoder, decoder, middle
+class HiddenBuffer:
+    """The middle's outputs [1, S, C] of the cached positions, grown by doubling."""
+
+    def __init__(self) -> None:
+        self._data: torch.Tensor | None = None
+        self.length = 0
+
+    def write(self, start: int, hidden: torch.Tensor) -> None:  # hidden [1,T,C]
+        end = start + hidden.shape[1]
+        if self._data is None or end > self._data.shape[1] or self._data.dtype != hidden.dtype:
+            cap = max(128, end, 2 * (self._data.shape[1] if self._data is not None else 0))
+            new = hidden.new_zeros(1, cap, hidden.shape[2])
+            if self._data is not None:
+                new[:, : self.length] = self._data[:, : self.length]
+            self._data = new
+        self._data[:, start:end] = hidden
+        self.length = end
+
+    def view(self) -> torch.Tensor:
+        return self._data[:, : self.length]
+
+    def truncate(self, length: int) -> None:
+        self.length = min(self.length, length)
+
+
+class _Parts:
+    """Cache bookkeeping shared by both runners; subclasses supply the middle."""
+
+    def __init__(self, encoder: ClientEncoder, decoder: ClientDecoder):
+        self.encoder, self.decoder = encoder, decoder
         self.enc_cache = encoder.stack.new_cache()
         self.dec_cache = decoder.stack.new_cache()
-        self.session: str | None = None
+        self.mid_out = HiddenBuffer()  # to rebuild the decoder cache when its adapters change
+        self._enc_blocks = range(encoder.stack.first, encoder.stack.last)
+        self._dec_blocks = range(decoder.stack.first, decoder.stack.last)
+        self.adapters: AdapterSet = EMPTY
+        self._enc_key: tuple = ()  # adapters (and soft prompt) the encoder-side caches were built with
+        self._dec_key: tuple = ()  # adapters the decoder cache was built with
+        self.prompt_length = 0  # positions of the soft prompt, once it has been run
         self.length = 0
         self._dirty = False  # a step started but did not finish: parts may disagree on length
 
+    # -- the middle (subclasses) ---------------------------------------------------------------
+    async def _mid_ready(self) -> None: ...
+
+    async def _mid_forward(self, hidden: torch.Tensor, pos: torch.Tensor) -> torch.Tensor: ...
+
+    async def _mid_truncate(self, total: int) -> None: ...
+
+    async def _mid_clear(self) -> None: ...
+
+    # -- shared --------------------------------------------------------------------------------
+    def _total(self) -> int:
+        return self.prompt_length + self.length
+
+    async def _truncate_parts(self, total: int) -> None:
+        self.enc_cache.truncate(min(total, self.enc_cache.length))
+        self.dec_cache.truncate(min(total, self.dec_cache.length))
+        self.mid_out.truncate(total)
+        await self._mid_truncate(total)
+
     async def _sync(self) -> None:
-        if self.session is None:
-            self.session = await self.middle.open_session()
+        await self._mid_ready()
         if self._dirty:
-            await self._truncate_parts(self.length)
+            await self._truncate_parts(self._total())
             self._dirty = False
 
-    async def _truncate_parts(self, length: int) -> None:
-        self.enc_cache.truncate(min(length, self.enc_cache.length))
-        self.dec_cache.truncate(min(length, self.dec_cache.length))
-        await self.middle.truncate(self.session, length)
+    async def use(self, adapters: AdapterSet) -> None:
+        enc_key = adapters.key_for(self._enc_blocks, soft_prompt=True)
+        dec_key = adapters.key_for(self._dec_blocks)
+        await self._sync()
+        if enc_key != self._enc_key:  # what the encoder sends changes: every part starts over
+            self.enc_cache.clear()
+            self.dec_cache.clear()
+            self.mid_out.truncate(0)
+            self.prompt_length = self.length = 0
+            await self._mid_clear()
+        elif dec_key != self._dec_key and self._total():  # decoder side only: rebuild it locally
+            self.dec_cache.clear()
+            pos = _positions(0, self._total())
+            with torch.no_grad():
+                self.decoder.stack(self.mid_out.view(), pos, self.dec_cache, adapters=adapters)
+        self.adapters, self._enc_key, self._dec_key = adapters, enc_key, dec_key
+
+    async def _step(self, hidden_in: torch.Tensor | None, ids: list[int] | None, start: int) -> torch.Tensor:
+        """Run positions [start, start+T) through every part; the last position's logits [1,1,V]."""
+        n = hidden_in.shape[1] if hidden_in is not None else len(ids)
+        pos = _positions(start, n)
+        with torch.no_grad():
+            x = torch.tensor([ids], dtype=torch.int64) if ids is not None else None
+            hidden = self.encoder(x, pos, self.enc_cache, embeds=hidden_in, adapters=self.adapters)
+        hidden = await self._mid_forward(hidden, pos)
+        self.mid_out.write(start, hidden)
+        with torch.no_grad():
+            return self.decoder(hidden, pos, self.dec_cache, last_only=True, adapters=self.adapters)
 
     async def run(self, ids: list[int]) -> torch.Tensor:
         await self._sync()
-        start, n = self.length, len(ids)
-        pos = _positions(start, n)
         self._dirty = True
-        with torch.no_grad():
-            hidden = self.encoder(torch.tensor([ids], dtype=torch.int64), pos, self.enc_cache)
-        hidden = await self.middle.forward(hidden, pos, self.session)
-        with torch.no_grad():
-            logits = self.decoder(hidden, pos, self.dec_cache, last_only=True)
-        self.length = start + n
+        soft = self.adapters.soft_prompt
+        if soft is not None and self.prompt_length == 0:  # first use of this prompt: run it once
+            await self._step(soft[None].to(self.encoder.embed_tokens.weight.dtype), None, 0)
+            self.prompt_length = soft.shape[0]
+        logits = await self._step(None, ids, self._total())
+        self.length += len(ids)
         self._dirty = False
         return logits[0, -1].float()
 
     async def truncate(self, length: int) -> None:
         await self._sync()
         if length < self.length:
-            await self._truncate_parts(length)
+            await self._truncate_parts(self.prompt_length + length)
             self.length = length
+
+    def _forget(self) -> None:
+        """Empty every client-side cache; the adapter set stays (the next run starts from its prompt)."""
+        self.enc_cache.clear()
+        self.dec_cache.clear()
+        self.mid_out.truncate(0)
+        self.prompt_length = self.length = 0
+        self._dirty = False
+
+
+class SplitRunner(_Parts):
+    def __init__(self, encoder: ClientEncoder, decoder: ClientDecoder, middle: Middle):
+        super().__init__(encoder, decoder)
+        self.middle = middle
+        self.session: str | None = None
+
+    async def _mid_ready(self) -> None:
+        if self.session is None:
+            self.session = await self.middle.open_session()
+
+    async def _mid_forward(self, hidden, pos):
+        return await self.middle.forward(hidden, pos, self.session)
+
+    async def _mid_truncate(self, total: int) -> None:
+        await self.middle.truncate(self.session, total)
+
+    async def _mid_clear(self) -> None:
+        await self.middle.truncate(self.session, 0)
 
     async def reset(self) -> None:
         old, self.session = self.session, None
-        self.enc_cache.clear()
-        self.dec_cache.clear()
-        self.length, self._dirty = 0, False
+        self._forget()
         if old is not None:
             try:
                 await self.middle.close(old)
@@ -104,35 +217,25 @@ class SplitRunner:
             await self.middle.close(session)
 
 
-class MonolithicRunner:
+class MonolithicRunner(_Parts):
     def __init__(self, encoder: ClientEncoder, middle: MiddleBlocks, decoder: ClientDecoder):
-        self.parts = (encoder, middle, decoder)
-        self.caches = tuple(p.stack.new_cache() for p in self.parts)
-        self.length = 0
+        super().__init__(encoder, decoder)
+        self.middle = middle
+        self.mid_cache = middle.stack.new_cache()
 
-    async def run(self, ids: list[int]) -> torch.Tensor:
-        encoder, middle, decoder = self.parts
-        ce, cm, cd = self.caches
-        for cache in self.caches:  # roll back a step that raised half-way
-            cache.truncate(min(self.length, cache.length))
-        pos = _positions(self.length, len(ids))
+    async def _mid_forward(self, hidden, pos):
         with torch.no_grad():
-            hidden = encoder(torch.tensor([ids], dtype=torch.int64), pos, ce)
-            hidden = middle(hidden, pos, cm)
-            logits = decoder(hidden, pos, cd, last_only=True)
-        self.length += len(ids)
-        return logits[0, -1].float()
+            return self.middle(hidden, pos, self.mid_cache)
 
-    async def truncate(self, length: int) -> None:
-        if length < self.length:
-            for cache in self.caches:
-                cache.truncate(min(length, cache.length))
-            self.length = length
+    async def _mid_truncate(self, total: int) -> None:
+        self.mid_cache.truncate(min(total, self.mid_cache.length))
+
+    async def _mid_clear(self) -> None:
+        self.mid_cache.truncate(0)
 
     async def reset(self) -> None:
-        for cache in self.caches:
-            cache.clear()
-        self.length = 0
+        self.mid_cache.clear()
+        self._forget()
 
     async def close(self) -> None:
         await self.reset()

@@ -6,6 +6,10 @@ middle session) to it and runs only the rest — typing one character re-runs th
 the edit point, not the whole file. `CompletionResult.recomputed_tokens` reports how many
 prompt tokens were run.
 
+Each request names its adapters (`adapters=`, an AdapterSet; none = the plain model). The runner
+keeps the caches valid for that set (see runner.py), and a soft prompt's positions come out of
+the context budget.
+
 Requests are serialised per session. Between prefill chunks and decode steps the session
 yields to the event loop and checks its CancelToken: asyncio cancellation (task.cancel()) and
 `CancelToken.cancel()` both stop the request there (the latter raises umbra.errors.Cancelled);
@@ -27,6 +31,7 @@ from umbra.engine.sampling import Sampler
 from umbra.engine.stops import StopContext, check_text
 from umbra.engine.tokenizer import ClientTokenizer
 from umbra.errors import Cancelled, CloudUnavailable, ConfigError, SessionError
+from umbra.model.adapters.selection import EMPTY, AdapterSet
 
 _CONTROL_TOKENS = 4  # BOS + the three FIM markers, outside the context budget
 
@@ -61,6 +66,9 @@ class CompletionResult:
     prefill_seconds: float  # running the recomputed prompt tokens
     decode_seconds: float  # sampling and running the generated tokens
     evicted: bool = False  # the cloud had dropped the session; the prompt was re-run in full
+    adapters: tuple[str, ...] = ()  # names of the adapters that served the request
+    language: str | None = None  # the request's canonical language, if given (routing.py)
+    expert: str | None = None  # the expert adapter that served it (None: shared adapters only)
 
     @property
     def generated_tokens(self) -> int:
@@ -86,24 +94,26 @@ class CompletionSession:
         return len(self._cached)
 
     async def complete(self, prefix: str, suffix: str = "", config: EngineConfig | None = None,
-                       cancel: CancelToken | None = None) -> CompletionResult:
-        """Complete at the cursor between `prefix` and `suffix`."""
+                       cancel: CancelToken | None = None, adapters: AdapterSet | None = None) -> CompletionResult:
+        """Complete at the cursor between `prefix` and `suffix` with `adapters` (None: none)."""
         cfg = (config or self.config).validate()
         cancel = cancel or CancelToken()
+        adapters = adapters if adapters is not None else EMPTY
         async with self._lock:
             if self.closed:
                 raise SessionError("completion session is closed")
             cancel.raise_if_cancelled()
-            prompt = build_prompt(self.tokenizer, self.fim, prefix, suffix, self._prompt_config(cfg),
-                                  self._cut_hint)
+            prompt = build_prompt(self.tokenizer, self.fim, prefix, suffix,
+                                  self._prompt_config(cfg, adapters.prompt_length), self._cut_hint)
             self._cut_hint = prompt.prefix_cut
             try:
-                return await self._generate(prompt.ids, prompt.heal, prefix, suffix, cfg, cancel)
+                await self.runner.use(adapters)
+                result = await self._generate(prompt.ids, prompt.heal, prefix, suffix, cfg, cancel)
             except SessionError:  # evicted or lost by the cloud: start over once, in full
                 await self.runner.reset()
                 self._cached = []
-                result = await self._generate(prompt.ids, prompt.heal, prefix, suffix, cfg, cancel)
-                return _replace_evicted(result)
+                result = _replace_evicted(await self._generate(prompt.ids, prompt.heal, prefix, suffix, cfg, cancel))
+            return replace(result, adapters=adapters.names)
 
     async def close(self) -> None:
         async with self._lock:
@@ -116,12 +126,13 @@ class CompletionSession:
                     pass
 
     # -------------------------------------------------------------------------------------
-    def _prompt_config(self, cfg: EngineConfig) -> PromptConfig:
-        """The prompt budget, shrunk so prompt + completion fit the context window."""
-        limit = self.context_length - cfg.stop.max_tokens - _CONTROL_TOKENS
+    def _prompt_config(self, cfg: EngineConfig, soft_prompt: int = 0) -> PromptConfig:
+        """The prompt budget, shrunk so soft prompt + prompt + completion fit the context window."""
+        limit = self.context_length - cfg.stop.max_tokens - _CONTROL_TOKENS - soft_prompt
         if limit < 1:
             raise ConfigError(f"max_tokens {cfg.stop.max_tokens} leaves no room for a prompt in the "
-                              f"model's context of {self.context_length} positions")
+                              f"model's context of {self.context_length} positions"
+                              + (f" after the {soft_prompt}-vector soft prompt" if soft_prompt else ""))
         return cfg.prompt if cfg.prompt.budget <= limit else replace(cfg.prompt, budget=limit)
 
     async def _run(self, ids: list[int]) -> torch.Tensor:

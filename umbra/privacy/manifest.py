@@ -1,5 +1,12 @@
 """manifest.json of a client bundle: what it was made from and how. No secrets: the permutation
-and its key never appear here (the key's keyring entry is named in permutation.sealed)."""
+and its key never appear here (the key's keyring entry is named in permutation.sealed).
+
+Version 2 adds `weights` (which file holds the table and the client blocks) and `adapters` (one
+entry per adapter: kind, placement, role, file, hash, how it was trained, the ε it spent). Every
+file a manifest names is content-addressed or written before the manifest, so replacing
+manifest.json is the one atomic commit of any change (bundle_commit.py). Version-1 manifests are
+read as they are (fixed weight names, no adapters); the first change to such a bundle writes a
+version-2 manifest. A manifest of a newer version than this code reads is refused, naming it."""
 
 from __future__ import annotations
 
@@ -12,7 +19,10 @@ from pathlib import Path
 from umbra.errors import ConfigError
 
 FORMAT = "umbra-client-bundle"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+BASE_DIR = "base"  # the public config and tokenizer files of the base model
+V1_WEIGHTS = {"indvocab": "indvocab.safetensors", "client": "client.safetensors"}
 FILENAME = "manifest.json"
 MECHANISM = "indvocab-exponential/v1"  # DESIGN §4, docs/privacy/indvocab.md
 LTOKENIZER = "uniform-permutation/v1"  # docs/privacy/ltokenizer.md
@@ -27,7 +37,9 @@ class Manifest:
     privacy: dict  # mechanism, epsilon, feature_epsilon, h, guess_bound, ltokenizer
     versions: dict  # umbra, torch, transformers, numpy
     files: dict = field(default_factory=dict)  # bundle file -> sha256 (integrity, not secrecy)
-    updated: str | None = None  # last save_client_weights, if any
+    updated: str | None = None  # last change committed, if any
+    weights: dict = field(default_factory=lambda: dict(V1_WEIGHTS))  # "indvocab" | "client" -> file
+    adapters: dict = field(default_factory=dict)  # name -> AdapterEntry.to_json()
     format: str = FORMAT
     format_version: int = FORMAT_VERSION
 
@@ -53,14 +65,59 @@ class Manifest:
             raise ConfigError(f"cannot read {path}: {exc}") from exc
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ConfigError(f"{path} is not an Umbra client bundle manifest")
-        if data.get("format_version") != FORMAT_VERSION:
-            raise ConfigError(
-                f"{path} has bundle format version {data.get('format_version')}; this Umbra reads {FORMAT_VERSION}"
-            )
+        version = data.get("format_version")
+        if version not in READABLE_VERSIONS:
+            raise ConfigError(f"{path} has bundle format version {version}; this Umbra reads versions "
+                              f"{', '.join(map(str, READABLE_VERSIONS))} (a newer Umbra made it: upgrade)")
         try:
-            return cls(**data)
+            manifest = cls(**data)
         except TypeError as exc:
             raise ConfigError(f"{path} is malformed: {exc}") from exc
+        if set(manifest.weights) != set(V1_WEIGHTS) or not all(isinstance(f, str) for f in manifest.weights.values()):
+            raise ConfigError(f"{path} is malformed: weights must name {', '.join(V1_WEIGHTS)}")
+        if not isinstance(manifest.adapters, dict):
+            raise ConfigError(f"{path} is malformed: adapters must be an object")
+        for name, entry in manifest.adapters.items():
+            AdapterEntry.from_json(name, entry, path)  # validates
+        return manifest
+
+    def adapter_entries(self) -> dict[str, "AdapterEntry"]:
+        return {name: AdapterEntry.from_json(name, entry, FILENAME) for name, entry in self.adapters.items()}
+
+
+@dataclass(frozen=True)
+class AdapterEntry:
+    """One adapter of a bundle, as its manifest records it."""
+
+    name: str
+    kind: str  # lora | bottleneck | soft_prompt | deep_prompt
+    placement: str  # decoder | encoder | client | input
+    role: str  # shared | expert | access (umbra/engine/routing.py)
+    file: str  # bundle-relative, content-addressed: adapters/<name>.<sha256[:12]>.safetensors
+    sha256: str
+    config: dict  # the adapter's typed config (umbra/model/adapters/config.py), as JSON
+    parameters: int
+    created: str
+    language: str | None = None  # an expert's canonical language
+    training: dict = field(default_factory=dict)  # how it was trained: method, data, steps, seed, ...
+    privacy: dict | None = None  # DP where it applies: {"epsilon", "delta", "accountant", ...}; None = no DP
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        del out["name"]
+        return out
+
+    @classmethod
+    def from_json(cls, name: str, data: object, where) -> "AdapterEntry":
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where}: adapter {name!r} must be an object")
+        try:
+            entry = cls(name=name, **data)
+        except TypeError as exc:
+            raise ConfigError(f"{where}: adapter {name!r} is malformed: {exc}") from exc
+        if not entry.file.startswith("adapters/") or ".." in entry.file:
+            raise ConfigError(f"{where}: adapter {name!r} names a file outside adapters/: {entry.file!r}")
+        return entry
 
 
 # The default INDVocab budget of a row (ε_i = 4 for the default model's d = 256). With the default

@@ -18,7 +18,6 @@ entry stays behind, which the next rotation sweeps."""
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import struct
 from pathlib import Path
@@ -29,6 +28,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from keys import KeyStore
+from umbra.atomic import write_atomic
 from umbra.errors import ConfigError
 from umbra.privacy.ltokenizer import Permutation
 
@@ -80,27 +80,6 @@ def unseal(blob: bytes, secret: bytes) -> Permutation:
     except InvalidTag as exc:
         raise ConfigError("the permutation cannot be decrypted: wrong key or tampered file") from exc
     return Permutation.from_bytes(plain)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """temp file in the same directory → write → fsync → rename over `path` → fsync the directory."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(6)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def create(bundle_dir: Path, perm: Permutation, bundle_id: str, store: KeyStore) -> str:

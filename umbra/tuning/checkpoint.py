@@ -17,7 +17,7 @@ import torch
 
 from umbra.errors import ConfigError
 from umbra.privacy.ltokenizer import private_rows
-from umbra.privacy.sealed import write_atomic
+from umbra.atomic import write_atomic
 from umbra.training.checkpoint import TrainState, restore_rng, rng_states
 from umbra.tuning.client import VOCAB_INDEXED, Tunable, public_copy
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import secrets
 from pathlib import Path
 
 import torch
@@ -21,6 +19,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
+from umbra.atomic import write_atomic
 from umbra.errors import ConfigError
 from umbra.model.adapters.config import Kind, SplitShape, config_from_dict, config_to_dict
 from umbra.model.adapters.modules import Adapter, LoraAdapter, build_adapter
@@ -50,24 +49,10 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary sibling and a rename (never a half-written file)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def save_adapter(adapter: Adapter, path: str | Path, spec: ModelSpec, shape: SplitShape) -> str:
     """Write the adapter to `path` atomically; returns the file's sha256."""
     data = adapter_bytes(adapter, spec, shape)
-    write_bytes_atomic(Path(path), data)
+    write_atomic(Path(path), data)
     return sha256_bytes(data)
 
 
@@ -155,6 +140,6 @@ def export_peft(adapter: LoraAdapter, out_dir: str | Path, base_model: str | Non
         "layers_pattern": "layers", "use_rslora": False, "use_dora": False, "init_lora_weights": True,
         "inference_mode": True, "modules_to_save": None,
     }
-    write_bytes_atomic(out / PEFT_WEIGHTS, st_save(tensors, metadata={"format": "pt"}))
-    write_bytes_atomic(out / PEFT_CONFIG, (json.dumps(config, indent=2, sort_keys=True) + "\n").encode())
+    write_atomic(out / PEFT_WEIGHTS, st_save(tensors, metadata={"format": "pt"}))
+    write_atomic(out / PEFT_CONFIG, (json.dumps(config, indent=2, sort_keys=True) + "\n").encode())
     return out
