@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from tiny_models import build_tiny_model_dir
 
 import umbra.privacy.bundle as bundle_mod
+from umbra.engine.tokenizer import ClientTokenizer
 from umbra.errors import ConfigError, ValidationError
 from umbra.model.loader import load_client, load_middle
 from umbra.model.parts import SplitPlan
@@ -92,7 +93,7 @@ def test_manifest_contents(base_dir, tmp_path, keystore):
 def test_loaded_bundle_matches_public_model_at_infinite_epsilon(base_dir, tmp_path, keystore):
     out = tmp_path / "b"
     init_bundle(base_dir, BundleConfig(epsilon=math.inf), out, store=keystore)
-    b = load_bundle(out, store=keystore)
+    b = load_bundle(out, store=keystore, tokenizer_loader=ClientTokenizer.from_dir)
     enc, dec = load_client(base_dir)
     mid = load_middle(base_dir)
     text = "def add(a, b):\n    return a + b\n"
@@ -153,7 +154,7 @@ def test_failed_init_leaves_nothing_behind(base_dir, tmp_path, keystore, monkeyp
 def test_save_client_weights_round_trip(base_dir, tmp_path, keystore):
     out = tmp_path / "b"
     init_bundle(base_dir, BundleConfig(epsilon=16.0), out, store=keystore)
-    b = load_bundle(out, store=keystore)
+    b = load_bundle(out, store=keystore, tokenizer_loader=ClientTokenizer.from_dir)
     p = b.tokenizer.encode("return")[0]  # a private id
     b.encoder.embed_tokens.weight[p] += 1.0
     b.decoder.lm_head.weight[p] -= 1.0
@@ -169,7 +170,9 @@ def test_save_client_weights_round_trip(base_dir, tmp_path, keystore):
     assert torch.equal(again.decoder.stack.layers[0].mlp.down_proj.weight, expect_down)
     from safetensors.torch import load_file
 
-    stored = load_file(out / "client.safetensors")["decoder.lm_head.weight"]
+    assert manifest.format_version == 2 and manifest.weights["client"] != "client.safetensors"  # migrated
+    assert not (out / "client.safetensors").exists()  # the replaced weights were swept after the commit
+    stored = load_file(out / manifest.weights["client"])["decoder.lm_head.weight"]
     assert torch.equal(stored[b.permutation.to_public(p)], expect_head[p])  # public row order on disk
     with pytest.raises(ValidationError):
         save_client_weights(b, encoder=load_client(base_dir, SplitPlan(2, 2))[0])

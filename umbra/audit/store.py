@@ -31,10 +31,10 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from keys import KeyNotFound, KeyStore
+from umbra.attacks.transcript import ObservedSequence
 from umbra.audit.settings import audit_dir, keyring_service
 from umbra.errors import ConfigError
-from umbra.privacy.attacks.transcript import ObservedSequence
-from umbra.privacy.sealed import write_atomic
+from umbra.atomic import write_atomic
 
 MAGIC = b"UMBRA-AU\x01"
 SUFFIX = ".rec"

@@ -1,10 +1,15 @@
 """The client bundle (DESIGN §3): everything the client holds for one base model, in one directory.
 
-    manifest.json          base model id + weight hashes, split, ε, h, versions (no secrets)
+    manifest.json          base model id + weight hashes, split, ε, h, versions, adapters (no secrets)
     indvocab.safetensors   the INDVocab-randomized embedding table        (PUBLIC id order)
     client.safetensors     encoder blocks + decoder blocks, norm, LM head (PUBLIC id order)
     permutation.sealed     π, AES-256-GCM; its key is in the OS keyring only
     base/                  the public config and tokenizer files
+    adapters/              one safetensors file per adapter (bundle_adapters.py)
+
+Weights changed later (`save_client_weights`) and adapters get content-addressed names, and the
+manifest (format 2) names the files in force, so replacing it commits any change atomically
+(bundle_commit.py); version-1 bundles are read as they are.
 
 Vocab-indexed tensors are stored in public order and permuted in memory at load time, so no file
 reveals π, not even through row order. `init_bundle` builds the bundle in a temporary sibling
@@ -30,21 +35,24 @@ from safetensors.torch import save as st_save
 
 import umbra
 from keys import KeyStore, KeyStoreError
+from umbra.atomic import write_atomic
 from umbra.errors import ConfigError, ValidationError
+from umbra.model.adapters.modules import Adapter
 from umbra.model.loader import load_client
 from umbra.model.parts import ClientDecoder, ClientEncoder, SplitPlan
 from umbra.model.spec import ModelSpec, load_spec
 from umbra.privacy import sealed
+from umbra.privacy.bundle_adapters import load_adapters
+from umbra.privacy.bundle_commit import bundle_change
 from umbra.privacy.indvocab import INDVocab, INDVocabConfig
 from umbra.privacy.ltokenizer import Permutation, PrivateTokenizer, public_rows, to_private_order_
-from umbra.privacy.manifest import (DEFAULT_EPSILON, LTOKENIZER, MECHANISM, Manifest, epsilon_json, sha256_file,
+from umbra.privacy.manifest import (BASE_DIR, DEFAULT_EPSILON, LTOKENIZER, MECHANISM, Manifest, epsilon_json, sha256_file,
                                     FILENAME as MANIFEST)
 
 log = logging.getLogger(__name__)
 
 INDVOCAB_FILE = "indvocab.safetensors"
 CLIENT_FILE = "client.safetensors"
-BASE_DIR = "base"
 EMBED_KEY = "embed_tokens.weight"
 PUBLIC_FILES = (  # copied from the base model directory when present
     "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
@@ -70,7 +78,8 @@ class ClientBundle:
     encoder: ClientEncoder  # randomized table, rows in private order
     decoder: ClientDecoder  # LM head rows in private order: logits come out in private order
     permutation: Permutation = field(repr=False)
-    tokenizer: PrivateTokenizer | None = None  # None when the base model shipped no tokenizer files
+    tokenizer: PrivateTokenizer | None = None  # only when load_bundle was given a tokenizer_loader
+    adapters: dict[str, Adapter] = field(default_factory=dict)  # name -> adapter (manifest.adapters)
 
 
 def default_bundle_dir(base_dir: str | Path) -> Path:
@@ -88,8 +97,12 @@ def _now() -> str:
 
 
 def _write_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+    write_atomic(path, _tensor_bytes(tensors))
+
+
+def _tensor_bytes(tensors: dict[str, torch.Tensor]) -> bytes:
     data = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
-    sealed.write_atomic(path, st_save(data, metadata={"row_order": "public"}))
+    return st_save(data, metadata={"row_order": "public"})
 
 
 def _client_tensors(encoder: ClientEncoder, decoder: ClientDecoder) -> tuple[dict, dict]:
@@ -101,8 +114,8 @@ def _client_tensors(encoder: ClientEncoder, decoder: ClientDecoder) -> tuple[dic
     return table, client
 
 
-def _file_hashes(bundle_dir: Path) -> dict[str, str]:
-    names = [INDVOCAB_FILE, CLIENT_FILE] + sorted(
+def _file_hashes(bundle_dir: Path, weights: tuple[str, ...] = (INDVOCAB_FILE, CLIENT_FILE)) -> dict[str, str]:
+    names = list(weights) + sorted(
         f"{BASE_DIR}/{p.name}" for p in (bundle_dir / BASE_DIR).iterdir() if p.is_file()
     )
     return {n: sha256_file(bundle_dir / n) for n in names}  # permutation.sealed: GCM authenticates it
@@ -173,7 +186,7 @@ def init_bundle(
                          guess_bound=indvocab.guess_bound(spec.vocab_size), ltokenizer=LTOKENIZER),
             versions=_versions(), files=_file_hashes(tmp),
         )
-        sealed.write_atomic(tmp / MANIFEST, manifest.to_json().encode())
+        write_atomic(tmp / MANIFEST, manifest.to_json().encode())
         _swap_into_place(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -223,17 +236,11 @@ def _build(cls, spec: ModelSpec, plan: SplitPlan, state: dict, dtype: torch.dtyp
     return module.eval().requires_grad_(False)
 
 
-def _default_tokenizer_loader(base: Path):
-    from umbra.engine.tokenizer import ClientTokenizer
-
-    return ClientTokenizer.from_dir(base)
-
-
 def load_bundle(
     bundle_dir: str | Path,
     *,
     store: KeyStore | None = None,
-    tokenizer_loader: Callable[[Path], object] | None = None,  # base dir -> public tokenizer
+    tokenizer_loader: Callable[[Path], object] | None = None,  # base dir -> public tokenizer (ClientTokenizer.from_dir)
     dtype: torch.dtype | None = None,  # None: as stored (the base checkpoint's dtype)
     verify: bool = True,  # check every file against its manifest hash
 ) -> ClientBundle:
@@ -246,18 +253,17 @@ def load_bundle(
     spec = load_spec(d / BASE_DIR)
     plan = SplitPlan(manifest.split["encoder_blocks"], manifest.split["decoder_blocks"])
     plan.validate(spec.num_layers)
-    client = _read_tensors(d / CLIENT_FILE)
+    client = _read_tensors(d / manifest.weights["client"])
     enc_state = {k[8:]: v for k, v in client.items() if k.startswith("encoder.")}
-    enc_state[EMBED_KEY] = _read_tensors(d / INDVOCAB_FILE).get(EMBED_KEY)
+    enc_state[EMBED_KEY] = _read_tensors(d / manifest.weights["indvocab"]).get(EMBED_KEY)
     dec_state = {k[8:]: v for k, v in client.items() if k.startswith("decoder.")}
     encoder = _build(ClientEncoder, spec, plan, enc_state, dtype)
     decoder = _build(ClientDecoder, spec, plan, dec_state, dtype)
     perm = sealed.open_(d, manifest.bundle_id, store or KeyStore())
     to_private_order_(encoder, decoder, perm)
-    tokenizer = None
-    if (d / BASE_DIR / "tokenizer.json").is_file() or tokenizer_loader is not None:
-        tokenizer = PrivateTokenizer((tokenizer_loader or _default_tokenizer_loader)(d / BASE_DIR), perm)
-    return ClientBundle(d, manifest, spec, plan, encoder, decoder, perm, tokenizer)
+    tokenizer = None if tokenizer_loader is None else PrivateTokenizer(tokenizer_loader(d / BASE_DIR), perm)
+    adapters = load_adapters(d, manifest, spec, plan.shape(spec.num_layers), dtype)
+    return ClientBundle(d, manifest, spec, plan, encoder, decoder, perm, tokenizer, adapters)
 
 
 def save_client_weights(bundle: ClientBundle, encoder: ClientEncoder | None = None,
@@ -267,16 +273,18 @@ def save_client_weights(bundle: ClientBundle, encoder: ClientEncoder | None = No
     table, client = _client_tensors(encoder, decoder)
     table[EMBED_KEY] = public_rows(table[EMBED_KEY], bundle.permutation)
     client["decoder.lm_head.weight"] = public_rows(client["decoder.lm_head.weight"], bundle.permutation)
-    stored = _read_tensors(bundle.dir / CLIENT_FILE)
-    stored_table = _read_tensors(bundle.dir / INDVOCAB_FILE)
-    for new, old in ((client, stored), (table, stored_table)):
-        if set(new) != set(old) or any(old[k].shape != new[k].shape for k in new):
-            raise ValidationError("the modules' weights do not match the bundle's (extra, missing or reshaped tensors)")
-    _write_tensors(bundle.dir / INDVOCAB_FILE, {k: v.to(stored_table[k].dtype) for k, v in table.items()})
-    _write_tensors(bundle.dir / CLIENT_FILE, {k: v.to(stored[k].dtype) for k, v in client.items()})
-    bundle.manifest.files = _file_hashes(bundle.dir)
-    bundle.manifest.updated = _now()
-    sealed.write_atomic(bundle.dir / MANIFEST, bundle.manifest.to_json().encode())
+    with bundle_change(bundle.dir) as change:
+        weights = change.manifest.weights
+        stored = _read_tensors(bundle.dir / weights["client"])
+        stored_table = _read_tensors(bundle.dir / weights["indvocab"])
+        for new, old in ((client, stored), (table, stored_table)):
+            if set(new) != set(old) or any(old[k].shape != new[k].shape for k in new):
+                raise ValidationError("the modules' weights do not match the bundle's (extra, missing or reshaped tensors)")
+        weights["indvocab"] = change.store("", "indvocab", _tensor_bytes(
+            {k: v.to(stored_table[k].dtype) for k, v in table.items()}))
+        weights["client"] = change.store("", "client", _tensor_bytes({k: v.to(stored[k].dtype) for k, v in client.items()}))
+        change.manifest.files = _file_hashes(bundle.dir, (weights["indvocab"], weights["client"]))
+    bundle.manifest = Manifest.read(bundle.dir)
     return bundle.manifest
 
 
