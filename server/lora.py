@@ -1,30 +1,30 @@
 """Per-client LoRA on the middle blocks (NOIR §7: "the cloud may fine-tune a LoRA of the middle").
 
-With `CloudSettings.lora` on, every nn.Linear of the middle blocks (attention q/k/v/o, MLP
-gate/up/down) is wrapped by `LoraLinear`, which adds `scale · B(A(x))` of the *active* adapter
-and nothing otherwise (bit-identical to the plain layer). Adapters belong to one client — the
-name its bearer token resolves to — and are only ever activated around that client's own
-forward / backward calls (`LoraStore.use(owner)` in the SessionManager), so another client's
+The adapter is the project's one LoRA (`umbra.model.adapters.LoraAdapter`, placement MIDDLE: every
+attention and MLP projection of the middle blocks); this module keeps only what is the cloud's:
+ownership and training. Adapters belong to one client — the name its bearer token resolves to —
+and the SessionManager passes `adapters(owner)` into that client's own forward and backward calls
+only (an argument of the forward pass, never a switch on shared modules), so another client's
 sessions never see them. While an adapter is in training mode, each backward of its owner's
 training sessions (MiddleRuntime recomputes the forward with autograd) leaves gradients in A and
 B; the store clips them and takes an AdamW step. B starts at zero, so a new adapter changes
 nothing until its first step. Adapters live in this process's memory only (restart = gone); the
 HTTP routes (server/routes/lora.py) never return their weights.
 
-All calls run on the compute worker's single thread, so `active` needs no locking."""
+All calls run on the compute worker's single thread."""
 
 from __future__ import annotations
 
-import contextlib
-import math
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 from umbra.errors import SessionError, ValidationError
+from umbra.model.adapters import AdapterSet, LoraAdapter, Placement
+from umbra.model.adapters import LoraConfig as AdapterLoraConfig
+from umbra.model.adapters.config import SplitShape
+from umbra.model.parts import MiddleBlocks
 
-TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 MAX_RANK = 64
 
 
@@ -44,108 +44,86 @@ class LoraConfig:
         return self
 
 
-class Adapter(nn.Module):
-    def __init__(self, shapes: dict[str, tuple[int, int]], config: LoraConfig, dtype: torch.dtype):
-        super().__init__()
-        self.config, self.scale = config, config.alpha / config.rank
-        gen = torch.Generator()
-        if config.seed is None:
-            gen.seed()
-        else:
-            gen.manual_seed(config.seed)
-        self.a = nn.ParameterDict()
-        self.b = nn.ParameterDict()
-        for key, (fan_out, fan_in) in shapes.items():
-            bound = 1.0 / math.sqrt(fan_in)  # kaiming-uniform-like, as in the LoRA paper's code
-            a = (torch.rand(config.rank, fan_in, generator=gen, dtype=torch.float32) * 2 - 1) * bound
-            self.a[key] = nn.Parameter(a.to(dtype))
-            self.b[key] = nn.Parameter(torch.zeros(fan_out, config.rank, dtype=dtype))
-        self.optimizer = torch.optim.AdamW(self.parameters(), lr=config.lr, weight_decay=0.0)
+class Owned:
+    """One client's adapter, its optimizer and its training switch."""
+
+    def __init__(self, adapter: LoraAdapter, config: LoraConfig):
+        self.adapter, self.config = adapter.requires_grad_(True), config
+        self.optimizer = torch.optim.AdamW(adapter.parameters(), lr=config.lr, weight_decay=0.0)
         self.training_on = True  # steps after each backward of the owner's training sessions
         self.steps = 0
+        self._set: tuple[str, AdapterSet] | None = None  # (revision, inference set)
 
-    def delta(self, key: str, x: torch.Tensor) -> torch.Tensor:
-        return (x @ self.a[key].t()) @ self.b[key].t() * self.scale
+    def inference_set(self) -> AdapterSet:
+        """A frozen set for forward passes, rebuilt after each step (new revision)."""
+        if self._set is None or self._set[0] != self.adapter.revision:
+            self._set = (self.adapter.revision, AdapterSet([self.adapter]))
+        return self._set[1]
 
     def after_backward(self) -> None:
-        if self.training_on and any(p.grad is not None for p in self.parameters()):
-            torch.nn.utils.clip_grad_norm_(list(self.parameters()), self.config.grad_clip)
+        params = list(self.adapter.parameters())
+        if self.training_on and any(p.grad is not None for p in params):
+            torch.nn.utils.clip_grad_norm_(params, self.config.grad_clip)
             self.optimizer.step()
+            self.adapter.touch()
             self.steps += 1
         self.optimizer.zero_grad(set_to_none=True)
 
     def info(self) -> dict:
         c = self.config
         return {"enabled": True, "rank": c.rank, "alpha": c.alpha, "lr": c.lr, "train": self.training_on,
-                "steps": self.steps, "parameters": sum(p.numel() for p in self.parameters())}
-
-
-class LoraLinear(nn.Module):
-    """An nn.Linear plus the store's active adapter (if any) for this layer's key."""
-
-    def __init__(self, base: nn.Linear, key: str, store: "LoraStore"):
-        super().__init__()
-        self.base, self.key = base, key
-        self._store = (store,)  # a tuple keeps the store out of this module's children
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.base(x)
-        adapter = self._store[0].active
-        return y if adapter is None else y + adapter.delta(self.key, x)
+                "steps": self.steps, "parameters": self.adapter.parameter_count}
 
 
 class LoraStore:
-    def __init__(self, blocks: nn.Module):
-        self.adapters: dict[str, Adapter] = {}  # client name -> its adapter
-        self.active: Adapter | None = None
-        self.shapes: dict[str, tuple[int, int]] = {}
+    def __init__(self, blocks: MiddleBlocks):
+        stack = blocks.stack
+        self.spec = blocks.spec
+        # the middle's range as a split: E = first middle block, D = blocks after the last
+        self.shape = SplitShape(self.spec.num_layers, stack.first, self.spec.num_layers - stack.last)
         self.dtype = next(blocks.parameters()).dtype
-        for path, module in list(blocks.named_modules()):
-            for name in TARGETS:
-                child = getattr(module, name, None)
-                if isinstance(child, nn.Linear):
-                    key = f"{path}.{name}".replace(".", "_")
-                    setattr(module, name, LoraLinear(child, key, self))
-                    self.shapes[key] = (child.out_features, child.in_features)
-        if not self.shapes:
+        if stack.first == stack.last:
             raise ValidationError("the middle blocks have no Linear layers to adapt")
+        self.adapters: dict[str, Owned] = {}  # client name -> its adapter
 
     # -- per-client adapters (callers pass the authenticated client name) ----------------------------
     def configure(self, owner: str, config: LoraConfig) -> dict:
         """A fresh adapter for `owner` (replacing its old one), in training mode."""
-        self.adapters[owner] = Adapter(self.shapes, config.validate(), self.dtype)
+        config.validate()
+        adapter = LoraAdapter(f"cloud-{owner}", AdapterLoraConfig(rank=config.rank, alpha=config.alpha,
+                                                                   placement=Placement.MIDDLE, init_seed=config.seed),
+                              self.spec, self.shape.blocks(Placement.MIDDLE), self.dtype)
+        self.adapters[owner] = Owned(adapter, config)
         return self.adapters[owner].info()
 
-    def _own(self, owner: str) -> Adapter:
-        adapter = self.adapters.get(owner)
-        if adapter is None:
+    def _own(self, owner: str) -> Owned:
+        owned = self.adapters.get(owner)
+        if owned is None:
             raise SessionError("this client has no LoRA adapter")
-        return adapter
+        return owned
 
     def set_training(self, owner: str, train: bool) -> dict:
-        adapter = self._own(owner)
-        adapter.training_on = bool(train)
-        return adapter.info()
+        owned = self._own(owner)
+        owned.training_on = bool(train)
+        return owned.info()
 
     def info(self, owner: str) -> dict:
-        adapter = self.adapters.get(owner)
-        return adapter.info() if adapter is not None else {"enabled": False}
+        owned = self.adapters.get(owner)
+        return owned.info() if owned is not None else {"enabled": False}
 
     def delete(self, owner: str) -> None:
         self._own(owner)
         del self.adapters[owner]
 
     # -- compute hooks (SessionManager) ------------------------------------------------------------
-    @contextlib.contextmanager
-    def use(self, owner: str):
-        """Activate `owner`'s adapter (if it has one) for the calls inside the block."""
-        self.active = self.adapters.get(owner)
-        try:
-            yield self.active
-        finally:
-            self.active = None
+    def adapters_for(self, owner: str, *, training: bool) -> AdapterSet | None:
+        """`owner`'s adapter as the set its forward (frozen) or backward (trainable) passes get."""
+        owned = self.adapters.get(owner)
+        if owned is None:
+            return None
+        return AdapterSet([owned.adapter], frozen=False) if training else owned.inference_set()
 
     def after_backward(self, owner: str) -> None:
-        adapter = self.adapters.get(owner)
-        if adapter is not None:
-            adapter.after_backward()
+        owned = self.adapters.get(owner)
+        if owned is not None:
+            owned.after_backward()

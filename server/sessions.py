@@ -10,7 +10,6 @@ SessionEvicted (HTTP 410: re-prefill into a new session); anybody else gets 404.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import time
 from collections import Counter, OrderedDict
@@ -143,19 +142,19 @@ class SessionManager:
         state = self.own(owner, sid)
         if frame.start is not None and frame.start != state.length:
             raise OutOfSync(f"session holds {state.length} positions but the step expects {frame.start}")
-        with self._adapter(owner):
-            y = self.runtime.forward(sid, frame.hidden, frame.positions, frame.key_padding)
+        y = self.runtime.forward(sid, frame.hidden, frame.positions, frame.key_padding,
+                                 adapters=self._adapters(owner, training=False))
         self.metrics.inc("umbra_cloud_tokens_processed_total", frame.hidden.shape[0] * frame.hidden.shape[1])
         self._enforce_budget(sid)
         return y[:, -frame.tail :] if frame.tail else y
 
     def backward(self, owner: str, sid: str, grad: torch.Tensor) -> torch.Tensor:
         self.own(owner, sid)
-        with self._adapter(owner):
-            grad_in = self.runtime.backward(sid, grad)
+        grad_in = self.runtime.backward(sid, grad, adapters=self._adapters(owner, training=True))
         if self.lora is not None:
             self.lora.after_backward(owner)  # the owner's adapter takes its step (if training)
         return grad_in
 
-    def _adapter(self, owner: str):
-        return self.lora.use(owner) if self.lora is not None else contextlib.nullcontext()
+    def _adapters(self, owner: str, *, training: bool):
+        """The owner's own LoRA (if any) as the adapters of its calls; nobody else's."""
+        return self.lora.adapters_for(owner, training=training) if self.lora is not None else None

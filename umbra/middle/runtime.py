@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import torch
 
 from umbra.errors import SessionError, ValidationError
+from umbra.model.adapters.selection import AdapterSet
 from umbra.model.kvcache import KVCache
 from umbra.model.parts import MiddleBlocks
 
@@ -90,17 +91,18 @@ class MiddleRuntime:
             raise ValidationError(f"key_padding must be [{b},{state.length + t}]")
 
     def forward(self, sid: str, hidden: torch.Tensor, positions: torch.Tensor,
-                key_padding: torch.Tensor | None = None) -> torch.Tensor:
+                key_padding: torch.Tensor | None = None, adapters: AdapterSet | None = None) -> torch.Tensor:
+        """`adapters`: the cloud's own adapters for this caller's session (server/lora.py), if any."""
         state = self.get(sid)
         self.validate(state, hidden, positions, key_padding)
         x = hidden.to(self.dtype)
         if state.training:
             state.saved = (x, positions, key_padding)
         with torch.no_grad():
-            y = self.blocks(x, positions, state.cache, key_padding)
+            y = self.blocks(x, positions, state.cache, key_padding, adapters)
         return y.to(hidden.dtype)
 
-    def backward(self, sid: str, grad_out: torch.Tensor) -> torch.Tensor:
+    def backward(self, sid: str, grad_out: torch.Tensor, adapters: AdapterSet | None = None) -> torch.Tensor:
         """Recompute the last forward with autograd and return d loss / d input."""
         state = self.get(sid)
         if not state.training or state.saved is None:
@@ -112,7 +114,7 @@ class MiddleRuntime:
             raise ValidationError("gradient contains NaN or Inf")
         x = x.detach().requires_grad_(True)
         with torch.enable_grad():
-            y = self.blocks(x, positions, None, key_padding)
+            y = self.blocks(x, positions, None, key_padding, adapters)
             y.backward(grad_out.to(y.dtype))
         state.saved = None
         return x.grad.to(grad_out.dtype)
