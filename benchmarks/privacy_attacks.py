@@ -26,16 +26,16 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from umbra.errors import ConfigError  # noqa: E402
-from umbra.privacy.attacks.grid import (  # noqa: E402
+from umbra.attack_grid.grid import (  # noqa: E402
     CONFIGS, GridCache, GridParams, cell_key, cells, run_cell, run_key, table_rows, tune_config,
 )
-from umbra.privacy.attacks.metrics import GistThresholds  # noqa: E402
-from umbra.privacy.attacks.probe import ProbeConfig  # noqa: E402
-from umbra.privacy.attacks.public import CorpusSample, PublicModel  # noqa: E402
-from umbra.privacy.attacks.suite import (  # noqa: E402
+from umbra.attacks.metrics import GistThresholds  # noqa: E402
+from umbra.attacks.probe import ProbeConfig  # noqa: E402
+from umbra.attacks.public import CorpusSample, PublicModel  # noqa: E402
+from umbra.attacks.suite import (  # noqa: E402
     ATTACKS, NOISE_AWARE, REPORTED, YARDSTICKS, AttackSuite, SuiteConfig,
 )
+from umbra.errors import ConfigError  # noqa: E402
 from umbra.tuning import TuneData  # noqa: E402
 
 BEGIN, END = "<!-- BEGIN GENERATED: benchmarks/privacy_attacks.py -->", "<!-- END GENERATED -->"

@@ -1,11 +1,11 @@
-"""`umbra keys list`, `umbra keys rotate` and `umbra keys cloud-token`: what the OS keyring holds for
-Umbra, rotation of a client bundle's permutation key, and cloud tokens. Only entry names are ever
-printed, never secrets."""
+"""`umbra keys list` and `umbra keys cloud-token`: what the OS keyring holds for Umbra, and cloud
+tokens. Only entry names are ever printed, never secrets. (`umbra keys rotate` re-encrypts a client
+bundle, so it lives with the command in umbra/cli/keys_cmd.py: `keys` is the bottom layer and
+imports nothing of the privacy layer.)"""
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from keys.cloud_tokens import CLOUD_TOKEN_PREFIX, cloud_token_name
 from keys.errors import KeyStoreError
@@ -19,15 +19,6 @@ def list_keys(service: str = DEFAULT_SERVICE, out=None) -> int:
         print(f"no keys in the OS keyring for service {service!r}", file=out)
     for name in names:
         print(name, file=out)
-    return 0
-
-
-def rotate_bundle(bundle_dir: str | Path, service: str = DEFAULT_SERVICE, out=None) -> int:
-    from umbra.privacy.bundle import rotate_bundle_key
-
-    out = out or sys.stdout
-    old, new = rotate_bundle_key(bundle_dir, KeyStore(service))
-    print(f"rotated the permutation key of {bundle_dir}: key {old} -> {new} (old key deleted)", file=out)
     return 0
 
 

@@ -2,7 +2,7 @@
 URL without trailing slashes). `umbra keys cloud-token set URL` stores one (read from stdin,
 never argv: argv is visible to every local user in `ps`); the language server, the local HTTP
 server, `umbra complete --cloud URL` and `umbra tune --cloud URL` find it with `find_cloud_token`
-(the CLIs through `cli_cloud_token`, which also honours a discouraged --token)."""
+(through umbra/connect.py, which also honours a CLI's discouraged --token)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from keys.errors import KeyNotFound, KeyStoreError
 from keys.store import KeyStore
 
 CLOUD_TOKEN_PREFIX = "cloud-token:"
+CLOUD_TOKEN_ENV = "UMBRA_CLOUD_TOKEN"  # the default variable tried when the keyring has no entry
 
 
 class CloudTokenMissing(KeyStoreError):
@@ -44,15 +45,3 @@ def find_cloud_token(url: str, service: str, env_name: str) -> str:
     raise CloudTokenMissing(f"no token for the cloud at {url}: {why} and ${env_name} is not set "
                             f"(store one with `umbra keys cloud-token set {url}`, which reads it from stdin)")
 
-
-CLOUD_TOKEN_ENV = "UMBRA_CLOUD_TOKEN"  # the CLIs' fallback variable
-
-
-def cli_cloud_token(url: str, given: str | None, service: str | None) -> str:
-    """A CLI's token for `url`: `given` (--token, visible in `ps`) if any, else the keyring entry
-    of `service` (default: umbra), else UMBRA_CLOUD_TOKEN."""
-    if given:
-        return given
-    from keys import DEFAULT_SERVICE
-
-    return find_cloud_token(url, service or DEFAULT_SERVICE, CLOUD_TOKEN_ENV)

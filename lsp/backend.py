@@ -19,7 +19,6 @@ mode is always "split"."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import Counter
@@ -28,11 +27,11 @@ from dataclasses import dataclass
 
 import torch
 
-from lsp.cloud import CloudLink, open_cloud, reachable
+from lsp.cloud import cloud_config
 from lsp.errors import NotReady
 from lsp.options import InitializationOptions, ModelOptions
 from lsp.sessions import SessionPool
-from umbra.audit import AuditTap, audit_enabled
+from umbra.connect import CloudLink, open_middle
 from umbra.engine import ClientModel, CompletionEngine, CompletionResult, EngineConfig
 from umbra.errors import (
     Cancelled,
@@ -40,7 +39,6 @@ from umbra.errors import (
     CloudUnavailable,
     UmbraError,
 )
-from umbra.middle.remote import RemoteMiddle
 from umbra.paths import default_model_dir
 
 MAX_RESTARTS = 3  # restarts of a self-started cloud allowed within RESTART_WINDOW_S
@@ -78,16 +76,13 @@ class Backend:
         self.status = Status("starting", "Umbra is starting")
         self.setup_error: BaseException | None = None
         self.model: ClientModel | None = None
-        self.link: CloudLink | None = None
-        self.middle: RemoteMiddle | None = None
+        self.link: CloudLink | None = None  # the cloud and the Middle to it (umbra/connect.py), audit tap included
         self.engine: CompletionEngine | None = None
-        self.audit = None  # umbra.audit.AuditTap while `umbra audit on`: records what the cloud receives
         self.pool = SessionPool(max_sessions)
         self.counts: Counter[str] = Counter()  # completions "ok" / "cancelled" / "unreachable" / "failed"
         self.closed = False
         self._on_status = on_status or (lambda status: None)
         self._probe_interval = probe_interval
-        self._stack = contextlib.ExitStack()  # the self-started cloud, if any
         self._started = asyncio.Event()
         self._connecting = asyncio.Lock()
         self._watcher: asyncio.Task | None = None
@@ -125,15 +120,15 @@ class Backend:
                 torch.set_num_threads(self.options.threads)
             self.model = await asyncio.to_thread(load_model, self.options.model)
             self._report("starting", "starting the cloud" if self.options.cloud.url is None else "connecting to the cloud")
-            self.link = await open_cloud(self.options, self.model, self._stack)
+            self.link = open_middle(self.model, cloud_config(self.options))
+            await self.link.start()  # the RemoteMiddle, and the audit tap over it while `umbra audit on`
             if self.closed:  # shut down while the cloud was starting: stop it again
-                await asyncio.to_thread(self._stack.close)
+                await self.link.aclose()
                 return
-            self._attach_middle()
             await self._engine()
             self._report("ready", f"split inference through {self.link.describe()}")
         except CloudUnavailable as exc:
-            if self.middle is None:  # a self-started cloud that did not come up: nothing to wait for
+            if self.link is None or self.link.remote is None:  # a self-started cloud that did not come up
                 self._fail(exc)
             else:
                 self._unreachable(exc)
@@ -157,18 +152,12 @@ class Backend:
                     await self._connect_engine()
         return self.engine
 
-    def _attach_middle(self) -> None:
-        """A RemoteMiddle to `self.link`, and the audit tap over it while `umbra audit on` (its
-        encrypted store and keyring key made ready here, before anything is sent)."""
-        self.middle = self.link.middle(self.model)
-        self.audit = AuditTap(self.model, self.middle) if audit_enabled() else None
-
     async def _connect_engine(self) -> None:
-        """Connect `self.middle` (checks the cloud runs our middle blocks) and build the engine
-        on it — through the audit tap when auditing. The caller holds `_connecting`."""
-        info = await self.middle.connect()
-        sent = self.middle if self.audit is None else self.audit.middle
-        self.engine = CompletionEngine.split(self.model, sent, self.config, context_length=info.get("max_seq_len"))
+        """Connect the link (checks the cloud runs our middle blocks) and build the engine on its
+        Middle — the audit tap when auditing. The caller holds `_connecting`."""
+        await self.link.connect()
+        self.engine = CompletionEngine.split(self.model, self.link.middle, self.config,
+                                             context_length=self.link.max_seq_len)
 
     async def _watch(self) -> None:
         """While unreachable: probe /healthz; once it answers (and we can connect), report ready."""
@@ -180,7 +169,7 @@ class Backend:
                 except Exception as exc:  # noqa: BLE001 — a failed restart is a status, never a crash
                     self._fail(exc)
                 return
-            if not await reachable(self.link):
+            if not await self.link.reachable():
                 continue
             try:
                 await self._engine()
@@ -205,17 +194,10 @@ class Backend:
         async with self._connecting:  # completions wait here for the new engine
             self.engine = None
             await self.pool.close_all()
-            if self.audit is not None:
-                self.audit.close()
-                self.audit = None
-            await self.middle.aclose()
-            await asyncio.to_thread(self._stack.close)  # the dead one's files
-            self._stack = contextlib.ExitStack()
-            self.link = await open_cloud(self.options, self.model, self._stack)
+            self.link = await self.link.restart()  # the dead one closed (audit saved, files removed)
             if self.closed:
-                await asyncio.to_thread(self._stack.close)
+                await self.link.aclose()
                 return
-            self._attach_middle()
             await self._connect_engine()
         self._report("ready", f"split inference through {self.link.describe()} (restarted after it exited)")
 
@@ -252,8 +234,8 @@ class Backend:
             self.counts["failed"] += 1
             raise
         finally:
-            if self.audit is not None:
-                self.audit.flush_closed()
+            if self.link is not None:
+                self.link.flush_audit()
         self.counts["ok"] += 1
         self._recovered()
         return result
@@ -261,8 +243,8 @@ class Backend:
     async def forget(self, key: str) -> bool:
         """Close the key's session (document closed, HTTP DELETE); False if there was none."""
         closed = await self.pool.close(key)
-        if self.audit is not None:
-            self.audit.flush_closed()
+        if self.link is not None:
+            self.link.flush_audit()
         return closed
 
     # -- teardown ----------------------------------------------------------------------------
@@ -274,13 +256,11 @@ class Backend:
         if self._watcher is not None:
             self._watcher.cancel()
         await self.pool.close_all()
-        if self.audit is not None:
-            self.audit.close()
-        if self.middle is not None:
-            await self.middle.aclose()
-        await asyncio.to_thread(self._stack.close)
+        if self.link is not None:
+            await self.link.aclose()
 
     def stop_cloud(self) -> None:
         """Synchronous last resort (the event loop is gone): stop a self-started cloud. Idempotent."""
         self.closed = True
-        self._stack.close()
+        if self.link is not None:
+            self.link.stop_cloud()

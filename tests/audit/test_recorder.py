@@ -9,12 +9,12 @@ import pytest
 import torch
 from tiny_models import build_tiny_model_dir
 
+from umbra.attacks.recorder import RecordingMiddle
 from umbra.audit import audit_recording
 from umbra.audit.settings import set_enabled
 from umbra.audit.store import AuditStore
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig, StopConfig
 from umbra.middle.local import LocalMiddle
-from umbra.privacy.attacks.recorder import RecordingMiddle
 from umbra.privacy.bundle import BundleConfig, init_bundle
 
 CONFIG = EngineConfig(stop=StopConfig(max_tokens=4, multiline=True))

@@ -16,12 +16,12 @@ import sys
 import pytest
 from tiny_models import CODE_SNIPPETS, build_tiny_model_dir
 
+from umbra.attacks.probe import ProbeConfig
 from umbra.audit.analysis import AuditConfig, run_audit
 from umbra.audit.report import write_report
 from umbra.audit.store import AuditStore
 from umbra.data.corpus import Document, write_documents
 from umbra.paths import repo_root
-from umbra.privacy.attacks.probe import ProbeConfig
 from umbra.privacy.bundle import BundleConfig, init_bundle
 
 SOURCE = "import os\n\n\ndef load_settings(path):\n    if os.path.exists(path):\n        return open(path).read()\n"

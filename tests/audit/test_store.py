@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
+from umbra.attacks.transcript import ObservedSequence
 from umbra.audit.store import AuditStore
 from umbra.errors import ConfigError
-from umbra.privacy.attacks.transcript import ObservedSequence
 
 META = {"model_dir": "/m", "encoder_blocks": 1, "decoder_blocks": 2, "hidden_size": 8, "epsilon": 13.0,
         "indvocab": True, "ltokenizer": True, "bundle_id": "b"}

@@ -5,7 +5,7 @@
     recorder.py   audit_recording(model, middle): the completion path's 2-line hook; AuditTap for
                   long-running servers (saves each session once it closes)
     config.py     AuditConfig (torch-free: the CLI's defaults)
-    analysis.py   run the attack suite (umbra.privacy.attacks) on the recordings
+    analysis.py   run the attack suite (umbra.attacks) on the recordings
     report.py     self-contained HTML report with embedded plots
 
 See docs/privacy/audit.md."""

@@ -11,13 +11,13 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from umbra.attacks.metrics import AttackScore, aggregate, text_score
+from umbra.attacks.public import CorpusSample, PublicModel
+from umbra.attacks.suite import NOISE_AWARE, AttackSuite, SuiteConfig, SuiteResult
 from umbra.audit.config import AuditConfig
 from umbra.audit.store import AuditRecord, AuditStore
 from umbra.errors import ConfigError
 from umbra.model.parts import SplitPlan
-from umbra.privacy.attacks.metrics import AttackScore, aggregate, text_score
-from umbra.privacy.attacks.public import CorpusSample, PublicModel
-from umbra.privacy.attacks.suite import NOISE_AWARE, AttackSuite, SuiteConfig, SuiteResult
 from umbra.privacy.indvocab import guess_bound
 
 

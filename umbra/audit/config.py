@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from umbra.attacks.probe_config import ProbeConfig
 from umbra.paths import repo_root
-from umbra.privacy.attacks.probe_config import ProbeConfig
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,10 @@ import logging
 import math
 from collections.abc import AsyncIterator
 
+from umbra.attacks.recorder import RecordingMiddle, truth_from_encoder
 from umbra.audit.settings import audit_enabled
 from umbra.audit.store import AuditStore
 from umbra.middle.protocol import Middle
-from umbra.privacy.attacks.recorder import RecordingMiddle, truth_from_encoder
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
+from umbra.attacks.metrics import GistThresholds
+from umbra.attacks.suite import REPORTED as ATTACKS
 from umbra.audit.analysis import GroupResult
-from umbra.privacy.attacks.metrics import GistThresholds
-from umbra.privacy.attacks.suite import REPORTED as ATTACKS
 
 TITLES = {"baseline": "frequency-only baseline", "sampler": "frequency sampler (uses nothing received)",
           "nearest": "(a) nearest-neighbour inversion",

@@ -22,7 +22,7 @@ ACTIONS = ("report", "on", "off", "status", "clear")
 
 def register(sub) -> None:
     from umbra.audit.config import AuditConfig
-    from umbra.privacy.attacks.probe_config import ProbeConfig
+    from umbra.attacks.probe_config import ProbeConfig
 
     d, dp = AuditConfig(), ProbeConfig()
     p = sub.add_parser("audit", help="client security report on recorded traffic",
@@ -67,7 +67,7 @@ def _report(args, store) -> int:
     from umbra.audit.analysis import run_audit
     from umbra.audit.config import AuditConfig
     from umbra.audit.report import write_report
-    from umbra.privacy.attacks.probe_config import ProbeConfig
+    from umbra.attacks.probe_config import ProbeConfig
 
     if args.last is not None and args.last < 1:
         raise ConfigError("--last must be >= 1")

@@ -21,14 +21,15 @@ import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
+from umbra.cli.cloud_args import add_cloud_args, cloud_config
 from umbra.engine.config import EngineConfig, PromptConfig, SamplingConfig, StopConfig
 from umbra.errors import ConfigError
 from umbra.paths import default_model_dir
 
 if TYPE_CHECKING:  # torch and the model code load when a completion runs, not for --help
+    from umbra.connect import CloudConfig
     from umbra.engine import ClientModel
     from umbra.model.parts import SplitPlan
 
@@ -47,11 +48,7 @@ def register(sub) -> None:
     p.add_argument("--service", default=None,
                    help="keyring service holding the bundle's key and the cloud's token (default: umbra)")
     where = p.add_argument_group("where the middle blocks run")
-    where.add_argument("--cloud", metavar="URL", default=None, help="cloud service URL (env UMBRA_CLOUD_URL)")
-    where.add_argument("--token", default=None,
-                       help="cloud access token (visible in `ps`; prefer the keyring entry stored by "
-                            "`umbra keys cloud-token set URL`, or UMBRA_CLOUD_TOKEN)")
-    where.add_argument("--cloud-cert", metavar="PEM", default=None, help="certificate to trust for an HTTPS cloud")
+    add_cloud_args(where)
     where.add_argument("--local", action="store_true",
                        help="run the whole model in-process (monolithic baseline, for comparison)")
     where.add_argument("--encoder-blocks", "-E", type=int, default=None, help="client blocks before the wire")
@@ -121,22 +118,17 @@ def run(args) -> int:
         raise ConfigError(f"cannot read {path}: {exc}") from exc
     prefix, suffix = split_at(text, line, col)
     config = _config(args)
-    url = args.cloud or os.environ.get("UMBRA_CLOUD_URL")
     if args.local and (args.cloud or args.token):
         raise ConfigError("--local runs without a cloud; drop --cloud/--token")
-    token = args.token
-    if url and not args.local:
-        from keys.cloud_tokens import cli_cloud_token
-
-        token = cli_cloud_token(url, args.token, args.service)
+    if args.threads is not None and args.threads < 1:
+        raise ConfigError("--threads must be >= 1")
+    cloud = None if args.local else cloud_config(args, audit=None)  # audit: as `umbra audit on|off` says
     if args.threads is not None:
-        if args.threads < 1:
-            raise ConfigError("--threads must be >= 1")
         import torch
 
         torch.set_num_threads(args.threads)
     model = _load_model(args)
-    result = asyncio.run(_complete(model, config, prefix, suffix, None if args.local else url, token, args))
+    result = asyncio.run(_complete(model, config, prefix, suffix, cloud))
     if args.json:
         stats = {k: v for k, v in asdict(result).items() if k not in ("text", "tokens")}  # no token ids
         print(json.dumps({"completion": result.text, "generated_tokens": result.generated_tokens, **stats}))
@@ -158,31 +150,15 @@ def _load_model(args) -> ClientModel:
     return ClientModel.from_bundle(bundle, args.model, store=KeyStore(args.service or DEFAULT_SERVICE))
 
 
-async def _complete(model: ClientModel, config, prefix, suffix, url, token, args):
+async def _complete(model: ClientModel, config, prefix, suffix, cloud: CloudConfig | None):
+    """`cloud` None: the monolithic baseline (--local), nothing sent anywhere. Else split, through
+    the link (a cloud started here when no URL is configured; the audit tap when auditing)."""
     from umbra.engine import CompletionEngine
 
-    if args.local:
+    if cloud is None:
         return await CompletionEngine.monolithic(model, config).complete(prefix, suffix)
-    if url:
-        return await _remote(model, config, prefix, suffix, url, token, args.cloud_cert)
-    from server.launch import local_cloud
+    from umbra.connect import open_middle
 
-    settings = {} if args.threads is None else {"torch_threads": args.threads}
-    async with local_cloud(model.check_base(), model.plan, settings=settings) as cloud:
-        return await _remote(model, config, prefix, suffix, cloud.base_url, cloud.token, cloud.verify)
-
-
-async def _remote(model: ClientModel, config, prefix, suffix, url, token, verify):
-    from umbra.audit import audit_recording
-    from umbra.engine import CompletionEngine
-    from umbra.middle.remote import RemoteMiddle
-
-    middle = RemoteMiddle(url, token, hidden_size=model.spec.hidden_size, verify=verify,
-                          layers=model.plan.middle_range(model.spec.num_layers))
-    try:
-        info = await middle.connect()
-        async with audit_recording(model, middle) as sent:  # records only when `umbra audit on`
-            engine = CompletionEngine.split(model, sent, config, context_length=info.get("max_seq_len"))
-            return await engine.complete(prefix, suffix)
-    finally:
-        await middle.aclose()
+    async with open_middle(model, cloud) as link:
+        engine = CompletionEngine.split(model, link.middle, config, context_length=link.max_seq_len)
+        return await engine.complete(prefix, suffix)

@@ -1,6 +1,10 @@
-"""`umbra keys list | rotate --bundle DIR | cloud-token set|delete URL` (logic in keys/cli.py)."""
+"""`umbra keys list | rotate --bundle DIR | cloud-token set|delete URL` (list and cloud tokens: logic
+in keys/cli.py; rotate here, since it re-encrypts a bundle of the privacy layer above `keys`)."""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 from keys.store import DEFAULT_SERVICE
 
@@ -32,9 +36,18 @@ def _list(args) -> int:
 
 
 def _rotate(args) -> int:
-    from keys.cli import rotate_bundle
-
     return rotate_bundle(args.bundle, args.service)
+
+
+def rotate_bundle(bundle_dir: str | Path, service: str = DEFAULT_SERVICE, out=None) -> int:
+    """New key for the bundle's permutation, re-encrypted atomically; prints the key ids only."""
+    from keys.store import KeyStore
+    from umbra.privacy.bundle import rotate_bundle_key
+
+    out = out or sys.stdout
+    old, new = rotate_bundle_key(bundle_dir, KeyStore(service))
+    print(f"rotated the permutation key of {bundle_dir}: key {old} -> {new} (old key deleted)", file=out)
+    return 0
 
 
 def _token_set(args) -> int:

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
 
+from umbra.cli.cloud_args import add_cloud_args, cloud_config, cloud_url
 from umbra.errors import ConfigError
 from umbra.tuning.config import TuneConfig
 from umbra.tuning.gradient_noise import DEFAULT_SIGMA, GradientNoise, default_sigma
@@ -39,11 +39,7 @@ def register(sub) -> None:
     p.add_argument("--resume", action="store_true", help="continue the run in --out (its own settings)")
     p.add_argument("--corpus-dir", type=Path, default=Path("data/corpus"), help="corpus with a train split")
     where = p.add_argument_group("where the middle blocks run (default: a cloud service started here)")
-    where.add_argument("--cloud", metavar="URL", default=None, help="cloud service URL (env UMBRA_CLOUD_URL)")
-    where.add_argument("--token", default=None,
-                       help="cloud access token (visible in `ps`; prefer the keyring entry stored by "
-                            "`umbra keys cloud-token set URL`, or UMBRA_CLOUD_TOKEN)")
-    where.add_argument("--cloud-cert", metavar="PEM", default=None, help="certificate to trust for an HTTPS cloud")
+    add_cloud_args(where)
     where.add_argument("--in-process", action="store_true", help="run the middle blocks in this process")
     lora = p.add_argument_group("cloud LoRA (optional; needs --cloud and a cloud serving with --lora)")
     lora.add_argument("--cloud-lora", action="store_true",
@@ -103,20 +99,15 @@ def run(args) -> int:
     from umbra.engine import ClientModel
     from umbra.tuning import checkpoint as ckpt
 
-    url = args.cloud or os.environ.get("UMBRA_CLOUD_URL")
     if args.in_process and (args.cloud or args.token):
         raise ConfigError("--in-process runs without a cloud; drop --cloud/--token")
-    token = None
-    if url and not args.in_process:
-        from keys.cloud_tokens import cli_cloud_token
-
-        token = cli_cloud_token(url, args.token, args.service)
-    if args.cloud_lora and (args.in_process or not url):
+    if args.cloud_lora and (args.in_process or not cloud_url(args)):
         raise ConfigError("--cloud-lora trains an adapter the cloud keeps for your token: give --cloud URL "
                           "(in-process, or a cloud started by this command, there is no cloud to keep it)")
+    if args.threads is not None and args.threads < 1:
+        raise ConfigError("--threads must be >= 1")
+    cloud = None if args.in_process else cloud_config(args, audit=False)  # tuning traffic is not audited
     if args.threads is not None:
-        if args.threads < 1:
-            raise ConfigError("--threads must be >= 1")
         torch.set_num_threads(args.threads)
     out = args.out or args.bundle / "tuning"
     config = _config(args)
@@ -128,7 +119,7 @@ def run(args) -> int:
               f"{config.gradient_noise.noise_multiplier:g}; each message is ({config.gradient_noise.message_epsilon():.3g}, "
               "1e-05)-DP about its sequence given the client's weights (docs/privacy/attacks.md)", file=sys.stderr)
     model = ClientModel.from_bundle(args.bundle, args.model, store=KeyStore(args.service or DEFAULT_SERVICE))
-    result = asyncio.run(_tune(model, config, out, args, None if args.in_process else url, token))
+    result = asyncio.run(_tune(model, config, out, args, cloud))
     bundle = model.bundle
     if result.finished:
         from umbra.privacy.bundle import save_client_weights
@@ -141,7 +132,8 @@ def run(args) -> int:
     return 0 if result.finished or config.stop_at_step is not None else 130
 
 
-async def _tune(model, config: TuneConfig, out: Path, args, url, token):
+async def _tune(model, config: TuneConfig, out: Path, args, cloud):
+    """`cloud` None: the middle blocks in this process (--in-process); else the link's Middle."""
     from umbra.middle.local import LocalMiddle
     from umbra.training.trainer import StopOnSignal
     from umbra.tuning.data import TuneData
@@ -167,35 +159,20 @@ async def _tune(model, config: TuneConfig, out: Path, args, url, token):
             return await tune(model.bundle, middle, data, config, out_dir=out, resume=args.resume,
                               stop=lambda: stop.requested, on_step=progress, codebook=codebook)
 
-    if args.in_process:
+    if cloud is None:
         return await go(LocalMiddle(model.load_middle()))
-    if url:
-        return await _remote(model, go, url, token, args.cloud_cert, args)
-    from server.launch import local_cloud
+    from umbra.connect import open_middle
 
-    settings = {} if args.threads is None else {"torch_threads": args.threads}
-    async with local_cloud(model.check_base(), model.plan, settings=settings) as cloud:
-        return await _remote(model, go, cloud.base_url, cloud.token, cloud.verify)
-
-
-async def _remote(model, go, url, token, verify, args=None):
-    from umbra.middle.remote import RemoteMiddle
-
-    middle = RemoteMiddle(url, token, hidden_size=model.spec.hidden_size, verify=verify,
-                          layers=model.plan.middle_range(model.spec.num_layers))
-    try:
-        await middle.connect()
-        if args is not None and args.cloud_lora:
-            return await _with_cloud_lora(go, middle, url, token, verify, args)
-        return await go(middle)
-    finally:
-        await middle.aclose()
+    async with open_middle(model, cloud) as link:
+        if args.cloud_lora:
+            return await _with_cloud_lora(go, link, args)
+        return await go(link.middle)
 
 
-async def _with_cloud_lora(go, middle, url, token, verify, args):
+async def _with_cloud_lora(go, link, args):
     from umbra.tuning.cloud_lora import CloudLora, CloudLoraConfig
 
-    async with CloudLora(url, token, verify) as lora:
+    async with CloudLora(link.url, link.token, link.verify) as lora:
         if args.resume:
             if not (await lora.info()).get("enabled"):
                 raise ConfigError("--resume --cloud-lora: the cloud holds no LoRA for this token any more")
@@ -203,7 +180,7 @@ async def _with_cloud_lora(go, middle, url, token, verify, args):
         else:
             await lora.configure(CloudLoraConfig(args.lora_rank, args.lora_alpha, args.lora_lr, args.lora_seed))
         try:
-            return await go(middle)
+            return await go(link.middle)
         finally:
             state = await lora.set_training(False)  # keep serving it, stop updating it
             print(f"cloud LoRA: rank {state['rank']}, {state['steps']} steps; the cloud applies it to this "

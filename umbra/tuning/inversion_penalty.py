@@ -11,7 +11,7 @@ client knows the public model too, so it can run that attack on itself while it 
     P      = mean over positions of softmax(s_t)[true token]                    in [0, 1]
     loss   = LM loss + λ · P                     (P's gradient stays on the client: encoder only)
 
-The codebook is the attacker's (a) codebook (`umbra.privacy.attacks.nearest.centroid_codebook`),
+The codebook is the attacker's (a) codebook (`umbra.attacks.nearest.centroid_codebook`),
 built by `own_codebook` from the client's own blocks run through the public encoder — it lives on
 the client and never crosses the wire. Nothing here is a formal guarantee: it trains against one
 known attack, and the attack suite measures what it buys against all of them
@@ -67,8 +67,8 @@ def own_codebook(public, data, settings: InversionPenalty, plan=None) -> torch.T
     import numpy as np
     import torch.nn.functional as F
 
-    from umbra.privacy.attacks.nearest import centroid_codebook
-    from umbra.privacy.attacks.public import PublicModel
+    from umbra.attacks.nearest import centroid_codebook
+    from umbra.attacks.public import PublicModel
 
     if not isinstance(public, PublicModel):
         public = PublicModel(public, plan)

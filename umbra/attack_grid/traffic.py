@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from umbra.attack_grid.clients import SimulatedClient
+from umbra.attacks.recorder import RecordingMiddle, truth_from_encoder
 from umbra.errors import ValidationError
-from umbra.privacy.attacks.clients import SimulatedClient
-from umbra.privacy.attacks.recorder import RecordingMiddle, truth_from_encoder
 
 
 def _positions(b: int, t: int) -> torch.Tensor:

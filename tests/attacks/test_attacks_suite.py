@@ -19,17 +19,17 @@ import pytest
 import torch
 from tiny_models import build_tiny_model_dir
 
+from umbra.attack_grid.clients import Defence, build_client
+from umbra.attack_grid.grid import GridCache, GridParams, cells, run_cell, tune_config
+from umbra.attack_grid.traffic import inference_traffic, tuning_traffic
+from umbra.attacks.frequency import FrequencyAnalysis, FrequencyCeiling, FrequencyConfig
+from umbra.attacks.probe import InversionProbe, ProbeConfig
+from umbra.attacks.public import CorpusSample, PublicModel
+from umbra.attacks.recorder import RecordingMiddle
+from umbra.attacks.suite import AttackSuite, SuiteConfig
+from umbra.attacks.transcript import ObservedSequence
 from umbra.data.corpus import Document, write_documents
 from umbra.middle.local import LocalMiddle
-from umbra.privacy.attacks.clients import Defence, build_client
-from umbra.privacy.attacks.frequency import FrequencyAnalysis, FrequencyCeiling, FrequencyConfig
-from umbra.privacy.attacks.grid import GridCache, GridParams, cells, run_cell, tune_config
-from umbra.privacy.attacks.probe import InversionProbe, ProbeConfig
-from umbra.privacy.attacks.public import CorpusSample, PublicModel
-from umbra.privacy.attacks.recorder import RecordingMiddle
-from umbra.privacy.attacks.suite import AttackSuite, SuiteConfig
-from umbra.privacy.attacks.traffic import inference_traffic, tuning_traffic
-from umbra.privacy.attacks.transcript import ObservedSequence
 from umbra.tuning import TuneConfig, TuneData
 
 NAMES = ["alpha", "beta", "gamma", "delta", "path", "value", "items", "count", "total", "name", "data", "key"]
@@ -207,7 +207,7 @@ def test_table_rows_merge_runs_and_commands_are_kept(tmp_path):
     """Cells from runs with other --configs/--epsilons join the table in a fixed order."""
     import math
 
-    from umbra.privacy.attacks.grid import parse_cell_key, table_rows
+    from umbra.attack_grid.grid import parse_cell_key, table_rows
 
     cached = {"both+stuning-local@13": {}, "none@-": {}, "both@inf": {}}
     rows = table_rows([("both", 4.0), ("both", 13.0)], cached)

@@ -29,13 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
+from umbra.attack_grid.clients import Defence, build_client
+from umbra.attack_grid.traffic import inference_traffic, tuning_traffic
+from umbra.attacks.public import PublicModel
+from umbra.attacks.recorder import RecordingMiddle
+from umbra.attacks.suite import NOISE_AWARE, AttackSuite
 from umbra.errors import ConfigError
 from umbra.middle.local import LocalMiddle
-from umbra.privacy.attacks.clients import Defence, build_client
-from umbra.privacy.attacks.public import PublicModel
-from umbra.privacy.attacks.recorder import RecordingMiddle
-from umbra.privacy.attacks.suite import NOISE_AWARE, AttackSuite
-from umbra.privacy.attacks.traffic import inference_traffic, tuning_traffic
 from umbra.privacy.indvocab import guess_bound
 from umbra.tuning.gradient_noise import DEFAULT_SIGMA, GradientNoise
 from umbra.tuning.inversion_penalty import own_codebook

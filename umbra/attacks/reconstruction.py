@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from umbra.privacy.attacks.public import PublicModel
-from umbra.privacy.attacks.transcript import ObservedSequence
+from umbra.attacks.public import PublicModel
+from umbra.attacks.transcript import ObservedSequence
 
 
 class CodeReconstruction:

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from umbra.attacks.public import PublicModel
+from umbra.attacks.transcript import ObservedSequence
 from umbra.errors import ConfigError
-from umbra.privacy.attacks.public import PublicModel
-from umbra.privacy.attacks.transcript import ObservedSequence
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from umbra.errors import ValidationError
-from umbra.privacy.attacks.metrics import (
+from umbra.attacks.metrics import (
     GistThresholds, TextScore, aggregate, bleu, lexemes, rouge1, text_score, token_recovery,
 )
+from umbra.errors import ValidationError
 
 
 def test_lexemes_split_words_and_single_punctuation():

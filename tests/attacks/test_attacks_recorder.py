@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
+from umbra.attacks.recorder import RecordingMiddle
+from umbra.attacks.transcript import BackwardEvent, ForwardEvent, TruncateEvent, assemble
 from umbra.errors import ValidationError
 from umbra.middle.local import LocalMiddle
 from umbra.model.loader import load_client, load_middle
-from umbra.privacy.attacks.recorder import RecordingMiddle
-from umbra.privacy.attacks.transcript import BackwardEvent, ForwardEvent, TruncateEvent, assemble
 
 
 class SpyMiddle(LocalMiddle):

@@ -19,17 +19,17 @@ from pathlib import Path
 
 import numpy as np
 
-from umbra.errors import ConfigError
-from umbra.privacy.attacks.frequency import (
+from umbra.attacks.frequency import (
     FrequencyAnalysis, FrequencyBaseline, FrequencyCeiling, FrequencyConfig, FrequencySampler,
 )
-from umbra.privacy.attacks.gradients import GradientConfig, GradientLabelRecovery
-from umbra.privacy.attacks.metrics import AttackScore, GistThresholds, TextScore, aggregate, text_score, token_recovery
-from umbra.privacy.attacks.nearest import NearestConfig, NearestNeighbour
-from umbra.privacy.attacks.probe import InversionProbe, ProbeConfig
-from umbra.privacy.attacks.public import CorpusSample, PublicModel
-from umbra.privacy.attacks.reconstruction import CodeReconstruction
-from umbra.privacy.attacks.transcript import ObservedSequence
+from umbra.attacks.gradients import GradientConfig, GradientLabelRecovery
+from umbra.attacks.metrics import AttackScore, GistThresholds, TextScore, aggregate, text_score, token_recovery
+from umbra.attacks.nearest import NearestConfig, NearestNeighbour
+from umbra.attacks.probe import InversionProbe, ProbeConfig
+from umbra.attacks.public import CorpusSample, PublicModel
+from umbra.attacks.reconstruction import CodeReconstruction
+from umbra.attacks.transcript import ObservedSequence
+from umbra.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,7 @@ import contextlib
 import numpy as np
 import torch
 
-from umbra.middle.protocol import Middle
-from umbra.privacy.attacks.transcript import (
+from umbra.attacks.transcript import (
     BackwardEvent,
     CloseEvent,
     Event,
@@ -23,6 +22,7 @@ from umbra.privacy.attacks.transcript import (
     assemble,
     ObservedSequence,
 )
+from umbra.middle.protocol import Middle
 
 
 class RecordingMiddle:

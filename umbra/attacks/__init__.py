@@ -16,11 +16,13 @@ public code — never π, the randomized table or the client's tuned blocks.
     gradients.py   (e) label recovery from split fine-tuning gradients
     metrics.py         token recovery, ROUGE-1, BLEU, NOIR's "clear gist"
     suite.py           AttackSuite: build all attacks once, run and score them on a transcript
-    clients.py         simulated defended clients (benchmark), or a real bundle
-    traffic.py         inference / split-training traffic through a recorded Middle
 
-The benchmark is benchmarks/privacy_attacks.py (docs/privacy/attacks.md); `umbra audit` runs
-the same suite on the client's own recorded traffic (umbra/audit)."""
+This package is the cloud's side only and sits below the client code that uses it: the
+inversion penalty of `umbra tune` runs attack (a) on the client itself (umbra/tuning), and
+`umbra audit` runs the suite on the client's own recorded traffic (umbra/audit). The simulated
+clients that send traffic, and the benchmark grid that tunes them, are umbra/attack_grid/
+(benchmarks/privacy_attacks.py, docs/privacy/attacks.md). umbra.privacy never imports this
+package (tests/test_architecture.py)."""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ _HOME = {"RecordingMiddle": "recorder", "ObservedSequence": "transcript", "assem
 __all__ = sorted(_HOME)
 
 if TYPE_CHECKING:
-    from umbra.privacy.attacks.recorder import RecordingMiddle
-    from umbra.privacy.attacks.transcript import ObservedSequence, assemble
+    from umbra.attacks.recorder import RecordingMiddle
+    from umbra.attacks.transcript import ObservedSequence, assemble
 
 __getattr__ = exports(__name__, _HOME)  # probe_config.py loads without torch

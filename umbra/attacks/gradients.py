@@ -26,9 +26,9 @@ import numpy as np
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from umbra.attacks.public import PublicModel
+from umbra.attacks.transcript import ObservedSequence
 from umbra.errors import ConfigError
-from umbra.privacy.attacks.public import PublicModel
-from umbra.privacy.attacks.transcript import ObservedSequence
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from umbra.attacks.transcript import ObservedSequence
 from umbra.errors import ConfigError
-from umbra.privacy.attacks.transcript import ObservedSequence
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,10 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from umbra.attacks.probe_config import ProbeConfig
+from umbra.attacks.public import PublicModel
+from umbra.attacks.transcript import ObservedSequence
 from umbra.model.parts import ClientEncoder
-from umbra.privacy.attacks.probe_config import ProbeConfig
-from umbra.privacy.attacks.public import PublicModel
-from umbra.privacy.attacks.transcript import ObservedSequence
 from umbra.privacy.indvocab import INDVocab, INDVocabConfig
 
 

@@ -1,0 +1,44 @@
+"""Where the middle blocks run, for `umbra complete` and `umbra tune`: the shared --cloud,
+--token and --cloud-cert options and the link configuration they make (umbra/connect.py).
+
+A URL from --cloud or UMBRA_CLOUD_URL; its token from --token (visible in `ps`), else the OS
+keyring entry stored by `umbra keys cloud-token set URL` in --service's keyring, else
+UMBRA_CLOUD_TOKEN. No URL: the real cloud service is started on 127.0.0.1 for the command.
+Torch-free at import: building the parser must stay cheap."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from umbra.connect import CloudConfig
+
+URL_ENV = "UMBRA_CLOUD_URL"
+
+
+def add_cloud_args(group) -> None:
+    group.add_argument("--cloud", metavar="URL", default=None, help=f"cloud service URL (env {URL_ENV})")
+    group.add_argument("--token", default=None,
+                       help="cloud access token (visible in `ps`; prefer the keyring entry stored by "
+                            "`umbra keys cloud-token set URL`, or UMBRA_CLOUD_TOKEN)")
+    group.add_argument("--cloud-cert", metavar="PEM", default=None, help="certificate to trust for an HTTPS cloud")
+
+
+def cloud_url(args) -> str | None:
+    return args.cloud or os.environ.get(URL_ENV) or None
+
+
+def cloud_config(args, *, audit: bool | None) -> CloudConfig:
+    """The link's configuration, its token looked up now (a missing one fails before a model loads).
+    With no URL, --token and --cloud-cert have nothing to apply to and are ignored."""
+    from keys import DEFAULT_SERVICE
+    from umbra.connect import CloudConfig, with_token
+
+    url = cloud_url(args)
+    config = CloudConfig(url=url, token=(args.token or None) if url else None,
+                         keyring_service=args.service or DEFAULT_SERVICE,
+                         certificate=Path(args.cloud_cert) if url and args.cloud_cert else None,
+                         threads=args.threads, audit=audit)
+    return with_token(config.validate())
