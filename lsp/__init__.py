@@ -3,8 +3,9 @@ server (`umbra serve`), both over the split completion engine — never anything
 
     options.py    InitializationOptions: the editor's settings, converted once at initialize
     errors.py     OptionsError, NotReady, Superseded; the one error → LSP code / HTTP status table
-    cloud.py      the cloud to complete through: self-started on loopback or configured (token
-                  from the OS keyring or the environment), /healthz probe
+    cloud.py      the cloud to complete through, from the options: self-started on loopback or
+                  configured (token from the OS keyring or the environment); umbra/connect.py's
+                  CloudLink does the rest (restart, /healthz probe, audit tap)
     backend.py    Backend: model + cloud + engine + sessions + status, shared by both servers
     sessions.py   SessionPool: one warm session per document / session id, LRU, newer cancels older
     documents.py  open documents with LSP line breaks and position encodings
