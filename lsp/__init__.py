@@ -1,7 +1,8 @@
 """Umbra's client servers: the language server (`umbra lsp`) and the local completion HTTP
 server (`umbra serve`), both over the split completion engine — never anything else.
 
-    options.py    InitializationOptions: the editor's settings, converted once at initialize
+    options.py    the one options schema (InitializationOptions): editor initializationOptions,
+                  UMBRA_LOCAL_* settings and per-request overrides, converted once
     errors.py     OptionsError, NotReady, Superseded; the one error → LSP code / HTTP status table
     cloud.py      the cloud to complete through, from the options: self-started on loopback or
                   configured (token from the OS keyring or the environment); umbra/connect.py's
@@ -10,7 +11,7 @@ server (`umbra serve`), both over the split completion engine — never anything
     sessions.py   SessionPool: one warm session per document / session id, LRU, newer cancels older
     documents.py  open documents with LSP line breaks and position encodings
     server.py     the pygls language server (stdio), `umbra/status` notifications
-    settings.py   LocalSettings (UMBRA_LOCAL_*) of the HTTP server
+    settings.py   LocalSettings of the HTTP server: the schema from UMBRA_LOCAL_*, plus its own
     http_app.py   the FastAPI app: lifespan, error handlers, `run` under uvicorn
     api_auth.py   who may call the HTTP API: a per-start bearer token in a user-only file, and
                   loopback Host names only (DNS rebinding)

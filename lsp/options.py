@@ -1,18 +1,30 @@
-"""InitializationOptions: what an editor configures, converted ONCE at `initialize`.
+"""The options schema: what an editor, `umbra serve` and each HTTP request configure — one set of
+pydantic models, converted ONCE at the boundary into frozen typed options.
 
-The client sends camelCase JSON (the contract the VS Code extension is built against):
+Three sources, one schema:
+  * the language server's LSP `initializationOptions`, camelCase JSON (the contract the VS Code
+    extension is built against; snake_case names are accepted too):
 
-    {
-      "model":  {"dir": null, "bundle": null, "keyringService": "umbra"},
-      "cloud":  {"url": null, "certificate": null, "tokenEnv": "UMBRA_CLOUD_TOKEN"},
-      "completion": {"maxTokens": 64, "multiline": false, "temperature": 0.0, "topP": 1.0,
-                     "contextTokens": 1024},
-      "threads": null
-    }
+        {
+          "model":  {"dir": null, "bundle": null, "keyringService": "umbra"},
+          "cloud":  {"url": null, "certificate": null, "tokenEnv": "UMBRA_CLOUD_TOKEN"},
+          "completion": {"maxTokens": 64, "multiline": false, "temperature": 0.0, "topP": 1.0,
+                         "contextTokens": 1024, "languages": null},
+          "languages": {"aliases": {"golang": "go", "py": "python", ...}},
+          "threads": null
+        }
 
-Every key is optional; a missing key or `null` means the default. Unknown keys, wrong types
-and out-of-range values raise OptionsError naming the JSON path (`completion.maxTokens`).
-The local HTTP server builds the same dataclasses from its settings (lsp/settings.py).
+  * `umbra serve`'s UMBRA_LOCAL_* environment variables (lsp/settings.py), nested with `__`
+    (UMBRA_LOCAL_COMPLETION__MAX_TOKENS=32, lists and maps as JSON) or by their older flat names
+    (UMBRA_LOCAL_MAX_TOKENS, UMBRA_LOCAL_CLOUD_URL, ...);
+  * the per-request overrides of POST /v1/completions: the `completion` part, validated per
+    request (`CompletionOptions.with_overrides`).
+
+Every key is optional; a missing key or `null` means the default. JSON values must have their
+JSON type (no "1" for 1, no 1 for true). A bad value raises OptionsError naming its JSON path, one
+line per error (`completion.maxTokens must be >= 1, got 0`). An unknown key is a warning, logged
+once through the `umbra.lsp` logger (the language server also sends it to the editor), and is
+ignored: a newer editor extension must not break an older server.
 
 Never a token here: the cloud's bearer token comes from the OS keyring entry
 `cloud-token:<url>` of `model.keyringService`, or else from the environment variable named by
@@ -20,39 +32,69 @@ Never a token here: the cloud's bearer token comes from the OS keyring entry
 
 from __future__ import annotations
 
-import dataclasses
+import json
+import logging
 import re
 import types
 import typing
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic.alias_generators import to_camel
 
 from lsp.errors import OptionsError
 from umbra.engine import EngineConfig, PromptConfig, SamplingConfig, StopConfig
 from umbra.errors import ConfigError
 
+log = logging.getLogger("umbra.lsp")
+
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
+# Editor language ids and common aliases -> the canonical language name (the ids of the VS Code
+# extension's languages.ts). `languages.aliases` is merged over these.
+DEFAULT_ALIASES: Mapping[str, str] = types.MappingProxyType({
+    "py": "python",
+    "python3": "python",
+    "golang": "go",
+    "js": "javascript",
+    "jsx": "javascript",
+    "javascriptreact": "javascript",
+    "ts": "typescript",
+    "tsx": "typescript",
+    "typescriptreact": "typescript",
+})
 
-@dataclass(frozen=True)
-class ModelOptions:
+NonEmpty = Annotated[str, Field(min_length=1)]
+# torch intra-op threads, here and in a self-started cloud; null = torch's default.
+Threads = Annotated[int | None, Field(ge=1)]
+
+
+class _Options(BaseModel):
+    """Base of every section: camelCase JSON names (snake_case accepted too), frozen, unknown
+    keys ignored (`convert` warns about them first)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="ignore")
+
+
+class ModelOptions(_Options):
     # Hugging Face model directory; null = the embedded default (umbra.paths.default_model_dir()).
     # With a bundle: the public base model it was made from (null = the path the bundle recorded).
     dir: str | None = None
     # Client bundle directory made by `umbra init` (INDVocab table, sealed permutation); null = none.
     bundle: str | None = None
     # OS keyring service holding the bundle's key and the cloud tokens (`cloud-token:<url>`).
-    keyring_service: str = "umbra"
+    keyring_service: NonEmpty = "umbra"
 
-    def validate(self) -> None:
-        for name in ("dir", "bundle"):
-            if getattr(self, name) == "":
-                raise OptionsError(f"model.{name} must be a path or null, not an empty string")
-        if not self.keyring_service:
-            raise OptionsError("model.keyringService must be a non-empty string")
+    @field_validator("dir", "bundle")
+    @classmethod
+    def _a_path(cls, value: str | None) -> str | None:
+        if value == "":
+            raise ValueError("must be a path or null, not an empty string")
+        return value
 
 
-@dataclass(frozen=True)
-class CloudOptions:
+class CloudOptions(_Options):
     # Cloud service URL (http:// or https://); null = start the real cloud service on 127.0.0.1
     # for the server's lifetime (still over the network, like `umbra complete`).
     url: str | None = None
@@ -61,119 +103,242 @@ class CloudOptions:
     # Environment variable holding the bearer token when the keyring has no `cloud-token:<url>`.
     token_env: str = "UMBRA_CLOUD_TOKEN"
 
-    def validate(self) -> None:
-        if self.url is not None and not self.url.startswith(("http://", "https://")):
-            raise OptionsError(f"cloud.url must start with http:// or https://, got {self.url!r}")
-        if self.certificate is not None and self.url is None:
-            raise OptionsError("cloud.certificate applies to a configured cloud.url only")
-        if self.certificate == "":
-            raise OptionsError("cloud.certificate must be a path or null, not an empty string")
-        if not _ENV_NAME.fullmatch(self.token_env):
-            raise OptionsError(f"cloud.tokenEnv must be an environment variable name, got {self.token_env!r}")
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"must start with http:// or https://, got {value!r}")
+        return value
+
+    @field_validator("certificate")
+    @classmethod
+    def _certificate_of_a_url(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value == "":
+            raise ValueError("must be a path or null, not an empty string")
+        if value is not None and "url" in info.data and info.data["url"] is None:
+            raise ValueError("applies to a configured cloud.url only")
+        return value
+
+    @field_validator("token_env")
+    @classmethod
+    def _env_name(cls, value: str) -> str:
+        if not _ENV_NAME.fullmatch(value):
+            raise ValueError(f"must be an environment variable name, got {value!r}")
+        return value
 
 
-@dataclass(frozen=True)
-class CompletionOptions:
-    max_tokens: int = 64  # most tokens one completion generates
-    multiline: bool = False  # false: complete the current line; true: the block at the cursor
-    temperature: float = 0.0  # 0 = greedy
-    top_p: float = 1.0  # nucleus sampling mass (with temperature > 0)
-    context_tokens: int = 1024  # tokens of file context (prefix + suffix) in the prompt
+class CompletionOptions(_Options):
+    # Most tokens one completion generates.
+    max_tokens: int = Field(64, ge=1)
+    # false: complete the current line; true: the block at the cursor.
+    multiline: bool = False
+    # Sampling temperature; 0 = greedy.
+    temperature: float = Field(0.0, ge=0)
+    # Nucleus sampling mass (with temperature > 0).
+    top_p: float = Field(1.0, gt=0, le=1)
+    # Tokens of file context (prefix + suffix) in the prompt.
+    context_tokens: int = Field(1024, ge=1)
+    # Canonical names of the languages the server completes (after `languages.aliases`, e.g.
+    # ["python", "go"]); null = all. A server setting: a request cannot override it.
+    languages: tuple[NonEmpty, ...] | None = None
 
-    def validate(self) -> None:
-        if self.max_tokens < 1:
-            raise OptionsError(f"completion.maxTokens must be >= 1, got {self.max_tokens}")
-        if self.temperature < 0:
-            raise OptionsError(f"completion.temperature must be >= 0, got {self.temperature}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise OptionsError(f"completion.topP must lie in (0, 1], got {self.top_p}")
-        if self.context_tokens < 1:
-            raise OptionsError(f"completion.contextTokens must be >= 1, got {self.context_tokens}")
+    def validate(self) -> CompletionOptions:
+        """The engine's own checks (ConfigError); returns self."""
+        self.engine_config()
+        return self
 
     def engine_config(self) -> EngineConfig:
         """The engine's configuration for these options (ConfigError if it rejects them)."""
-        self.validate()
         return EngineConfig(
             prompt=PromptConfig(budget=self.context_tokens),
             sampling=SamplingConfig(temperature=self.temperature, top_p=self.top_p),
             stop=StopConfig(max_tokens=self.max_tokens, multiline=self.multiline),
         ).validate()
 
+    def with_overrides(self, overrides: Mapping[str, object], warn: Callable[[str], None] | None = None
+                       ) -> CompletionOptions:
+        """These options with one request's overrides (camelCase or snake_case keys of this
+        schema; null = keep). OptionsError naming the key if a value is bad; unknown keys are
+        warned about and ignored."""
+        if "languages" in overrides:
+            raise OptionsError("languages is a server setting (completion.languages), not a per-request option")
+        names = {key: _field_name(CompletionOptions, key) for key in overrides}
+        data = self.model_dump()
+        data.update({names[key]: value for key, value in overrides.items()
+                     if names[key] is not None and value is not None})
+        return convert(CompletionOptions, data, warn=warn, unknown=[key for key, name in names.items() if name is None])
 
-@dataclass(frozen=True)
-class InitializationOptions:
-    model: ModelOptions = field(default_factory=ModelOptions)
-    cloud: CloudOptions = field(default_factory=CloudOptions)
-    completion: CompletionOptions = field(default_factory=CompletionOptions)
+
+class LanguageOptions(_Options):
+    # Editor language id or alias -> canonical language name ({"golang": "go", "py": "python"}),
+    # merged over DEFAULT_ALIASES (map an id to itself to drop a default). Used to name a
+    # document's language in `completion.languages` and for routing to per-language experts.
+    aliases: dict[str, NonEmpty] = Field(default_factory=lambda: dict(DEFAULT_ALIASES))
+
+    @field_validator("aliases")
+    @classmethod
+    def _over_the_defaults(cls, value: dict[str, str]) -> dict[str, str]:
+        return {**DEFAULT_ALIASES, **value}
+
+    def canonical(self, language: str) -> str:
+        """The canonical name of an editor language id (the id itself when no alias names it)."""
+        return self.aliases.get(language, language)
+
+
+class InitializationOptions(_Options):
+    # The client model: plain directory or bundle, and the keyring service of its key.
+    model: ModelOptions = Field(default_factory=ModelOptions)
+    # Where the middle blocks run: a configured URL or a self-started loopback cloud.
+    cloud: CloudOptions = Field(default_factory=CloudOptions)
+    # How completions are made (HTTP requests may override all but `languages`).
+    completion: CompletionOptions = Field(default_factory=CompletionOptions)
+    # Language names: aliases of editor language ids.
+    languages: LanguageOptions = Field(default_factory=LanguageOptions)
     # torch intra-op threads, here and in a self-started cloud; null = torch's default.
-    threads: int | None = None
+    threads: Threads = None
 
     def validate(self) -> InitializationOptions:
-        self.model.validate()
-        self.cloud.validate()
-        self.completion.validate()
-        if self.threads is not None and self.threads < 1:
-            raise OptionsError(f"threads must be >= 1 or null, got {self.threads}")
+        """Checks beyond the schema: the engine's own (OptionsError); returns self."""
         try:
             self.completion.engine_config()
-        except ConfigError as exc:  # anything the engine refuses beyond the checks above
+        except ConfigError as exc:  # anything the engine refuses beyond the schema's bounds
             raise OptionsError(f"completion: {exc}") from exc
         return self
 
     @classmethod
-    def from_json(cls, data: object) -> InitializationOptions:
-        """Convert the client's `initializationOptions` (None = all defaults); OptionsError on
-        unknown keys, wrong types or invalid values."""
-        return _build(cls, data, "").validate()
+    def from_json(cls, data: object, warn: Callable[[str], None] | None = None) -> InitializationOptions:
+        """Convert the client's `initializationOptions` (None = all defaults). OptionsError on
+        wrong types or invalid values; unknown keys are logged (and passed to `warn`) and
+        ignored."""
+        return convert(cls, {} if data is None else data, warn=warn, root="initializationOptions").validate()
 
 
-def camel(name: str) -> str:
-    """snake_case field name -> the camelCase JSON key ("top_p" -> "topP")."""
-    head, *rest = name.split("_")
-    return head + "".join(word.capitalize() for word in rest)
+# -- conversion ------------------------------------------------------------------------------
+
+M = typing.TypeVar("M", bound=BaseModel)
+_warned: set[str] = set()  # unknown keys logged already (once per process)
 
 
-def _build(cls: type, data: object, path: str):
-    where = path or "initializationOptions"
-    if data is None:
-        return cls()
+def convert(cls: type[M], data: object, *, warn: Callable[[str], None] | None = None,
+            root: str = "", unknown: Iterable[str] = ()) -> M:
+    """`data` (plain JSON values) as a `cls`, with JSON's types (strict). Unknown keys (found
+    here, or given in `unknown`) are warned about and ignored; a bad value is an OptionsError
+    with one line per error, each naming its camelCase JSON path."""
+    warn_unknown([*unknown, *unknown_keys(cls, data)], warn)
+    try:
+        return cls.model_validate_json(json.dumps(without_nulls(cls, data)), strict=True)
+    except ValidationError as exc:
+        raise options_error(exc, cls, root) from None
+
+
+def warn_unknown(keys: list[str], warn: Callable[[str], None] | None = None, what: str = "option") -> None:
+    """Log unknown keys once (per process) through the `umbra.lsp` logger; `warn` gets every
+    warning (the language server passes it on to the editor)."""
+    if not keys:
+        return
+    message = (f"ignoring unknown {what}{'s' if len(keys) > 1 else ''} {', '.join(keys)} "
+               f"(not known to this version of Umbra)")
+    if not _warned.issuperset(keys):
+        _warned.update(keys)
+        log.warning("%s", message)
+    if warn is not None:
+        warn(message)
+
+
+def unknown_keys(cls: type[BaseModel], data: object, path: str = "") -> list[str]:
+    """Dotted JSON paths of the keys in `data` that `cls` does not know (by alias or name)."""
     if not isinstance(data, dict):
-        raise OptionsError(f"{where} must be an object, got {_json_type(data)}")
-    fields = {camel(f.name): f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        names = ", ".join(f"{path}.{k}" if path else k for k in unknown)
-        raise OptionsError(f"unknown option {names} (known in {where}: {', '.join(fields)})")
-    hints = typing.get_type_hints(cls)
-    values = {}
+        return []
+    found = []
     for key, value in data.items():
-        f = fields[key]
-        dotted = f"{path}.{key}" if path else key
-        hint = hints[f.name]
-        if dataclasses.is_dataclass(hint):
-            values[f.name] = _build(hint, value, dotted)
-        elif value is not None:  # null = the default
-            values[f.name] = _scalar(value, hint, dotted)
-    return cls(**values)
+        dotted = f"{path}.{key}" if path else str(key)
+        name = _field_name(cls, key)
+        if name is None:
+            found.append(dotted)
+        elif (sub := section(cls, name)) is not None:
+            found += unknown_keys(sub, value, dotted)
+    return found
 
 
-def _scalar(value: object, hint: object, path: str):
-    allowed = [t for t in typing.get_args(hint) if t is not type(None)] if isinstance(hint, types.UnionType) else [hint]
-    kind = allowed[0]
-    if kind is bool and isinstance(value, bool):
-        return value
-    if kind is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if kind is str and isinstance(value, str):
-        return value
-    expected = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}[kind]
-    raise OptionsError(f"{path} must be {expected}, got {_json_type(value)}")
+def without_nulls(cls: type[BaseModel], data: object) -> object:
+    """`data` without its `null` values of fields (null = the default), in every section."""
+    if not isinstance(data, dict):
+        return data
+    kept = {}
+    for key, value in data.items():
+        name = _field_name(cls, key)
+        if value is None and name is not None:
+            continue
+        sub = section(cls, name) if name is not None else None
+        kept[key] = without_nulls(sub, value) if sub is not None else value
+    return kept
+
+
+def section(cls: type[BaseModel], name: str) -> type[BaseModel] | None:
+    """The model class of field `name` of `cls` if it is a nested section, else None."""
+    annotation = cls.model_fields[name].annotation
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def _field_name(cls: type[BaseModel], key: object) -> str | None:
+    for name, info in cls.model_fields.items():
+        if key in (name, info.alias):
+            return name
+    return None
+
+
+def options_error(exc: ValidationError, cls: type[BaseModel], root: str = "") -> OptionsError:
+    """pydantic's errors as one OptionsError, one line per error naming its JSON path."""
+    return OptionsError("\n".join(f"{json_path(cls, e['loc']) or root or 'value'} {_message(e)}"
+                                  for e in exc.errors()))
+
+
+def json_path(cls: type[BaseModel] | None, loc: tuple) -> str:
+    """pydantic's error location as a camelCase dotted JSON path (`completion.languages[1]`)."""
+    path = ""
+    for item in loc:
+        if isinstance(item, int):
+            path += f"[{item}]"
+            continue
+        name = _field_name(cls, item) if cls is not None else None
+        if name is not None:
+            item = cls.model_fields[name].alias or name
+            cls = section(cls, name)
+        else:
+            cls = None  # a map's key: below it, no more fields
+        path = f"{path}.{item}" if path else str(item)
+    return path
+
+
+_EXPECTED = {
+    "int": "an integer", "float": "a number", "bool": "a boolean", "string": "a string", "list": "an array",
+    "tuple": "an array", "dict": "an object", "model": "an object", "model_attributes": "an object",
+}
+_BOUNDS = {"greater_than_equal": (">=", "ge"), "greater_than": (">", "gt"), "less_than_equal": ("<=", "le"),
+           "less_than": ("<", "lt")}
+
+
+def _message(error: dict) -> str:
+    kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
+    if kind in _BOUNDS:
+        op, key = _BOUNDS[kind]
+        bound = ctx[key]
+        return f"must be {op} {int(bound) if isinstance(bound, float) and bound.is_integer() else bound}, got {value}"
+    if kind == "int_from_float":
+        return f"must be an integer, got {_json_type(value)}"
+    if kind.endswith("_parsing") and kind[:-8] in _EXPECTED:  # an environment variable's text
+        return f"must be {_EXPECTED[kind[:-8]]}, got {json.dumps(value)}"
+    if kind.endswith("_type") and kind[:-5] in _EXPECTED:
+        return f"must be {_EXPECTED[kind[:-5]]}, got {_json_type(value)}"
+    if kind == "string_too_short" and ctx.get("min_length") == 1:
+        return "must be a non-empty string"
+    if kind == "value_error" and "error" in ctx:
+        return str(ctx["error"])
+    return f"is invalid: {error['msg']}"
 
 
 def _json_type(value: object) -> str:
     if value is None:
         return "null"
     return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
-            dict: "an object"}.get(type(value), type(value).__name__)
+            tuple: "an array", dict: "an object"}.get(type(value), type(value).__name__)

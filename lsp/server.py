@@ -2,7 +2,8 @@
 
 Lifecycle
   initialize     initializationOptions → InitializationOptions, converted once (lsp/options.py);
-                 unknown keys / bad values → InvalidParams with the option's JSON path
+                 bad values → InvalidParams naming the option's JSON path; unknown keys are
+                 ignored with a warning (logged, and a `window/logMessage` to the editor)
   initialized    set-up in the background (model, cloud, connection) with `umbra/status`
                  notifications: "starting" → "ready" | "unreachable" | "error" (lsp/backend.py)
   shutdown       close every session, the connection and a self-started cloud
@@ -73,6 +74,10 @@ class UmbraLanguageServer(LanguageServer):
     def send_status(self, status: Status) -> None:
         self.protocol.notify(STATUS_METHOD, status.to_json())
 
+    def warn_editor(self, message: str) -> None:
+        """A warning in the editor's log of this server (allowed before `initialize` answers)."""
+        self.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=f"Umbra: {message}"))
+
     async def complete(self, uri: str, prefix: str, suffix: str) -> CompletionResult | None:
         """The completion in the document's session; None when the cloud is unreachable."""
         if self.backend is None:
@@ -91,7 +96,7 @@ def create_server() -> UmbraLanguageServer:
     @ls.feature(types.INITIALIZE)
     def initialize(ls: UmbraLanguageServer, params: types.InitializeParams) -> None:
         try:
-            ls.options = InitializationOptions.from_json(params.initialization_options)
+            ls.options = InitializationOptions.from_json(params.initialization_options, warn=ls.warn_editor)
         except UmbraError as exc:
             raise lsp_error(exc) from None
         encoding = ls.workspace.position_encoding or types.PositionEncodingKind.Utf16

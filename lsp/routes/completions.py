@@ -1,23 +1,25 @@
 """POST /v1/completions: one completion at the cursor between `prefix` and `suffix`.
 
-    {"prefix": "...", "suffix": "...", "language"?: "python", "maxTokens"?: 64,
-     "multiline"?: false, "temperature"?: 0.0, "topP"?: 1.0, "session"?: "editor-1-file-7"}
+    {"prefix": "...", "suffix": "...", "language"?: "python", "session"?: "editor-1-file-7",
+     "maxTokens"?: 64, "multiline"?: false, "temperature"?: 0.0, "topP"?: 1.0, "contextTokens"?: 1024}
  -> {"completion": "...", "stopReason": "newline", "promptTokens": 212, "reusedTokens": 205,
      "recomputedTokens": 7, "generatedTokens": 5, "prefillSeconds": ..., "decodeSeconds": ...,
      "evicted": false, "session": "editor-1-file-7"}
 
-Omitted fields take the server's settings. `session` names a warm session kept for prefix reuse
-(choose unguessable ids: reusedTokens tells how much of a prompt matches the session's cache);
-without it the request runs in a throw-away session. A newer request on the same session
-cancels the older one (409 for the older). If the HTTP client disconnects, the completion is
-cancelled. Never token ids in the response. `language` is accepted for per-language experts and
-not used yet."""
+Every key besides prefix, suffix, language and session overrides the server's `completion`
+options for this request: the same schema (lsp/options.py), camelCase or snake_case names, a bad
+value 422 naming it (`maxTokens must be >= 1, got 0`), an unknown key a logged warning and
+ignored; `languages` is a server setting only. `session` names a warm session kept for prefix
+reuse (choose unguessable ids: reusedTokens tells how much of a prompt matches the session's
+cache); without it the request runs in a throw-away session. A newer request on the same
+session cancels the older one (409 for the older). If the HTTP client disconnects, the
+completion is cancelled. Never token ids in the response. `language` is the document's language
+(routing of per-language experts); it does not change the completion yet."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import replace
 
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -36,15 +38,15 @@ CLIENT_CLOSED = 499  # nginx's "client closed request": nobody reads it, the log
 
 
 class CompletionRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    # Keys besides these are the request's `completion` overrides (`model_extra`), validated by
+    # CompletionOptions.with_overrides.
+    model_config = ConfigDict(extra="allow", strict=True)
 
-    prefix: str = Field(max_length=MAX_TEXT_CHARS)
-    suffix: str = Field(max_length=MAX_TEXT_CHARS)
+    prefix: str = Field(max_length=MAX_TEXT_CHARS)  # the document's text before the cursor
+    suffix: str = Field(max_length=MAX_TEXT_CHARS)  # the document's text after the cursor
+    # The document's language (routing of per-language experts), e.g. "python" or "golang".
     language: str | None = Field(None, min_length=1, max_length=64, pattern=SESSION_PATTERN)
-    max_tokens: int | None = Field(None, alias="maxTokens", ge=1)
-    multiline: bool | None = None
-    temperature: float | None = Field(None, ge=0.0)
-    top_p: float | None = Field(None, alias="topP", gt=0.0, le=1.0)
+    # A warm session kept for prefix reuse; null = a throw-away session.
     session: str | None = Field(None, min_length=1, max_length=128, pattern=SESSION_PATTERN)
 
 
@@ -67,10 +69,8 @@ def response_body(result: CompletionResult, session: str | None) -> dict:
 @router.post("/v1/completions", response_model=None)
 async def create_completion(body: CompletionRequest, request: Request,
                             backend: Backend = Depends(get_backend)) -> dict | Response:
-    overrides = {"max_tokens": body.max_tokens, "multiline": body.multiline, "temperature": body.temperature,
-                 "top_p": body.top_p}
-    options = replace(backend.options.completion, **{k: v for k, v in overrides.items() if v is not None})
-    config = options.engine_config()  # OptionsError / ConfigError -> 422
+    options = backend.options.completion.with_overrides(body.model_extra or {})  # OptionsError -> 422
+    config = options.engine_config()  # ConfigError -> 422
     task = asyncio.ensure_future(backend.complete(body.session, body.prefix, body.suffix, config))
     if not await _finished_unless_disconnected(request, task):
         return Response(status_code=CLIENT_CLOSED)

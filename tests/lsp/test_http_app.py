@@ -8,6 +8,7 @@ token to a user-only file, and stops the cloud and removes the file on SIGTERM."
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import secrets
@@ -150,11 +151,13 @@ async def test_without_a_session_each_request_starts_fresh(http):
 @pytest.mark.parametrize("body, where", [
     ({"suffix": ""}, "prefix"),
     ({"prefix": 5, "suffix": ""}, "prefix"),
-    ({"prefix": "x", "suffix": "", "maxTokens": 0}, "maxTokens"),
-    ({"prefix": "x", "suffix": "", "max_tokens": 4}, "max_tokens"),
-    ({"prefix": "x", "suffix": "", "topP": 2}, "topP"),
-    ({"prefix": "x", "suffix": "", "temperature": -1}, "temperature"),
-    ({"prefix": "x", "suffix": "", "multiline": "yes"}, "multiline"),
+    ({"prefix": "x", "suffix": "", "maxTokens": 0}, "maxTokens must be >= 1, got 0"),
+    ({"prefix": "x", "suffix": "", "max_tokens": 0}, "maxTokens must be >= 1, got 0"),  # the camelCase path
+    ({"prefix": "x", "suffix": "", "maxTokens": 4.0}, "maxTokens must be an integer, got a number"),
+    ({"prefix": "x", "suffix": "", "topP": 2}, "topP must be <= 1, got 2"),
+    ({"prefix": "x", "suffix": "", "temperature": -1}, "temperature must be >= 0, got -1"),
+    ({"prefix": "x", "suffix": "", "multiline": "yes"}, "multiline must be a boolean, got a string"),
+    ({"prefix": "x", "suffix": "", "languages": ["go"]}, "languages is a server setting"),
     ({"prefix": "x", "suffix": "", "session": "a b"}, "session"),
     ({"prefix": "x", "suffix": "", "language": ""}, "language"),
     ({"prefix": "x", "suffix": "", "maxTokens": 600}, "leaves no room"),  # the engine's own check
@@ -162,6 +165,15 @@ async def test_without_a_session_each_request_starts_fresh(http):
 async def test_bad_input_is_422_with_a_clear_message(http, body, where):
     r = await http.post("/v1/completions", json=body)
     assert r.status_code == 422 and where in r.json()["detail"], r.text
+
+
+async def test_overrides_take_snake_case_too_and_unknown_keys_are_a_warning(http, mono, caplog):
+    with caplog.at_level(logging.WARNING, logger="umbra.lsp"):
+        r = await http.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX, "language": "python",
+                                                     "max_tokens": 8, "multiline": False, "beamWidth": 4})
+    assert r.status_code == 200, r.text
+    assert r.json()["completion"] == await mono.complete(PREFIX, SUFFIX, CompletionOptions(max_tokens=8))
+    assert any("beamWidth" in record.getMessage() for record in caplog.records if record.name == "umbra.lsp")
 
 
 async def test_a_body_that_is_not_json_is_422(http):

@@ -1,6 +1,6 @@
-"""Language server lifecycle: initializationOptions errors at `initialize`, a failed set-up as an
-"error" status, and the self-started cloud stopped however the server ends (shutdown + exit,
-end of input, SIGTERM)."""
+"""Language server lifecycle: initializationOptions errors at `initialize` (an unknown key is
+none: test_lsp_server.py), a failed set-up as an "error" status, and the self-started cloud
+stopped however the server ends (shutdown + exit, end of input, SIGTERM)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ async def language_server(command=LSP_COMMAND):
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"completion": {"maxTokns": 8}}, "unknown option completion.maxTokns"),
+    ({"languages": {"aliases": {"golang": 3}}}, "languages.aliases.golang must be a string"),
     ({"threads": "2"}, "threads must be an integer, got a string"),
     ({"cloud": {"url": "ftp://cloud"}}, "cloud.url must start with http:// or https://"),
 ])

@@ -1,7 +1,7 @@
 """The real language server (`python -m lsp`) over stdio, driven by pytest-lsp, completing through
 the real cloud service it starts itself on loopback: inline completion and completion equal the
-monolithic result, typing reuses the prefix, cancellation and supersession leave the session
-consistent, bad requests are LSP errors."""
+monolithic result, unknown initializationOptions are a warning, typing reuses the prefix,
+cancellation and supersession leave the session consistent, bad requests are LSP errors."""
 
 from __future__ import annotations
 
@@ -29,7 +29,9 @@ pytestmark = [pytest.mark.asyncio(loop_scope="module"),
               pytest.mark.filterwarnings("error::pytest_lsp.LspSpecificationWarning")]
 
 COMPLETION = CompletionOptions(max_tokens=300, multiline=True)  # long enough to cancel mid-flight
-OPTIONS = {"completion": {"maxTokens": 300, "multiline": True}, "threads": 1}
+# With keys of a newer editor extension, which this server warns about and ignores.
+OPTIONS = {"completion": {"maxTokens": 300, "multiline": True, "draftTokens": 4}, "threads": 1,
+           "telemetry": {"level": 1}}
 CURSOR = (11, 17)  # after "        self.y = "
 REQUEST_CANCELLED = -32800
 INVALID_PARAMS = -32602
@@ -84,6 +86,12 @@ async def test_status_goes_from_starting_to_ready_in_split_mode(client: Language
     assert ready["mode"] == "split" and "self-started cloud at http://127.0.0.1:" in ready["message"]
     assert all(s["mode"] == "split" and set(s) == {"state", "message", "mode"} for s in statuses)
     assert "unreachable" not in client.statuses.states and "error" not in client.statuses.states
+
+
+async def test_unknown_initialization_options_are_a_warning_and_ignored(client: LanguageClient):
+    [warning] = [m for m in client.log_messages if "unknown option" in m.message]
+    assert warning.type == types.MessageType.Warning
+    assert "completion.draftTokens" in warning.message and "telemetry" in warning.message
 
 
 async def test_inline_completion_equals_the_monolithic_result(client: LanguageClient, mono):
