@@ -45,25 +45,16 @@ from pydantic.alias_generators import to_camel
 
 from lsp.errors import OptionsError
 from umbra.engine import EngineConfig, PromptConfig, SamplingConfig, StopConfig
+from umbra.engine.routing import LANGUAGE_ALIASES, canonical_language
 from umbra.errors import ConfigError
 
 log = logging.getLogger("umbra.lsp")
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-# Editor language ids and common aliases -> the canonical language name (the ids of the VS Code
-# extension's languages.ts). `languages.aliases` is merged over these.
-DEFAULT_ALIASES: Mapping[str, str] = types.MappingProxyType({
-    "py": "python",
-    "python3": "python",
-    "golang": "go",
-    "js": "javascript",
-    "jsx": "javascript",
-    "javascriptreact": "javascript",
-    "ts": "typescript",
-    "tsx": "typescript",
-    "typescriptreact": "typescript",
-})
+# Editor language ids and aliases -> the canonical language name: the router's own table
+# (umbra/engine/routing.py), one source for both. `languages.aliases` is merged over it.
+DEFAULT_ALIASES: Mapping[str, str] = types.MappingProxyType(dict(LANGUAGE_ALIASES))
 
 NonEmpty = Annotated[str, Field(min_length=1)]
 # torch intra-op threads, here and in a self-started cloud; null = torch's default.
@@ -180,9 +171,10 @@ class LanguageOptions(_Options):
     def _over_the_defaults(cls, value: dict[str, str]) -> dict[str, str]:
         return {**DEFAULT_ALIASES, **value}
 
-    def canonical(self, language: str) -> str:
-        """The canonical name of an editor language id (the id itself when no alias names it)."""
-        return self.aliases.get(language, language)
+    def canonical(self, language: str | None) -> str | None:
+        """The canonical name of an editor language id (the id itself, lower-cased, when no alias
+        names it); None for none."""
+        return canonical_language(language, self.aliases)
 
 
 class InitializationOptions(_Options):
