@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "umbra.cli.eval_cmd",
     "umbra.cli.init_cmd",
     "umbra.cli.keys_cmd",
+    "umbra.cli.adapters_cmd",
     "umbra.cli.tune_cmd",
     "umbra.cli.audit_cmd",
     "umbra.cli.lsp_cmd",
