@@ -75,7 +75,7 @@ class ClientModel:
                                   f"{', '.join(sorted(self.adapters)) or 'none'})")
             found = AdapterSet([self.adapters[n] for n in key]).check_client(self.plan.shape(self.spec.num_layers))
             self._sets[key] = found
-            while len(self._sets) > 32:  # distinct sets in use stay few: experts x access states
+            while len(self._sets) > 8:  # distinct sets in use stay few (experts x access states); each may hold merged weights
                 self._sets.popitem(last=False)
         self._sets.move_to_end(key)
         return found

@@ -84,9 +84,14 @@ class Attention(nn.Module):
         lay: LayerAdapters | None = None,
     ) -> torch.Tensor:
         b, t, _ = x.shape
-        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
-        if lay is not None:
-            q, k, v = lay.project("q_proj", x, q), lay.project("k_proj", x, k), lay.project("v_proj", x, v)
+        if lay is not None and lay.merge:
+            q, k, v = lay.linear("q_proj", self.q_proj, x), lay.linear("k_proj", self.k_proj, x), \
+                lay.linear("v_proj", self.v_proj, x)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+            if lay is not None:
+                u = lay.low_rank("qkv", x)
+                q, k, v = lay.add("q_proj", u, q), lay.add("k_proj", u, k), lay.add("v_proj", u, v)
         q = q.view(b, t, self.num_heads, self.head_dim).transpose(1, 2)  # [B,H,T,hd]
         k = k.view(b, t, self.num_kv_heads, self.head_dim).transpose(1, 2)  # [B,KV,T,hd]
         v = v.view(b, t, self.num_kv_heads, self.head_dim).transpose(1, 2)
@@ -101,8 +106,9 @@ class Attention(nn.Module):
             for prompt, gate in lay.prompts:
                 y = y + self._prompt_attention(q, prompt, gate)
         y = y.transpose(1, 2).reshape(b, t, -1)  # [B,T,H*hd]
-        out = self.o_proj(y)
-        return out if lay is None else lay.project("o_proj", y, out)
+        if lay is None:
+            return self.o_proj(y)
+        return lay.linear("o_proj", self.o_proj, y) if lay.merge else lay.project("o_proj", y, self.o_proj(y))
 
     def _prompt_attention(self, q: torch.Tensor, prompt: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
         """A deep prompt's share [B,H,T,hd]: every query attends to the prompt's n keys (the block's
@@ -125,7 +131,11 @@ class MLP(nn.Module):
     def forward(self, x: torch.Tensor, lay: LayerAdapters | None = None) -> torch.Tensor:
         if lay is None:
             return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-        h = F.silu(lay.project("gate_proj", x, self.gate_proj(x))) * lay.project("up_proj", x, self.up_proj(x))
+        if lay.merge:
+            h = F.silu(lay.linear("gate_proj", self.gate_proj, x)) * lay.linear("up_proj", self.up_proj, x)
+            return lay.linear("down_proj", self.down_proj, h)
+        u = lay.low_rank("gate_up", x)
+        h = F.silu(lay.add("gate_proj", u, self.gate_proj(x))) * lay.add("up_proj", u, self.up_proj(x))
         return lay.project("down_proj", h, self.down_proj(h))
 
 

@@ -74,14 +74,18 @@ def test_overlapping_loras_sum_their_deltas(parts):
                                               placement=Placement.ENCODER), spec, shape), seed=2)
     block = enc.stack.layers[0]
     x = torch.randn(1, 5, spec.hidden_size)
-    lay = AdapterSet([a, b]).layer(0)
+    lay = AdapterSet([a, b], merge_bytes=0).layer(0)
     with torch.no_grad():
         base = block.self_attn.q_proj(x)
         want = base + a.scale * (x @ a.layers["0"]["q_proj"].a.t()) @ a.layers["0"]["q_proj"].b.t() \
             + b.scale * (x @ b.layers["0"]["q_proj"].a.t()) @ b.layers["0"]["q_proj"].b.t()
         got = lay.project("q_proj", x, base)
     assert torch.allclose(got, want, atol=1e-6)
-    assert set(lay.lora) == set(a.config.targets)  # b adds to q_proj only
+    assert {t for _, ranges in lay.lora.values() for t in ranges} == set(a.config.targets)  # b: q_proj only
+    with torch.no_grad():  # q, k and v share one low-rank product; each still gets its own delta
+        u = lay.low_rank("qkv", x)
+        assert u.shape == (5, 4 * 3 + 2)
+        assert torch.allclose(lay.add("q_proj", u, base), want, atol=1e-6)
 
 
 def test_interleaved_requests_never_see_each_others_adapters(parts):
@@ -119,7 +123,8 @@ def test_training_set_reaches_the_adapters_frozen_set_does_not(parts):
     grads = [p.grad for n, p in adapter.named_parameters() if n.endswith(".b")]
     assert grads and all(g is not None and g.abs().sum() > 0 for g in grads)
     frozen = AdapterSet([adapter]).layer(next(iter(adapter.blocks)))
-    assert not any(t.requires_grad for pair in frozen.lora.values() for t in pair)
+    assert not any(a.requires_grad or bt.requires_grad for a, ranges in frozen.lora.values()
+                   for _, _, bt in ranges.values())
 
 
 def test_sets_know_their_keys_and_refuse_the_cloud_blocks(parts):
@@ -152,3 +157,18 @@ def test_configs_round_trip_and_refuse_nonsense():
     for data, match in bad:
         with pytest.raises(ConfigError, match=match):
             config_from_dict(data, "file.safetensors")
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS, ids=lambda p: p.value)
+def test_merged_and_low_rank_paths_agree(parts, placement):
+    """Small frozen sets fold their LoRAs into per-set weight copies; larger ones (or merge_bytes=0)
+    add the low-rank products per token. Same logits either way; zero output weights stay exact."""
+    spec, shape = parts[0], parts[1]
+    loras = [build_adapter(n, LoraConfig(rank=4, placement=placement), spec, shape) for n in ("x", "y")]
+    merged, low_rank = AdapterSet(loras), AdapterSet(loras, merge_bytes=0)
+    assert merged.merge and not low_rank.merge and not AdapterSet(loras, frozen=False).merge
+    assert torch.equal(run(parts, IDS, merged), run(parts, IDS)) and torch.equal(run(parts, IDS, low_rank), run(parts, IDS))
+    for i, lora in enumerate(loras):
+        perturb(lora, seed=i)
+    merged, low_rank = AdapterSet(loras), AdapterSet(loras, merge_bytes=0)
+    assert (run(parts, IDS, merged) - run(parts, IDS, low_rank)).abs().max().item() <= 1e-4
