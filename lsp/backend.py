@@ -23,7 +23,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -33,11 +33,13 @@ from lsp.options import InitializationOptions, ModelOptions
 from lsp.sessions import SessionPool
 from umbra.connect import CloudLink, open_middle
 from umbra.engine import ClientModel, CompletionEngine, CompletionResult, EngineConfig
+from umbra.engine.engine import with_route
 from umbra.errors import (
     Cancelled,
     CloudRejected,
     CloudUnavailable,
     UmbraError,
+    ValidationError,
 )
 from umbra.paths import default_model_dir
 
@@ -54,9 +56,10 @@ class Status:
     state: str  # one of STATES
     message: str  # one line for the user (never prompts, completions or tokens)
     mode: str = "split"  # the only mode: the middle blocks always run in the cloud
+    expert: str | None = None  # the expert adapter that served the last completion (a name only)
 
     def to_json(self) -> dict:
-        return {"state": self.state, "message": self.message, "mode": self.mode}
+        return {"state": self.state, "message": self.message, "mode": self.mode, "expert": self.expert}
 
 
 def load_model(options: ModelOptions) -> ClientModel:
@@ -91,7 +94,7 @@ class Backend:
     # -- status ------------------------------------------------------------------------------
     def _report(self, state: str, message: str) -> None:
         changed = state != self.status.state
-        self.status = Status(state, message)
+        self.status = Status(state, message, expert=self.status.expert)
         if changed or state == "starting":
             log.log(logging.WARNING if state in ("unreachable", "error") else logging.INFO, "status %s: %s", state, message)
             self._on_status(self.status)
@@ -202,22 +205,34 @@ class Backend:
         self._report("ready", f"split inference through {self.link.describe()} (restarted after it exited)")
 
     # -- completions -------------------------------------------------------------------------
-    async def complete(self, key: str | None, prefix: str, suffix: str,
-                       config: EngineConfig | None = None) -> CompletionResult:
-        """Complete between `prefix` and `suffix` in the key's warm session (None: a fresh one)."""
+    def serves(self, language: str | None) -> bool:
+        """Whether `completion.languages` lets this server complete `language` (None: unknown, served)."""
+        wanted = self.options.completion.languages
+        canonical = self.options.languages.canonical(language)
+        return wanted is None or canonical is None or canonical in {self.options.languages.canonical(w)
+                                                                      for w in wanted}
+
+    async def complete(self, key: str | None, prefix: str, suffix: str, config: EngineConfig | None = None,
+                       language: str | None = None) -> CompletionResult:
+        """Complete between `prefix` and `suffix` in the key's warm session (None: a fresh one),
+        with the adapters of `language` (the editor's id or an alias; routing.py)."""
         await self._started.wait()
         if self.closed:
             raise NotReady("Umbra is shutting down")
         if self.setup_error is not None:
             raise NotReady(self.status.message)
+        if not self.serves(language):
+            raise ValidationError(f"this server does not complete {language} (completion.languages)")
         config = config or self.config
         try:
             engine = await self._engine()
+            route, adapters = engine.route(self.options.languages.canonical(language))
             if key is None:
-                result = await engine.complete(prefix, suffix, config)
+                result = await engine.complete(prefix, suffix, config, language=route.language)
             else:
-                result = await self.pool.run(key, engine.new_session,
-                                             lambda session: session.complete(prefix, suffix, config))
+                result = await self.pool.run(key, engine.new_session, lambda session: session.complete(
+                    prefix, suffix, config, adapters=adapters))
+                result = with_route(result, route)
         except CloudUnavailable as exc:
             self.counts["unreachable"] += 1
             self._unreachable(exc)
@@ -238,6 +253,9 @@ class Backend:
                 self.link.flush_audit()
         self.counts["ok"] += 1
         self._recovered()
+        if result.expert != self.status.expert:  # name the expert serving now (a name only)
+            self.status = replace(self.status, expert=result.expert)
+            self._on_status(self.status)
         return result
 
     async def forget(self, key: str) -> bool:

@@ -33,7 +33,7 @@ def _width(char: str, encoding: str) -> int:
 class Document:
     def __init__(self, text: str, version: int = 0, language_id: str = "", encoding: str = "utf-16"):
         self.version = version
-        self.language_id = language_id  # reserved for per-language experts (DESIGN §4 NOESIS)
+        self.language_id = language_id  # the editor's languageId: routes the request to its expert
         self.encoding = encoding
         self._set(text)
 

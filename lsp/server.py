@@ -78,12 +78,15 @@ class UmbraLanguageServer(LanguageServer):
         """A warning in the editor's log of this server (allowed before `initialize` answers)."""
         self.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=f"Umbra: {message}"))
 
-    async def complete(self, uri: str, prefix: str, suffix: str) -> CompletionResult | None:
-        """The completion in the document's session; None when the cloud is unreachable."""
+    async def complete(self, uri: str, prefix: str, suffix: str, language: str) -> CompletionResult | None:
+        """The completion in the document's session, with the expert of its `languageId`; None when
+        the cloud is unreachable or `completion.languages` leaves the language out."""
         if self.backend is None:
             raise lsp_error(NotReady("the server is not initialized"))
+        if not self.backend.serves(language or None):
+            return None
         try:
-            return await self.backend.complete(uri, prefix, suffix)
+            return await self.backend.complete(uri, prefix, suffix, language=language or None)
         except CloudUnavailable:
             return None  # the status notification said so; an error per keystroke would be noise
         except Exception as exc:  # noqa: BLE001 — mapped in one place
@@ -145,7 +148,7 @@ def create_server() -> UmbraLanguageServer:
         # Everything from the document is taken before the await: edits may arrive meanwhile.
         prefix, suffix = doc.text[:start] + lead, doc.text[end:]
         edit = types.Range(start=doc.position(start), end=doc.position(end))
-        result = await ls.complete(params.text_document.uri, prefix, suffix)
+        result = await ls.complete(params.text_document.uri, prefix, suffix, doc.language_id)
         if result is None or not result.text:
             return types.InlineCompletionList(items=[])
         return types.InlineCompletionList(items=[types.InlineCompletionItem(insert_text=lead + result.text, range=edit)])
@@ -160,7 +163,7 @@ def create_server() -> UmbraLanguageServer:
         prefix, suffix = doc.text[:cursor], doc.text[cursor:]
         word = identifier_before(prefix)
         edit = types.Range(start=doc.position(cursor - len(word)), end=doc.position(cursor))
-        result = await ls.complete(params.text_document.uri, prefix, suffix)
+        result = await ls.complete(params.text_document.uri, prefix, suffix, doc.language_id)
         label = (word + result.text).strip().split("\n")[0].strip()[:80] if result is not None else ""
         if not label:
             return types.CompletionList(is_incomplete=True, items=[])

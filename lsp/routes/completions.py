@@ -4,7 +4,7 @@
      "maxTokens"?: 64, "multiline"?: false, "temperature"?: 0.0, "topP"?: 1.0, "contextTokens"?: 1024}
  -> {"completion": "...", "stopReason": "newline", "promptTokens": 212, "reusedTokens": 205,
      "recomputedTokens": 7, "generatedTokens": 5, "prefillSeconds": ..., "decodeSeconds": ...,
-     "evicted": false, "session": "editor-1-file-7"}
+     "evicted": false, "session": "editor-1-file-7", "language": "python", "expert": "python"}
 
 Every key besides prefix, suffix, language and session overrides the server's `completion`
 options for this request: the same schema (lsp/options.py), camelCase or snake_case names, a bad
@@ -13,8 +13,10 @@ ignored; `languages` is a server setting only. `session` names a warm session ke
 reuse (choose unguessable ids: reusedTokens tells how much of a prompt matches the session's
 cache); without it the request runs in a throw-away session. A newer request on the same
 session cancels the older one (409 for the older). If the HTTP client disconnects, the
-completion is cancelled. Never token ids in the response. `language` is the document's language
-(routing of per-language experts); it does not change the completion yet."""
+completion is cancelled. Never token ids in the response. `language` (an editor id or alias:
+`py`, `golang`, ...) picks the request's expert adapter (umbra/engine/routing.py); the response
+names the canonical language and the expert that served (null: the shared adapters only). A
+language that `completion.languages` leaves out is a 422."""
 
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ router = APIRouter()
 
 MAX_TEXT_CHARS = 1_000_000  # per prefix / suffix; the prompt keeps only `contextTokens` of them anyway
 SESSION_PATTERN = r"^[A-Za-z0-9._:-]+$"
+LANGUAGE_PATTERN = r"^[A-Za-z0-9._+#-]+$"  # editor ids and aliases: python, golang, c++, c#, objective-c
 CLIENT_CLOSED = 499  # nginx's "client closed request": nobody reads it, the log does
 
 
@@ -45,7 +48,7 @@ class CompletionRequest(BaseModel):
     prefix: str = Field(max_length=MAX_TEXT_CHARS)  # the document's text before the cursor
     suffix: str = Field(max_length=MAX_TEXT_CHARS)  # the document's text after the cursor
     # The document's language (routing of per-language experts), e.g. "python" or "golang".
-    language: str | None = Field(None, min_length=1, max_length=64, pattern=SESSION_PATTERN)
+    language: str | None = Field(None, min_length=1, max_length=64, pattern=LANGUAGE_PATTERN)
     # A warm session kept for prefix reuse; null = a throw-away session.
     session: str | None = Field(None, min_length=1, max_length=128, pattern=SESSION_PATTERN)
 
@@ -63,6 +66,8 @@ def response_body(result: CompletionResult, session: str | None) -> dict:
         "decodeSeconds": round(result.decode_seconds, 6),
         "evicted": result.evicted,
         "session": session,
+        "language": result.language,
+        "expert": result.expert,
     }
 
 
@@ -71,7 +76,8 @@ async def create_completion(body: CompletionRequest, request: Request,
                             backend: Backend = Depends(get_backend)) -> dict | Response:
     options = backend.options.completion.with_overrides(body.model_extra or {})  # OptionsError -> 422
     config = options.engine_config()  # ConfigError -> 422
-    task = asyncio.ensure_future(backend.complete(body.session, body.prefix, body.suffix, config))
+    task = asyncio.ensure_future(backend.complete(body.session, body.prefix, body.suffix, config,
+                                                     language=body.language))
     if not await _finished_unless_disconnected(request, task):
         return Response(status_code=CLIENT_CLOSED)
     if task.cancelled():  # not by us: a newer request on the same session took over
