@@ -64,6 +64,9 @@ def register(sub) -> None:
     gen.add_argument("--prefix-share", type=float, default=_D.prompt.prefix_share)
     p.add_argument("--threads", type=int, default=None,
                    help="torch intra-op threads, here and in a cloud this command starts (default: torch's)")
+    p.add_argument("--language", default=None,
+                   help="the file's language, picking a bundle's expert (default: from the file extension; "
+                        "aliases such as py or golang work)")
     p.add_argument("--json", action="store_true", help="print the completion and its statistics as JSON")
     p.set_defaults(func=run)
 
@@ -128,7 +131,10 @@ def run(args) -> int:
 
         torch.set_num_threads(args.threads)
     model = _load_model(args)
-    result = asyncio.run(_complete(model, config, prefix, suffix, cloud))
+    from umbra.engine.routing import language_of_path
+
+    language = args.language or language_of_path(path)
+    result = asyncio.run(_complete(model, config, prefix, suffix, cloud, language))
     if args.json:
         stats = {k: v for k, v in asdict(result).items() if k not in ("text", "tokens")}  # no token ids
         print(json.dumps({"completion": result.text, "generated_tokens": result.generated_tokens, **stats}))
@@ -150,15 +156,15 @@ def _load_model(args) -> ClientModel:
     return ClientModel.from_bundle(bundle, args.model, store=KeyStore(args.service or DEFAULT_SERVICE))
 
 
-async def _complete(model: ClientModel, config, prefix, suffix, cloud: CloudConfig | None):
+async def _complete(model: ClientModel, config, prefix, suffix, cloud: CloudConfig | None, language: str | None):
     """`cloud` None: the monolithic baseline (--local), nothing sent anywhere. Else split, through
     the link (a cloud started here when no URL is configured; the audit tap when auditing)."""
     from umbra.engine import CompletionEngine
 
     if cloud is None:
-        return await CompletionEngine.monolithic(model, config).complete(prefix, suffix)
+        return await CompletionEngine.monolithic(model, config).complete(prefix, suffix, language=language)
     from umbra.connect import open_middle
 
     async with open_middle(model, cloud) as link:
         engine = CompletionEngine.split(model, link.middle, config, context_length=link.max_seq_len)
-        return await engine.complete(prefix, suffix)
+        return await engine.complete(prefix, suffix, language=language)
