@@ -7,17 +7,24 @@ from the monolithic baseline, free/closed ports and a cloud restarted on the sam
 from __future__ import annotations
 
 import asyncio
+import secrets
 import socket
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import uvicorn
 from lsprotocol import types
 
+from lsp.api_auth import ApiAuth
+from lsp.http_app import uvicorn_config
 from lsp.options import CompletionOptions
+from lsp.settings import LocalSettings
+from umbra.listen import listen_socket
 from umbra.engine import ClientModel, CompletionEngine
 from umbra.paths import repo_root
 
@@ -166,3 +173,27 @@ def cloud_on_port(model_dir: Path, port: int, token_file: Path, timeout: float =
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+API_TOKEN = secrets.token_urlsafe(32)
+
+
+@contextmanager
+def serving(settings: LocalSettings, token: str | None = API_TOKEN, apps: list | None = None):
+    """The app under uvicorn in a thread of this process, on a real loopback socket (`apps`
+    receives the FastAPI app, whose state holds the backend)."""
+    sock = listen_socket("127.0.0.1", 0)
+    config = uvicorn_config(settings, auth=ApiAuth(token, loopback_only=True))
+    if apps is not None:
+        apps.append(config.app)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started or not thread.is_alive(), 180, "the HTTP server started")
+        assert server.started, "the app's lifespan failed (see the log)"
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(60)
+        sock.close()

@@ -15,19 +15,13 @@ import secrets
 import signal
 import subprocess
 import sys
-import threading
 import time
-from contextlib import contextmanager
 
 import httpx
 import pytest
 import pytest_asyncio
-import uvicorn
-from lsp_helpers import Monolithic, refuses_connections, wait_until
+from lsp_helpers import API_TOKEN, Monolithic, refuses_connections, serving, wait_until
 
-from lsp.api_auth import ApiAuth
-from lsp.http_app import uvicorn_config
-from umbra.listen import listen_socket
 from lsp.options import CompletionOptions
 from lsp.settings import LocalSettings
 from server.launch import local_cloud_sync
@@ -39,30 +33,6 @@ TOKEN_ENV = "UMBRA_TEST_LOCAL_CLOUD_TOKEN"
 DEFAULTS = CompletionOptions(max_tokens=48, multiline=True)
 PREFIX = "import os\n\n\ndef add(a, b):\n    total = a + b\n    return "
 SUFFIX = "\n\n\nprint(add(1, 2))\n"
-
-
-API_TOKEN = secrets.token_urlsafe(32)
-
-
-@contextmanager
-def serving(settings: LocalSettings, token: str | None = API_TOKEN, apps: list | None = None):
-    """The app under uvicorn in a thread of this process, on a real loopback socket (`apps`
-    receives the FastAPI app, whose state holds the backend)."""
-    sock = listen_socket("127.0.0.1", 0)
-    config = uvicorn_config(settings, auth=ApiAuth(token, loopback_only=True))
-    if apps is not None:
-        apps.append(config.app)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        wait_until(lambda: server.started or not thread.is_alive(), 180, "the HTTP server started")
-        assert server.started, "the app's lifespan failed (see the log)"
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(60)
-        sock.close()
 
 
 def _settings(model_dir, url: str, **extra) -> LocalSettings:
