@@ -34,7 +34,7 @@ from umbra.paths import default_model_dir
 VARIANTS = {"none": "no adapters", "expert+access": "expert LoRA + access LoRA (decoder)"}
 
 
-def adapters(model: ClientModel, rank: int) -> dict[str, AdapterSet]:
+def adapters(model: ClientModel, rank: int, merge: bool = True) -> dict[str, AdapterSet]:
     spec, shape = model.spec, model.plan.shape(model.spec.num_layers)
     made = []
     for i, name in enumerate(("python", "access")):
@@ -44,7 +44,8 @@ def adapters(model: ClientModel, rank: int) -> dict[str, AdapterSet]:
                 if n.endswith(".b"):
                     p.normal_(0, 0.01, generator=torch.Generator().manual_seed(i))
         made.append(a)
-    return {"none": AdapterSet(), "expert+access": AdapterSet(made)}
+    kept = AdapterSet(made) if merge else AdapterSet(made, merge_bytes=0)
+    return {"none": AdapterSet(), "expert+access": kept}
 
 
 async def decode_ms(model, middle, aset: AdapterSet, prompt: list[int], tokens: list[int]) -> float:
@@ -80,6 +81,8 @@ def main() -> None:
     p.add_argument("--rank", type=int, default=16, help="rank of each LoRA")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--cloud", action="store_true", help="the middle through the real cloud service on loopback")
+    p.add_argument("--no-merge", action="store_true",
+                   help="price the per-token low-rank path even where the set would merge its LoRAs")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     work = Path(tempfile.mkdtemp(prefix="umbra-adapter-bench-"))
@@ -88,7 +91,7 @@ def main() -> None:
         if args.synthetic:
             model_dir = build_synthetic(args.synthetic, default_model_dir(), work / args.synthetic)
         model = ClientModel.load(model_dir)
-        sets = adapters(model, args.rank)
+        sets = adapters(model, args.rank, merge=not args.no_merge)
         gen = torch.Generator().manual_seed(0)
         ids = torch.randint(10, model.tokenizer.size, (args.prompt + args.steps,), generator=gen).tolist()
         times = asyncio.run(_run(model, sets, ids[: args.prompt], ids[args.prompt :], args))
@@ -102,7 +105,8 @@ def main() -> None:
           f"{model.spec.hidden_size}, split E={model.plan.encoder_blocks} D={model.plan.decoder_blocks}); two LoRAs "
           f"of rank {args.rank} on every projection of the {model.plan.decoder_blocks} decoder blocks ({params:,} "
           f"parameters); prompt {args.prompt} tokens, {args.steps} decoded tokens per measurement, {args.reps} "
-          f"repetitions, middle {'through the cloud on loopback' if args.cloud else 'in-process'}, "
+          f"repetitions, middle {'through the cloud on loopback' if args.cloud else 'in-process'}, LoRAs "
+          f"{'merged into per-set weights' if sets['expert+access'].merge else 'applied per token (low rank)'}, "
           f"{args.threads} thread(s).\n")
     print(f"| variant | decode ms/token (median) | ratio to none, median [{cover:.0%} interval] |")
     print("|---|---:|---:|")
