@@ -18,6 +18,7 @@ from umbra.model.loader import load_middle
 from umbra.privacy import sealed
 from umbra.privacy.bundle import BundleConfig, init_bundle, load_bundle, save_client_weights
 from umbra.privacy.ltokenizer import public_rows
+from umbra.privacy.manifest import Manifest
 from umbra.tuning import checkpoint as ckpt
 from umbra.tuning.client import EMBEDDING, LM_HEAD, named_parameters
 from umbra.tuning.data import TuneData
@@ -89,7 +90,8 @@ async def test_no_file_written_by_tuning_holds_pi_or_the_key(base_dir, corpus_di
     written = [p for p in out.rglob("*") if p.is_file()]
     written += [p for p in bundle_dir.rglob("*") if p.is_file() and before.get(p) != p.stat().st_mtime_ns]
     names = {p.name for p in written}
-    assert {ckpt.CHECKPOINT_NAME, LOG_NAME, "client.safetensors", "indvocab.safetensors", "manifest.json"} <= names
+    weights = Manifest.read(bundle_dir).weights  # content-addressed names: client.<sha>.safetensors, ...
+    assert {ckpt.CHECKPOINT_NAME, LOG_NAME, weights["client"], weights["indvocab"], "manifest.json"} <= names
 
     (entry,) = keystore.list()
     key = keystore.get(entry)

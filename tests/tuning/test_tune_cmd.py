@@ -16,6 +16,7 @@ from umbra.cli.main import main
 from umbra.engine import ClientModel
 from umbra.paths import repo_root
 from umbra.privacy.bundle import BundleConfig, init_bundle
+from umbra.privacy.manifest import Manifest
 from umbra.tuning import checkpoint as ckpt
 from umbra.tuning.gradient_noise import DEFAULT_SIGMA, default_sigma
 
@@ -40,7 +41,7 @@ def _flags(corpus_dir, keystore) -> list[str]:
 
 
 def _client_tensors(bundle):
-    return load_file(bundle / "client.safetensors")
+    return load_file(bundle / Manifest.read(bundle).weights["client"])  # the file the manifest names
 
 
 def test_tune_cli_three_ways_same_weights(bundles, base_dir, corpus_dir, keystore, capsys):
