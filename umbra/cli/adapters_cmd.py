@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-ROLES = ("shared", "expert", "access")
+from umbra.privacy.manifest import ROLES  # torch-free
 
 
 def register(subparsers) -> None:

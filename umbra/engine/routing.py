@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from umbra.errors import ConfigError
+from umbra.privacy.manifest import ROLES
 
 # alias -> canonical language name (canonical names map to themselves)
 LANGUAGE_ALIASES: dict[str, str] = {
@@ -67,9 +68,6 @@ class AdapterRole:
     name: str
     role: str  # "shared" (every request) | "expert" (one language) | "access" (chosen by the gate)
     language: str | None = None  # the expert's canonical language
-
-
-ROLES = ("shared", "expert", "access")
 
 
 class AdapterRouter:

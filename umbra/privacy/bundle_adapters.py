@@ -24,11 +24,9 @@ from umbra.model.adapters.files import adapter_bytes, read_adapter
 from umbra.model.adapters.modules import Adapter
 from umbra.model.spec import ModelSpec, load_spec
 from umbra.privacy.bundle_commit import bundle_change, now
-from umbra.privacy.manifest import BASE_DIR, AdapterEntry, Manifest
+from umbra.privacy.manifest import BASE_DIR, ROLES, AdapterEntry, Manifest
 
 log = logging.getLogger(__name__)
-
-ROLES = ("shared", "expert", "access")
 
 
 def bundle_shape(bundle_dir: Path, manifest: Manifest) -> tuple[ModelSpec, SplitShape]:

@@ -85,6 +85,11 @@ class Manifest:
         return {name: AdapterEntry.from_json(name, entry, FILENAME) for name, entry in self.adapters.items()}
 
 
+# What an adapter of a bundle is for: "shared" acts on every request, an "expert" on its language's
+# (umbra/engine/routing.py), an "access" adapter when the access gate chose it.
+ROLES = ("shared", "expert", "access")
+
+
 @dataclass(frozen=True)
 class AdapterEntry:
     """One adapter of a bundle, as its manifest records it."""
@@ -115,6 +120,8 @@ class AdapterEntry:
             entry = cls(name=name, **data)
         except TypeError as exc:
             raise ConfigError(f"{where}: adapter {name!r} is malformed: {exc}") from exc
+        if entry.role not in ROLES:
+            raise ConfigError(f"{where}: adapter {name!r} has unknown role {entry.role!r} (known: {', '.join(ROLES)})")
         if not entry.file.startswith("adapters/") or ".." in entry.file:
             raise ConfigError(f"{where}: adapter {name!r} names a file outside adapters/: {entry.file!r}")
         return entry

@@ -118,12 +118,7 @@ class SoftPromptConfig:
     kind = Kind.SOFT_PROMPT
 
     def validate(self) -> "SoftPromptConfig":
-        if not 1 <= self.length <= 512:
-            raise ConfigError(f"soft prompt length must lie in [1, 512], got {self.length}")
-        if not self.init_std > 0:
-            raise ConfigError("soft prompt init_std must be > 0")
-        _check_placement(self, (Placement.INPUT,))
-        return self
+        return _check_prompt(self, (Placement.INPUT,))
 
 
 @dataclass(frozen=True)
@@ -136,12 +131,7 @@ class DeepPromptConfig:
     kind = Kind.DEEP_PROMPT
 
     def validate(self) -> "DeepPromptConfig":
-        if not 1 <= self.length <= 512:
-            raise ConfigError(f"deep prompt length must lie in [1, 512], got {self.length}")
-        if not self.init_std > 0:
-            raise ConfigError("deep prompt init_std must be > 0")
-        _check_placement(self, (Placement.DECODER, Placement.ENCODER, Placement.CLIENT))
-        return self
+        return _check_prompt(self, (Placement.DECODER, Placement.ENCODER, Placement.CLIENT))
 
 
 AdapterConfig = LoraConfig | BottleneckConfig | SoftPromptConfig | DeepPromptConfig
@@ -201,6 +191,16 @@ def _check_targets(chosen: tuple[str, ...], known: tuple[str, ...], what: str) -
     bad = [t for t in chosen if t not in known]
     if bad or len(set(chosen)) != len(chosen):
         raise ConfigError(f"bad {what}(s) {chosen!r}; choose distinct ones of {', '.join(known)}")
+
+
+def _check_prompt(config, allowed: tuple[Placement, ...]):
+    what = config.kind.value.replace("_", " ")
+    if not 1 <= config.length <= 512:
+        raise ConfigError(f"{what} length must lie in [1, 512], got {config.length}")
+    if not config.init_std > 0:
+        raise ConfigError(f"{what} init_std must be > 0")
+    _check_placement(config, allowed)
+    return config
 
 
 def _check_placement(config, allowed: tuple[Placement, ...]) -> None:
