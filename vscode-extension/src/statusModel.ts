@@ -13,6 +13,8 @@ export interface StatusParams {
     state: ServerState;
     message: string;
     mode: string;
+    /** The per-language expert adapter that served the last completion (a name only). */
+    expert?: string;
 }
 
 /** States the extension itself knows about, besides the server's. */
@@ -39,15 +41,19 @@ export function parseStatus(raw: unknown): StatusParams | undefined {
     if (typeof raw !== 'object' || raw === null) {
         return undefined;
     }
-    const { state, message, mode } = raw as Record<string, unknown>;
+    const { state, message, mode, expert } = raw as Record<string, unknown>;
     if (typeof state !== 'string' || !(SERVER_STATES as readonly string[]).includes(state)) {
         return undefined;
     }
-    return {
+    const parsed: StatusParams = {
         state: state as ServerState,
         message: typeof message === 'string' ? message : '',
         mode: typeof mode === 'string' ? mode : '',
     };
+    if (typeof expert === 'string' && expert) {
+        parsed.expert = expert;
+    }
+    return parsed;
 }
 
 export function viewOf(status: StatusParams): StatusView {
@@ -57,7 +63,11 @@ export function viewOf(status: StatusParams): StatusView {
         case 'starting':
             return { text: '$(sync~spin) Umbra', tooltip: `Umbra: starting${mode}${detail}`, severity: 'busy' };
         case 'ready':
-            return { text: '$(check) Umbra', tooltip: `Umbra: ready${mode}${detail}`, severity: 'ok' };
+            return {
+                text: status.expert ? `$(check) Umbra: ${status.expert}` : '$(check) Umbra',
+                tooltip: `Umbra: ready${mode}${status.expert ? `, ${status.expert} expert` : ''}${detail}`,
+                severity: 'ok',
+            };
         case 'unreachable':
             return {
                 text: '$(warning) Umbra: cloud unreachable',

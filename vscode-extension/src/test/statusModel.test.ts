@@ -10,6 +10,16 @@ describe('umbra/status params', () => {
         assert.deepStrictEqual(parseStatus({ state: 'starting' }), { state: 'starting', message: '', mode: '' });
     });
 
+    it('keeps the expert that served, a name only', () => {
+        assert.deepStrictEqual(parseStatus({ state: 'ready', message: '', mode: 'split', expert: 'go' }),
+            { state: 'ready', message: '', mode: 'split', expert: 'go' });
+        assert.equal(parseStatus({ state: 'ready', message: '', mode: 'split', expert: null })?.expert, undefined);
+        const view = viewOf({ ...status('ready'), expert: 'python' });
+        assert.equal(view.text, '$(check) Umbra: python');
+        assert.match(view.tooltip, /python expert/);
+        assert.equal(viewOf(status('ready')).text, '$(check) Umbra');
+    });
+
     it('rejects unknown states and non-objects', () => {
         assert.equal(parseStatus({ state: 'fallback', message: '', mode: 'local' }), undefined);
         assert.equal(parseStatus(null), undefined);
