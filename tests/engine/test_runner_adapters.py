@@ -128,3 +128,27 @@ async def test_session_prompt_budget_leaves_room_for_the_soft_prompt(client_mode
     plain = await session.complete(text, "")
     assert plain.prompt_tokens > result.prompt_tokens  # without the prompt the budget is 5 larger
     await session.close()
+
+
+async def test_a_lost_cloud_session_found_while_switching_sets_serves_the_new_set(client_model, adapters):
+    """The cloud dropped the session, and the request that finds out switches the encoder-side
+    set (so `use` itself touches the middle first): the re-prefilled request runs the new set."""
+    cfg = EngineConfig(stop=StopConfig(max_tokens=6, multiline=True))
+    allowed = allowed_mask(client_model.spec.vocab_size, client_model.tokenizer, client_model.fim)
+    prefix, suffix = "def f(x):\n    y = x * 2\n    return ", "\n"
+
+    def session():
+        middle = LocalMiddle(client_model.load_middle())
+        runner = SplitRunner(client_model.encoder, client_model.decoder, middle)
+        return middle, CompletionSession(runner, client_model.tokenizer, client_model.fim, allowed, cfg, 512)
+
+    middle, warm = session()
+    await warm.complete(prefix, suffix, adapters=sets(adapters, "python"))
+    middle.runtime.sessions.pop(warm.runner.session)  # the cloud dropped our cache
+    switched = await warm.complete(prefix, suffix, adapters=sets(adapters, "python", "enc", "shared"))
+    assert switched.evicted and switched.adapters == ("enc", "python", "shared")
+    _, fresh = session()
+    want = await fresh.complete(prefix, suffix, adapters=sets(adapters, "python", "enc", "shared"))
+    assert switched.tokens == want.tokens and switched.prompt_tokens == want.prompt_tokens
+    await warm.close()
+    await fresh.close()

@@ -112,6 +112,7 @@ class CompletionSession:
             except SessionError:  # evicted or lost by the cloud: start over once, in full
                 await self.runner.reset()
                 self._cached = []
+                await self.runner.use(adapters)  # `use` itself may have been what found the session gone
                 result = _replace_evicted(await self._generate(prompt.ids, prompt.heal, prefix, suffix, cfg, cancel))
             return replace(result, adapters=adapters.names)
 
