@@ -21,7 +21,7 @@ from safetensors.torch import save as st_save
 
 from umbra.atomic import write_atomic
 from umbra.errors import ConfigError
-from umbra.model.adapters.config import Kind, SplitShape, config_from_dict, config_to_dict
+from umbra.model.adapters.config import ATTENTION_TARGETS, Kind, SplitShape, config_from_dict, config_to_dict
 from umbra.model.adapters.modules import Adapter, LoraAdapter, build_adapter
 from umbra.model.spec import ModelSpec
 
@@ -129,17 +129,16 @@ def export_peft(adapter: LoraAdapter, out_dir: str | Path, base_model: str | Non
     tensors = {}
     for block, per in adapter.layers.items():
         for target, pair in per.items():
-            group = "self_attn" if target in ("q_proj", "k_proj", "v_proj", "o_proj") else "mlp"
+            group = "self_attn" if target in ATTENTION_TARGETS else "mlp"
             prefix = f"base_model.model.model.layers.{block}.{group}.{target}"
             tensors[f"{prefix}.lora_A.weight"] = pair.a.detach().to("cpu").contiguous()
             tensors[f"{prefix}.lora_B.weight"] = pair.b.detach().to("cpu").contiguous()
-    config = {
-        "peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": base_model,
-        "r": c.rank, "lora_alpha": c.alpha, "lora_dropout": 0.0, "bias": "none", "fan_in_fan_out": False,
-        "target_modules": sorted(c.targets), "layers_to_transform": [int(b) for b in adapter.layers],
-        "layers_pattern": "layers", "use_rslora": False, "use_dora": False, "init_lora_weights": True,
-        "inference_mode": True, "modules_to_save": None,
-    }
+    from peft import LoraConfig as PeftLoraConfig  # peft writes its own config: whatever version is installed
+
+    config = PeftLoraConfig(r=c.rank, lora_alpha=c.alpha, lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
+                            target_modules=sorted(c.targets), layers_to_transform=[int(b) for b in adapter.layers],
+                            layers_pattern="layers", base_model_name_or_path=base_model, inference_mode=True)
     write_atomic(out / PEFT_WEIGHTS, st_save(tensors, metadata={"format": "pt"}))
-    write_atomic(out / PEFT_CONFIG, (json.dumps(config, indent=2, sort_keys=True) + "\n").encode())
+    write_atomic(out / PEFT_CONFIG, (json.dumps(config.to_dict(), indent=2, sort_keys=True, default=list) + "\n")
+                 .encode())
     return out
