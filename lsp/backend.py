@@ -227,12 +227,16 @@ class Backend:
         try:
             engine = await self._engine()
             route, adapters = engine.route(self.options.languages.canonical(language))
+
+            def run(session):
+                return session.complete(prefix, suffix, config, adapters=adapters)
+
             if key is None:
-                result = await engine.complete(prefix, suffix, config, language=route.language)
+                async with engine.session() as session:
+                    result = await run(session)
             else:
-                result = await self.pool.run(key, engine.new_session, lambda session: session.complete(
-                    prefix, suffix, config, adapters=adapters))
-                result = with_route(result, route)
+                result = await self.pool.run(key, engine.new_session, run)
+            result = with_route(result, route)
         except CloudUnavailable as exc:
             self.counts["unreachable"] += 1
             self._unreachable(exc)

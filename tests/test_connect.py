@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
+from http_probe import refuses_connections
 import pytest
 import torch
 
@@ -26,14 +26,6 @@ def model(tmp_path_factory):
     d = tmp_path_factory.mktemp("connect-model")
     build_tiny_model_dir(d, family="llama", style="starcoder")
     return ClientModel.load(d)
-
-
-def _refuses(url: str) -> bool:
-    try:
-        httpx.get(url + "/healthz", timeout=2.0)
-    except httpx.TransportError:
-        return True
-    return False
 
 
 @pytest.mark.parametrize("fields, message", [
@@ -94,5 +86,5 @@ async def test_a_self_started_cloud_is_stopped_on_exit_and_restarted_after_it_di
             assert fresh.max_seq_len > 0
         finally:
             await fresh.aclose()
-        assert _refuses(fresh.url)
-    assert _refuses(link.url)
+        assert refuses_connections(fresh.url)
+    assert refuses_connections(link.url)

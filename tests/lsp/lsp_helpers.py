@@ -16,7 +16,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
+from http_probe import refuses_connections  # noqa: F401 (re-exported for the lsp tests)
 import uvicorn
 from lsprotocol import types
 
@@ -132,14 +132,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def refuses_connections(url: str) -> bool:
-    try:
-        httpx.get(url + "/healthz", timeout=2.0)
-    except httpx.TransportError:
-        return True
-    return False
 
 
 def wait_until(predicate, timeout: float = 60.0, what: str = "condition") -> None:

@@ -93,13 +93,6 @@ class AdapterRouter:
                 self.experts[language] = r.name
         self.shared = tuple(sorted(shared))
 
-    def with_aliases(self, aliases: Mapping[str, str]) -> "AdapterRouter":
-        """This router with more aliases (the editor's, over the built-in ones)."""
-        router = AdapterRouter.__new__(AdapterRouter)
-        router.__dict__.update(self.__dict__)
-        router.aliases = {**self.aliases, **aliases}
-        return router
-
     def route(self, language: str | None, access: str | None = None) -> Route:
         canonical = canonical_language(language, self.aliases)
         expert = self.experts.get(canonical) if canonical else None

@@ -23,6 +23,7 @@ to it before the next call."""
 
 from __future__ import annotations
 
+import abc
 from typing import Protocol
 
 import torch
@@ -85,7 +86,7 @@ class HiddenBuffer:
         self.length = min(self.length, length)
 
 
-class _Parts:
+class _Parts(abc.ABC):
     """Cache bookkeeping shared by both runners; subclasses supply the middle."""
 
     def __init__(self, encoder: ClientEncoder, decoder: ClientDecoder):
@@ -103,13 +104,16 @@ class _Parts:
         self._dirty = False  # a step started but did not finish: parts may disagree on length
 
     # -- the middle (subclasses) ---------------------------------------------------------------
-    async def _mid_ready(self) -> None: ...
+    async def _mid_ready(self) -> None:
+        """Make sure the middle can take a step (SplitRunner opens its session here)."""
 
-    async def _mid_forward(self, hidden: torch.Tensor, pos: torch.Tensor) -> torch.Tensor: ...
+    @abc.abstractmethod
+    async def _mid_forward(self, hidden: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """The middle's output [1,T,C] for the encoder's output at positions `pos`."""
 
-    async def _mid_truncate(self, total: int) -> None: ...
-
-    async def _mid_clear(self) -> None: ...
+    @abc.abstractmethod
+    async def _mid_truncate(self, total: int) -> None:
+        """Keep the middle's first `total` cached positions."""
 
     # -- shared --------------------------------------------------------------------------------
     def _total(self) -> int:
@@ -136,7 +140,7 @@ class _Parts:
             self.dec_cache.clear()
             self.mid_out.truncate(0)
             self.prompt_length = self.length = 0
-            await self._mid_clear()
+            await self._mid_truncate(0)
         elif dec_key != self._dec_key and self._total():  # decoder side only: rebuild it locally
             self.dec_cache.clear()
             pos = _positions(0, self._total())
@@ -199,9 +203,6 @@ class SplitRunner(_Parts):
     async def _mid_truncate(self, total: int) -> None:
         await self.middle.truncate(self.session, total)
 
-    async def _mid_clear(self) -> None:
-        await self.middle.truncate(self.session, 0)
-
     async def reset(self) -> None:
         old, self.session = self.session, None
         self._forget()
@@ -229,9 +230,6 @@ class MonolithicRunner(_Parts):
 
     async def _mid_truncate(self, total: int) -> None:
         self.mid_cache.truncate(min(total, self.mid_cache.length))
-
-    async def _mid_clear(self) -> None:
-        self.mid_cache.truncate(0)
 
     async def reset(self) -> None:
         self.mid_cache.clear()

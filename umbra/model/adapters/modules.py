@@ -152,7 +152,3 @@ def build_adapter(name: str, config: AdapterConfig, spec: ModelSpec, shape: Spli
     cls = {Kind.LORA: LoraAdapter, Kind.BOTTLENECK: BottleneckAdapter, Kind.DEEP_PROMPT: DeepPrompt}[config.kind]
     return cls(name, config, spec, blocks, dtype)
 
-
-def expected_shapes(adapter: Adapter) -> dict[str, tuple[int, ...]]:
-    """state_dict key -> shape, as this adapter's config and model define them."""
-    return {k: tuple(v.shape) for k, v in adapter.state_dict().items()}

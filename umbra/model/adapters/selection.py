@@ -6,8 +6,9 @@ Where adapters overlap they are summed: LoRA deltas of the same Linear (their A 
 scaled B side by side: one pair of matmuls whatever the count), bottleneck residuals of the same
 sublayer, gated prompt attentions of the same block; soft prompts are concatenated in name order.
 
-A set built with `frozen=True` (inference) precomputes those stacked tensors once, detached; a
-training set (`frozen=False`) rebuilds them in every forward so gradients reach the adapters."""
+A set built with `frozen=True` (inference) precomputes those stacked tensors once, detached, and
+is reused across requests. A training set (`frozen=False`) builds them, differentiable, on the first
+block that asks and is meant for one forward pass: make a new one after each optimizer step."""
 
 from __future__ import annotations
 
@@ -97,7 +98,7 @@ class AdapterSet:
         # Merging costs a copy of each adapted weight once per set and removes every per-token LoRA
         # op; worth it where those ops dominate (small models), not where the copy is large.
         self.merge = frozen and 0 < _lora_weight_bytes(self.adapters) <= merge_bytes
-        self._layers: dict[int, LayerAdapters] | None = self._build() if frozen else None
+        self._layers: dict[int, LayerAdapters] | None = self._build() if frozen else None  # training: lazily
         self._soft = [a for a in chosen if isinstance(a, SoftPrompt)]
 
     # -- identity ----------------------------------------------------------------------------
@@ -129,8 +130,9 @@ class AdapterSet:
     # -- what the model reads ----------------------------------------------------------------
     def layer(self, block: int) -> LayerAdapters | None:
         """The adapters of global block `block`, or None."""
-        layers = self._layers if self._layers is not None else self._build()
-        return layers.get(block)
+        if self._layers is None:
+            self._layers = self._build()
+        return self._layers.get(block)
 
     @property
     def soft_prompt(self) -> torch.Tensor | None:
