@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "umbra.cli.audit_cmd",
     "umbra.cli.lsp_cmd",
     "umbra.cli.serve_cmd",
+    "umbra.cli.scrub_cmd",
 ]
 
 
