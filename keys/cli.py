@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 
+from keys.access_keys import read_secret_text
 from keys.cloud_tokens import CLOUD_TOKEN_PREFIX, cloud_token_name
 from keys.errors import KeyStoreError
 from keys.store import DEFAULT_SERVICE, KeyStore
@@ -26,17 +27,7 @@ def list_keys(service: str = DEFAULT_SERVICE, out=None) -> int:
 
 def read_token(stream=None) -> str:
     """The token typed at a hidden prompt (a terminal) or piped on stdin; surrounding whitespace dropped."""
-    stream = stream or sys.stdin
-    if stream.isatty():
-        import getpass
-
-        token = getpass.getpass("cloud token (not echoed): ")
-    else:
-        token = stream.read()
-    token = token.strip()
-    if not token or any(c.isspace() or ord(c) < 32 for c in token):
-        raise KeyStoreError("the token read from stdin is empty or contains whitespace / control characters")
-    return token
+    return read_secret_text("cloud token", stream)
 
 
 def set_cloud_token(url: str, token: str, service: str = DEFAULT_SERVICE, out=None) -> int:

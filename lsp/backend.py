@@ -57,9 +57,11 @@ class Status:
     message: str  # one line for the user (never prompts, completions or tokens)
     mode: str = "split"  # the only mode: the middle blocks always run in the cloud
     expert: str | None = None  # the expert adapter that served the last completion (a name only)
+    access: str = "secure"  # SecureGate: "secure" or "revealing: NAME" for the last completion (never a key)
 
     def to_json(self) -> dict:
-        return {"state": self.state, "message": self.message, "mode": self.mode, "expert": self.expert}
+        return {"state": self.state, "message": self.message, "mode": self.mode, "expert": self.expert,
+                "access": self.access}
 
 
 def load_model(options: ModelOptions) -> ClientModel:
@@ -94,7 +96,7 @@ class Backend:
     # -- status ------------------------------------------------------------------------------
     def _report(self, state: str, message: str) -> None:
         changed = state != self.status.state
-        self.status = Status(state, message, expert=self.status.expert)
+        self.status = Status(state, message, expert=self.status.expert, access=self.status.access)
         if changed or state == "starting":
             log.log(logging.WARNING if state in ("unreachable", "error") else logging.INFO, "status %s: %s", state, message)
             self._on_status(self.status)
@@ -257,8 +259,8 @@ class Backend:
                 self.link.flush_audit()
         self.counts["ok"] += 1
         self._recovered()
-        if result.expert != self.status.expert:  # name the expert serving now (a name only)
-            self.status = replace(self.status, expert=result.expert)
+        if (result.expert, result.access) != (self.status.expert, self.status.access):  # names only
+            self.status = replace(self.status, expert=result.expert, access=result.access)
             self._on_status(self.status)
         return result
 

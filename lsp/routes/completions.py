@@ -68,6 +68,7 @@ def response_body(result: CompletionResult, session: str | None) -> dict:
         "session": session,
         "language": result.language,
         "expert": result.expert,
+        "access": result.access,
     }
 
 

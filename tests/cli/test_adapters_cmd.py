@@ -35,11 +35,11 @@ def test_add_list_show_export_remove(base_dir, tmp_path, keystore, capsys):
     b = ["--bundle", str(bundle)]
     assert main(["adapters", "add", str(tmp_path / "py.safetensors"), "--role", "expert", "--language", "py",
                  "--name", "python", "--training", '{"method": "test"}', *b]) == 0
-    assert main(["adapters", "add", str(tmp_path / "bn.safetensors"), "--role", "access", *b]) == 0
+    assert main(["adapters", "add", str(tmp_path / "bn.safetensors"), "--role", "secure", *b]) == 0
     capsys.readouterr()
     assert main(["adapters", "list", *b]) == 0
     out = capsys.readouterr().out
-    assert "python" in out and "lora" in out and "expert" in out and "bn" in out and "access" in out
+    assert "python" in out and "lora" in out and "expert" in out and "bn" in out and "secure" in out
     assert main(["adapters", "list", "--json", *b]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert listed["python"]["language"] == "python" and listed["python"]["training"] == {"method": "test"}

@@ -3,8 +3,8 @@ language or access adapter under the default placement, and no adapter or prompt
 leaves the client.
 
 A real capture (tests/capture.py: a TCP proxy between RemoteMiddle and the real cloud service)
-of the SAME file completed with the Python, the Go and the Java expert, with and without the
-access adapter, through a bundle (INDVocab + LTokenizer) that also holds a shared soft prompt:
+of the SAME file completed with the Python, the Go and the Java expert, with and without an
+access key in the keyring (the revealing adapter it unlocks, or the secure adapter), through a bundle (INDVocab + LTokenizer) that also holds a shared soft prompt:
 the prompt's frames are identical whatever the route, and every hidden state the cloud received
 equals the encoder's output for the code's own ids (prompt and generated tokens) under the shared
 prompt alone — the adapters change which tokens are generated, never how a token is sent. No window of any adapter's weights
@@ -13,6 +13,7 @@ expert placed on the encoder makes the frames differ, and a planted weight windo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 
@@ -24,11 +25,14 @@ from tiny_models import build_tiny_model_dir
 from adapter_helpers import perturb
 from server.launch import local_cloud_thread
 from umbra import wire
+from keys.access_keys import delete_key, held_key_ids, load_key, store_key
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig, StopConfig
 from umbra.middle.remote import RemoteMiddle
 from umbra.model.adapters import BottleneckConfig, LoraConfig, Placement, SoftPromptConfig, build_adapter
 from umbra.privacy.bundle import BundleConfig, init_bundle
 from umbra.privacy.bundle_adapters import add_adapter
+from umbra.securegate.bundle_access import add_revealing_adapter
+from umbra.securegate.gate import GateConfig
 
 CONFIG = EngineConfig(stop=StopConfig(max_tokens=5, multiline=True))
 PREFIX = "import os\n\n\ndef size(path):\n    if os.path.exists(path):\n        return "
@@ -55,14 +59,32 @@ def bundle_model(base_dir, tmp_path, keystore):
     model = ClientModel.from_bundle(out, base_dir, store=keystore)
     for seed, lang in enumerate(LANGS):
         add_adapter(out, _build(model, lang, LoraConfig(rank=4), seed), role="expert", language=lang)
-    add_adapter(out, _build(model, "access", BottleneckConfig(size=8), 7), role="access")
+    add_adapter(out, _build(model, "secure", BottleneckConfig(size=8), 6), role="secure")
+    add_revealing_adapter(out, _build(model, "team", BottleneckConfig(size=8), 7), "team-key", keystore,
+                          gate_config=GateConfig(random_keys=256, absent_tokens=256))
     add_adapter(out, _build(model, "shared", SoftPromptConfig(length=4), 8), role="shared")
     add_adapter(out, _build(model, "rust", LoraConfig(rank=4, placement=Placement.ENCODER), 9),
                 role="expert", language="rust")  # the positive control: an encoder-side expert
     return ClientModel.from_bundle(out, base_dir, store=keystore)
 
 
-async def _capture(model, base_dir, language, access=None):
+@contextlib.contextmanager
+def _keys_removed(model, store):
+    """This user holds no access key of the bundle for the duration (the keys are put back after)."""
+    bundle_id = model.bundle.manifest.bundle_id
+    held = [load_key(store, bundle_id, k) for k in held_key_ids(store, bundle_id)]
+    for key in held:
+        delete_key(store, bundle_id, key.key_id)
+    model.access.reload_keys()
+    try:
+        yield
+    finally:
+        for key in held:
+            store_key(store, key)
+        model.access.reload_keys()
+
+
+async def _capture(model, base_dir, language, keyed=True):
     tapped: list[tuple[str, bytes]] = []
     with local_cloud_thread(base_dir, model.plan, settings={"torch_threads": 1}) as cloud:
         host, port = cloud.base_url.rsplit("//", 1)[1].split(":")
@@ -72,7 +94,7 @@ async def _capture(model, base_dir, language, access=None):
         try:
             info = await middle.connect()
             engine = CompletionEngine.split(model, middle, CONFIG, context_length=info["max_seq_len"])
-            route, adapters = engine.route(language, access)
+            route, adapters = engine.route(language)
             session = engine.new_session()
             first = await session.complete(PREFIX, SUFFIX, adapters=adapters)
             await session.complete(PREFIX + "p", SUFFIX, adapters=adapters)  # a keystroke
@@ -81,7 +103,9 @@ async def _capture(model, base_dir, language, access=None):
         finally:
             await middle.aclose()
             await proxy.close()
-    assert route.expert == language and (access is None or access in first.adapters)
+    assert route.expert == language
+    assert first.adapters == tuple(sorted({*route.adapters})) and ("team" in first.adapters) == keyed
+    assert ("secure" in first.adapters) != keyed
     return proxy, [p for d, p in tapped if d == "sent" and p], ids
 
 
@@ -136,10 +160,11 @@ def _weight_needles(model) -> dict[str, bytes]:
     return out
 
 
-async def test_the_cloud_sees_the_same_whatever_the_language_or_access(bundle_model, base_dir):
+async def test_the_cloud_sees_the_same_whatever_the_language_or_access(bundle_model, base_dir, keystore):
     views, captures = {}, {}
-    for language, access in [(lang, None) for lang in LANGS] + [("python", "access"), (None, None)]:
-        proxy, sent, ids = await _capture(bundle_model, base_dir, language, access)
+    for language, access in [(lang, True) for lang in LANGS] + [("python", False), (None, True)]:
+        with contextlib.nullcontext() if access else _keys_removed(bundle_model, keystore):
+            proxy, sent, ids = await _capture(bundle_model, base_dir, language, access)
         views[(language, access)] = _sent_view(sent)
         captures[(language, access)] = proxy
         received = _received_states(sent)
@@ -149,8 +174,8 @@ async def test_the_cloud_sees_the_same_whatever_the_language_or_access(bundle_mo
             if pos in received:  # the last id of the session may not have been sent yet
                 # (one forward here vs the engine's chunks: the same math, other kernel shapes)
                 assert torch.allclose(received[pos], expected[pos], atol=1e-5), (language, access, pos)
-    prompt = [v for v in views[("python", None)] if v[0] == "json"][:2]
-    first_frame = next(v for v in views[("python", None)] if v[0] == "frame")
+    prompt = [v for v in views[("python", False)] if v[0] == "json"][:2]
+    first_frame = next(v for v in views[("python", False)] if v[0] == "frame")
     for key, view in views.items():  # the prompt's prefill: byte for byte the same for every route
         assert [v for v in view if v[0] == "json"][:2] == prompt, key
         assert next(v for v in view if v[0] == "frame") == first_frame, key

@@ -170,7 +170,7 @@ def test_save_client_weights_round_trip(base_dir, tmp_path, keystore):
     assert torch.equal(again.decoder.stack.layers[0].mlp.down_proj.weight, expect_down)
     from safetensors.torch import load_file
 
-    assert manifest.format_version == 2 and manifest.weights["client"] != "client.safetensors"  # migrated
+    assert manifest.format_version == 3 and manifest.weights["client"] != "client.safetensors"  # migrated
     assert not (out / "client.safetensors").exists()  # the replaced weights were swept after the commit
     stored = load_file(out / manifest.weights["client"])["decoder.lm_head.weight"]
     assert torch.equal(stored[b.permutation.to_public(p)], expect_head[p])  # public row order on disk

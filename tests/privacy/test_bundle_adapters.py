@@ -21,7 +21,7 @@ from umbra.model.spec import load_spec
 from umbra.privacy.bundle import BundleConfig, init_bundle, load_bundle
 from umbra.privacy.bundle_adapters import add_adapter, remove_adapter
 from umbra.privacy.bundle_commit import bundle_change
-from umbra.privacy.manifest import Manifest
+from umbra.privacy.manifest import FORMAT_VERSION, Manifest
 
 TRAINING = {"method": "test", "steps": 0}
 
@@ -58,7 +58,7 @@ def test_adapters_are_listed_stored_and_loaded(bundle, base_dir, keystore):
     add_adapter(bundle, _adapter(base_dir, "shared", SoftPromptConfig(length=4)), role="shared",
                 training=TRAINING, privacy={"epsilon": 1.0, "delta": 1e-6, "accountant": "rdp"})
     manifest = json.loads((bundle / "manifest.json").read_text())
-    assert manifest["format_version"] == 2 and set(manifest["adapters"]) == {"python", "go", "java", "shared"}
+    assert manifest["format_version"] == 3 and set(manifest["adapters"]) == {"python", "go", "java", "shared"}
     entry = manifest["adapters"]["go"]
     assert entry["kind"] == "lora" and entry["placement"] == "decoder" and entry["role"] == "expert"
     assert entry["language"] == "go" and entry["file"].startswith("adapters/go.") and len(entry["sha256"]) == 64
@@ -133,17 +133,17 @@ def test_version_1_bundles_are_read_as_they_are_and_migrate_on_change(bundle, ba
     assert v1.adapters == {} and Manifest.read(bundle).format_version == 1
     add_adapter(bundle, _adapter(base_dir, "python"), role="expert", language="python")
     migrated = json.loads((bundle / "manifest.json").read_text())
-    assert migrated["format_version"] == 2 and migrated["weights"]["client"] == "client.safetensors"
+    assert migrated["format_version"] == 3 and migrated["weights"]["client"] == "client.safetensors"
     assert "python" in load_bundle(bundle, store=keystore).adapters
 
 
 def test_a_newer_manifest_is_refused_naming_it(bundle, base_dir):
     manifest = json.loads((bundle / "manifest.json").read_text())
-    manifest["format_version"] = 3
+    manifest["format_version"] = FORMAT_VERSION + 1
     (bundle / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(ConfigError, match=r"manifest\.json has bundle format version 3; this Umbra reads"):
+    with pytest.raises(ConfigError, match=rf"manifest\.json has bundle format version {FORMAT_VERSION + 1}; this Umbra reads"):
         Manifest.read(bundle)
     before = _snapshot(bundle)
-    with pytest.raises(ConfigError, match="format version 3"):
+    with pytest.raises(ConfigError, match=f"format version {FORMAT_VERSION + 1}"):
         add_adapter(bundle, _adapter(base_dir, "p"), role="shared")
     assert _snapshot(bundle) == before

@@ -73,9 +73,11 @@ class CompletionEngine:
         finally:
             await session.close()
 
-    def route(self, language: str | None, access: str | None = None) -> tuple[Route, AdapterSet]:
-        """The adapters serving a request in `language` (and the access adapter the gate chose)."""
-        route = self.model.router.route(language, access)
+    def route(self, language: str | None) -> tuple[Route, AdapterSet]:
+        """The adapters serving a request in `language`: the shared ones, the language's expert, and
+        the revealing adapter this user's access keys unlock (the gating pass, on the client alone)
+        or else the secure adapter."""
+        route = self.model.router.route(language, self.model.unlock())
         return route, self.model.adapter_set(route.adapters)
 
     async def complete(self, prefix: str, suffix: str = "", config: EngineConfig | None = None,
@@ -88,5 +90,6 @@ class CompletionEngine:
 
 
 def with_route(result: CompletionResult, route: Route) -> CompletionResult:
-    """The result, naming the language and the expert that served it."""
-    return replace(result, language=route.language, expert=route.expert)
+    """The result, naming the language, the expert and the access state ("secure" or "revealing:
+    NAME") that served it."""
+    return replace(result, language=route.language, expert=route.expert, access=route.access)

@@ -10,7 +10,9 @@ base model's public middle blocks either way.
 
 A bundle's adapters come with it: `model.adapters` (name -> Adapter) and `model.router`, which
 maps a request's language to the adapters that serve it; `model.adapter_set(names)` gives the
-frozen `AdapterSet` of those names (built once per distinct set)."""
+frozen `AdapterSet` of those names (built once per distinct set). `model.unlock()` runs
+SecureGate's gating pass (umbra/securegate/access.py) and names the revealing adapter this
+user's access keys open, if any."""
 
 from __future__ import annotations
 
@@ -61,6 +63,29 @@ class ClientModel:
     adapters: dict[str, Adapter] = field(default_factory=dict, repr=False)  # the bundle's adapters
     router: AdapterRouter = field(default_factory=AdapterRouter)  # language -> adapter names
     _sets: OrderedDict = field(default_factory=OrderedDict, repr=False)  # names -> frozen AdapterSet
+    access: object | None = field(default=None, repr=False)  # a bundle's AccessControl (umbra/securegate/access.py)
+    _access_generation: int = field(default=-1, repr=False)
+
+    def unlock(self) -> str | None:
+        """The revealing adapter this user's access keys unlock for the next request, decrypted into
+        `adapters` (in memory only); None when none does: the secure adapter serves. Runs the
+        gating pass on the client alone; a rotation or revocation on disk takes effect here."""
+        if self.access is None:
+            return None
+        unlocked = self.access.unlock()
+        if self.access.generation != self._access_generation:  # the bundle's access section changed
+            self._access_generation = self.access.generation
+            for name in self.router.revealing:
+                self.adapters.pop(name, None)
+            self.router.revealing = set(self.access.revealing)
+            self._sets.clear()
+        if unlocked is None:
+            return None
+        if self.adapters.get(unlocked.name) is not unlocked.adapter:
+            self.adapters[unlocked.name] = unlocked.adapter
+            for key in [k for k in self._sets if unlocked.name in k]:
+                del self._sets[key]
+        return unlocked.name
 
     def adapter_set(self, names: tuple[str, ...]) -> AdapterSet:
         """The frozen AdapterSet of these adapters (ConfigError naming an unknown one)."""
@@ -102,7 +127,9 @@ class ClientModel:
         """A client bundle's model. `base_dir`: the public base model (the middle for --local or a
         self-started cloud; default: the path the bundle was made from). `store`: the KeyStore
         holding the bundle's key (default: the OS keyring's "umbra" service)."""
+        from keys import KeyStore
         from umbra.privacy.bundle import BASE_DIR, load_bundle
+        from umbra.securegate.access import AccessControl
 
         bundle = load_bundle(bundle_dir, store=store, dtype=dtype, tokenizer_loader=ClientTokenizer.from_dir)
         tokenizer = ClientTokenizer.from_dir(bundle.dir / BASE_DIR, permutation=bundle.permutation)
@@ -110,8 +137,9 @@ class ClientModel:
             raise ConfigError(f"tokenizer has {tokenizer.size} tokens but the model only {bundle.spec.vocab_size}")
         base = Path(base_dir) if base_dir is not None else Path(bundle.manifest.base["path"])
         roles = [AdapterRole(name, e.role, e.language) for name, e in bundle.manifest.adapter_entries().items()]
+        access = AccessControl(bundle.dir, bundle.encoder, store if store is not None else KeyStore(), dtype)
         return cls(base, bundle.spec, bundle.plan, tokenizer, detect_format(tokenizer), bundle.encoder,
-                   bundle.decoder, None, dtype, bundle, bundle.adapters, AdapterRouter(roles))
+                   bundle.decoder, None, dtype, bundle, bundle.adapters, AdapterRouter(roles), access=access)
 
     def check_base(self) -> Path:
         """The base model directory, checked to be the one a bundle was made from (weight hashes);

@@ -1,6 +1,7 @@
 """Routing a request to its adapters: the document's language picks the expert (NOESIS's
-deterministic routing by language id), the shared adapters always act, and an access adapter is
-added when the access gate chose one (SecureGate, keys on the client).
+deterministic routing by language id), the shared adapters always act, and SecureGate adds the
+revealing adapter the access gate unlocked or, when it unlocked none, the bundle's secure
+adapter (umbra/securegate/: keys, gate and sealing live on the client).
 
 The language comes from the LSP `languageId`, the HTTP API's `language` or `umbra complete`'s file
 extension (`--language` overrides); `canonical_language` maps aliases (`py`, `golang`, `c++`, ...)
@@ -61,12 +62,18 @@ class Route:
     language: str | None  # canonical language of the request (None: not given)
     expert: str | None  # the expert adapter that serves it (None: shared adapters only)
     adapters: tuple[str, ...]  # every adapter active for the request, sorted
+    revealing: str | None = None  # the revealing adapter the request's access key unlocked (None: secure)
+
+    @property
+    def access(self) -> str:
+        """What the user is shown: "secure" or "revealing: NAME" (never a key)."""
+        return f"revealing: {self.revealing}" if self.revealing else "secure"
 
 
 @dataclass(frozen=True)
 class AdapterRole:
     name: str
-    role: str  # "shared" (every request) | "expert" (one language) | "access" (chosen by the gate)
+    role: str  # "shared" (every request) | "expert" (one language) | "secure" | "revealing" (the gate's choice)
     language: str | None = None  # the expert's canonical language
 
 
@@ -75,15 +82,20 @@ class AdapterRouter:
         self.aliases = dict(aliases or {})
         self.shared: tuple[str, ...] = ()
         self.experts: dict[str, str] = {}  # canonical language -> expert name
-        self.access: set[str] = set()
+        self.revealing: set[str] = set()
+        self.secure: str | None = None
         shared = []
         for r in roles:
             if r.role not in ROLES:
                 raise ConfigError(f"adapter {r.name}: unknown role {r.role!r} (known: {', '.join(ROLES)})")
             if r.role == "shared":
                 shared.append(r.name)
-            elif r.role == "access":
-                self.access.add(r.name)
+            elif r.role == "revealing":
+                self.revealing.add(r.name)
+            elif r.role == "secure":
+                if self.secure is not None:
+                    raise ConfigError(f"two secure adapters: {self.secure} and {r.name}")
+                self.secure = r.name
             else:
                 language = canonical_language(r.language, self.aliases)
                 if language is None:
@@ -93,14 +105,18 @@ class AdapterRouter:
                 self.experts[language] = r.name
         self.shared = tuple(sorted(shared))
 
-    def route(self, language: str | None, access: str | None = None) -> Route:
+    def route(self, language: str | None, revealing: str | None = None) -> Route:
+        """`revealing`: the revealing adapter the access gate unlocked for this request, if any;
+        otherwise the secure adapter (if the bundle has one) serves beside the expert."""
         canonical = canonical_language(language, self.aliases)
         expert = self.experts.get(canonical) if canonical else None
         names = set(self.shared)
         if expert is not None:
             names.add(expert)
-        if access is not None:
-            if access not in self.access:
-                raise ConfigError(f"{access!r} is not an access adapter of this bundle")
-            names.add(access)
-        return Route(canonical, expert, tuple(sorted(names)))
+        if revealing is not None:
+            if revealing not in self.revealing:
+                raise ConfigError(f"{revealing!r} is not a revealing adapter of this bundle")
+            names.add(revealing)
+        elif self.secure is not None:
+            names.add(self.secure)
+        return Route(canonical, expert, tuple(sorted(names)), revealing)

@@ -69,6 +69,7 @@ class CompletionResult:
     adapters: tuple[str, ...] = ()  # names of the adapters that served the request
     language: str | None = None  # the request's canonical language, if given (routing.py)
     expert: str | None = None  # the expert adapter that served it (None: shared adapters only)
+    access: str = "secure"  # SecureGate: "secure", or "revealing: NAME" when an access key unlocked NAME
 
     @property
     def generated_tokens(self) -> int:

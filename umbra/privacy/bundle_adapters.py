@@ -55,9 +55,19 @@ def add_adapter(bundle_dir: str | Path, adapter: Adapter, *, role: str, language
     """Store `adapter` in the bundle under its name and commit the manifest."""
     d = Path(bundle_dir)
     check_role(adapter, role, language)
+    if role == "revealing":
+        raise ConfigError(f"revealing adapter {adapter.name} would be stored in plaintext: a revealing adapter is "
+                          f"added sealed under an access key (`umbra keys access create --adapter-file`)")
     with bundle_change(d) as change:
         if adapter.name in change.manifest.adapters and not replace:
             raise ConfigError(f"bundle {d} already has an adapter named {adapter.name!r} (replace it explicitly)")
+        old = change.manifest.adapters.get(adapter.name)
+        if old is not None and old.get("role") == "revealing":
+            raise ConfigError(f"{adapter.name!r} is a revealing adapter: it changes only through `umbra keys access`")
+        if role == "secure":
+            other = [n for n, e in change.manifest.adapters.items() if e.get("role") == "secure" and n != adapter.name]
+            if other:
+                raise ConfigError(f"bundle {d} already has a secure adapter ({other[0]}); a bundle has one")
         spec, shape = bundle_shape(d, change.manifest)
         data = adapter_bytes(adapter, spec, shape)
         rel = change.store("adapters", adapter.name, data)
@@ -77,15 +87,21 @@ def remove_adapter(bundle_dir: str | Path, name: str) -> None:
         if name not in change.manifest.adapters:
             raise ConfigError(f"bundle {d} has no adapter named {name!r} "
                               f"(it has: {', '.join(sorted(change.manifest.adapters)) or 'none'})")
+        if change.manifest.adapters[name].get("role") == "revealing":
+            raise ConfigError(f"{name!r} is a revealing adapter: revoke its access keys with "
+                              f"`umbra keys access revoke --drop-adapter`")
         del change.manifest.adapters[name]
 
 
 def load_adapters(bundle_dir: str | Path, manifest: Manifest, spec: ModelSpec, shape: SplitShape,
                   dtype: torch.dtype | None = None) -> dict[str, Adapter]:
-    """Every adapter the manifest lists, each checked against its hash and config (ConfigError
-    naming the file otherwise)."""
+    """Every plaintext adapter the manifest lists, each checked against its hash and config
+    (ConfigError naming the file otherwise). Revealing adapters are sealed: they are opened only
+    in memory, with an access key (umbra/securegate/)."""
     d, out = Path(bundle_dir), {}
     for name, entry in manifest.adapter_entries().items():
+        if entry.sealed:
+            continue
         adapter = read_adapter(d / entry.file, spec, shape, expected_sha256=entry.sha256, name=name, dtype=dtype)
         if adapter.kind.value != entry.kind or adapter.config.placement.value != entry.placement:
             raise ConfigError(f"adapter file {d / entry.file} is a {adapter.kind.value} adapter at "

@@ -27,7 +27,7 @@ from umbra.errors import ConfigError
 from umbra.privacy.manifest import FILENAME, FORMAT_VERSION, Manifest, sha256_file
 
 LOCK = ".lock"
-SWEPT_DIRS = ("adapters",)  # content-addressed files live here, and the client weights at the top
+SWEPT_DIRS = ("adapters", "access")  # content-addressed files live here, and the client weights at the top
 
 
 def now() -> str:
@@ -52,7 +52,12 @@ class BundleChange:
 
 def referenced(manifest: Manifest) -> set[str]:
     """Every bundle-relative file the manifest names."""
-    return set(manifest.files) | set(manifest.weights.values()) | {e["file"] for e in manifest.adapters.values()}
+    files = set(manifest.files) | set(manifest.weights.values()) | {e["file"] for e in manifest.adapters.values()}
+    access = manifest.access or {}
+    files |= {k["file"] for k in access.get("keys", {}).values()}
+    if access.get("gate"):
+        files.add(access["gate"]["file"])
+    return files - {""}
 
 
 def sweep(bundle_dir: Path, manifest: Manifest) -> list[str]:

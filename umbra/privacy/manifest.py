@@ -19,8 +19,8 @@ from pathlib import Path
 from umbra.errors import ConfigError
 
 FORMAT = "umbra-client-bundle"
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 BASE_DIR = "base"  # the public config and tokenizer files of the base model
 V1_WEIGHTS = {"indvocab": "indvocab.safetensors", "client": "client.safetensors"}
 FILENAME = "manifest.json"
@@ -40,6 +40,7 @@ class Manifest:
     updated: str | None = None  # last change committed, if any
     weights: dict = field(default_factory=lambda: dict(V1_WEIGHTS))  # "indvocab" | "client" -> file
     adapters: dict = field(default_factory=dict)  # name -> AdapterEntry.to_json()
+    access: dict = field(default_factory=dict)  # SecureGate: {"keys": {...}, "gate": {...}} (umbra/securegate/bundle_access.py)
     format: str = FORMAT
     format_version: int = FORMAT_VERSION
 
@@ -77,6 +78,8 @@ class Manifest:
             raise ConfigError(f"{path} is malformed: weights must name {', '.join(V1_WEIGHTS)}")
         if not isinstance(manifest.adapters, dict):
             raise ConfigError(f"{path} is malformed: adapters must be an object")
+        if not isinstance(manifest.access, dict):
+            raise ConfigError(f"{path} is malformed: access must be an object")
         for name, entry in manifest.adapters.items():
             AdapterEntry.from_json(name, entry, path)  # validates
         return manifest
@@ -86,8 +89,11 @@ class Manifest:
 
 
 # What an adapter of a bundle is for: "shared" acts on every request, an "expert" on its language's
-# (umbra/engine/routing.py), an "access" adapter when the access gate chose it.
-ROLES = ("shared", "expert", "access")
+# (umbra/engine/routing.py); SecureGate's "secure" adapter serves every request the access gate
+# does not route to a "revealing" one, and a revealing adapter is stored only sealed under its
+# access keys (umbra/securegate/), so its entry names no plaintext file.
+ROLES = ("shared", "expert", "secure", "revealing")
+SEALED_ROLES = ("revealing",)
 
 
 @dataclass(frozen=True)
@@ -97,9 +103,9 @@ class AdapterEntry:
     name: str
     kind: str  # lora | bottleneck | soft_prompt | deep_prompt
     placement: str  # decoder | encoder | client | input
-    role: str  # shared | expert | access (umbra/engine/routing.py)
-    file: str  # bundle-relative, content-addressed: adapters/<name>.<sha256[:12]>.safetensors
-    sha256: str
+    role: str  # shared | expert | secure | revealing (umbra/engine/routing.py)
+    file: str  # bundle-relative, content-addressed: adapters/<name>.<sha256[:12]>.safetensors ("" if sealed)
+    sha256: str  # of that file ("" if sealed: the ciphertexts are in the manifest's access section)
     config: dict  # the adapter's typed config (umbra/model/adapters/config.py), as JSON
     parameters: int
     created: str
@@ -122,9 +128,17 @@ class AdapterEntry:
             raise ConfigError(f"{where}: adapter {name!r} is malformed: {exc}") from exc
         if entry.role not in ROLES:
             raise ConfigError(f"{where}: adapter {name!r} has unknown role {entry.role!r} (known: {', '.join(ROLES)})")
-        if not entry.file.startswith("adapters/") or ".." in entry.file:
+        if entry.sealed:
+            if entry.file or entry.sha256:
+                raise ConfigError(f"{where}: revealing adapter {name!r} names a plaintext file")
+        elif not entry.file.startswith("adapters/") or ".." in entry.file:
             raise ConfigError(f"{where}: adapter {name!r} names a file outside adapters/: {entry.file!r}")
         return entry
+
+    @property
+    def sealed(self) -> bool:
+        """Stored only encrypted under access keys (no plaintext file)."""
+        return self.role in SEALED_ROLES
 
 
 # The default INDVocab budget of a row (ε_i = 4 for the default model's d = 256). With the default

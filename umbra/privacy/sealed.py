@@ -1,6 +1,6 @@
 """The bundle's permutation at rest: AES-256-GCM under a key that lives only in the OS keyring.
 
-File `permutation.sealed`:
+File `permutation.sealed` (the sealed-blob format of aead.py):
 
     MAGIC (9 bytes) | header length (uint32 LE) | header (JSON) | ciphertext + 16-byte GCM tag
 
@@ -17,69 +17,46 @@ entry stays behind, which the next rotation sweeps."""
 
 from __future__ import annotations
 
-import json
 import secrets
-import struct
 from pathlib import Path
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from keys import KeyStore
 from umbra.atomic import write_atomic
 from umbra.errors import ConfigError
+from umbra.privacy.aead import SealError, open_sealed
+from umbra.privacy.aead import read_header as _read_header
+from umbra.privacy.aead import seal as _seal
 from umbra.privacy.ltokenizer import Permutation
 
 MAGIC = b"UMBRA-SL\x01"
 FILENAME = "permutation.sealed"
 KEY_BYTES = 32
 _INFO = b"umbra/bundle/permutation/aes-256-gcm/v1"
+_WHAT = "sealed Umbra permutation"
 
 
 def key_entry(bundle_id: str, key_id: str) -> str:
     return f"bundle/{bundle_id}/{key_id}"
 
 
-def _aes_key(secret: bytes, salt: bytes) -> bytes:
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=salt, info=_INFO).derive(secret)
-
-
 def seal(perm: Permutation, secret: bytes, bundle_id: str, key_id: str) -> bytes:
-    salt, nonce = secrets.token_bytes(16), secrets.token_bytes(12)
-    header = json.dumps(
-        {"v": 1, "alg": "AES-256-GCM", "kdf": "HKDF-SHA256", "bundle_id": bundle_id, "key_id": key_id,
-         "salt": salt.hex(), "nonce": nonce.hex()},
-        sort_keys=True,
-    ).encode()
-    prefix = MAGIC + struct.pack("<I", len(header)) + header
-    return prefix + AESGCM(_aes_key(secret, salt)).encrypt(nonce, perm.to_bytes(), prefix)
+    return _seal(perm.to_bytes(), secret, _INFO, MAGIC, {"bundle_id": bundle_id, "key_id": key_id})
 
 
 def read_header(blob: bytes) -> tuple[dict, bytes, bytes]:
     """(header, authenticated prefix, ciphertext)."""
-    head = len(MAGIC) + 4
-    if len(blob) < head or not blob.startswith(MAGIC):
-        raise ConfigError("not a sealed Umbra permutation (bad magic)")
-    (n,) = struct.unpack("<I", blob[len(MAGIC) : head])
-    try:
-        header = json.loads(blob[head : head + n])
-        bytes.fromhex(header["salt"]), bytes.fromhex(header["nonce"]), header["bundle_id"], header["key_id"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ConfigError("sealed permutation has a malformed header") from exc
-    return header, blob[: head + n], blob[head + n :]
+    header, prefix, ciphertext = _read_header(blob, MAGIC, _WHAT)
+    if not isinstance(header.get("bundle_id"), str) or not isinstance(header.get("key_id"), str):
+        raise SealError(f"{_WHAT} has a malformed header")
+    return header, prefix, ciphertext
 
 
 def unseal(blob: bytes, secret: bytes) -> Permutation:
-    header, prefix, ciphertext = read_header(blob)
+    read_header(blob)
     try:
-        plain = AESGCM(_aes_key(secret, bytes.fromhex(header["salt"]))).decrypt(
-            bytes.fromhex(header["nonce"]), ciphertext, prefix
-        )
-    except InvalidTag as exc:
+        return Permutation.from_bytes(open_sealed(blob, secret, _INFO, MAGIC, _WHAT)[1])
+    except SealError as exc:
         raise ConfigError("the permutation cannot be decrypted: wrong key or tampered file") from exc
-    return Permutation.from_bytes(plain)
 
 
 def create(bundle_dir: Path, perm: Permutation, bundle_id: str, store: KeyStore) -> str:

@@ -73,7 +73,7 @@ def adapter_from_bytes(data: bytes, where: str, spec: ModelSpec, shape: SplitSha
                        dtype: torch.dtype | None = None) -> Adapter:
     try:
         tensors = st_load(data)
-        with_meta = _metadata(data)
+        with_meta = safetensors_metadata(data)
     except (SafetensorError, ValueError, OSError) as exc:
         raise ConfigError(f"adapter file {where} is truncated or not a safetensors file ({exc})") from exc
     if with_meta.get("format") != FORMAT:
@@ -109,7 +109,7 @@ def adapter_from_bytes(data: bytes, where: str, spec: ModelSpec, shape: SplitSha
     return adapter.requires_grad_(False)
 
 
-def _metadata(data: bytes) -> dict:
+def safetensors_metadata(data: bytes) -> dict:
     """The safetensors header's __metadata__ (the format: 8-byte little-endian length, JSON header)."""
     if len(data) < 8:
         raise ValueError("shorter than a safetensors header")

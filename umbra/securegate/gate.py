@@ -1,0 +1,246 @@
+"""The access gate (seed 003 §4.4, App. E): a small GLU + GELU MLP over the key position's state
+that routes a request to the secure adapter (class 0) or to one revealing adapter (class j ≥ 1).
+
+    states = KeyEncoder(encoder, bundle_id).key_states([secret])          # [N, C], client only
+    gate, report = train_gate(key_encoder, {"team-a": [secret]}, GateConfig())
+    cls = gate.route(states)                                               # [N] long, 0 = secure
+
+The state is the client encoder's output at position 0 of `[KEY] prompt`; with causal attention
+it depends on the key alone, so the gating pass runs the key position only (no prompt, no soft
+prompt, never the Middle) — tests/securegate/test_gate.py checks the equivalence. The gate is
+trained on the valid keys' states against every kind of key that must NOT open anything: random
+keys (wrong keys), malformed ones (bit flips, cuts and extensions of each valid key), the valid
+secrets under other bundle ids, the empty key, and no key at all (a prompt token at position 0).
+Training ends only when fresh requests of every class route right (`check_per_class` each);
+hard negatives found by that check join the next round. Below the confidence threshold τ the
+choice falls back to the secure adapter. The gate only routes: the revealing adapter is sealed
+(sealing.py), so a gate fooled into choosing it still opens nothing without the key."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+from torch import nn
+
+from umbra.errors import ConfigError
+from umbra.model.adapters.files import safetensors_metadata
+from umbra.model.parts import ClientEncoder
+from umbra.securegate.errors import GateError
+from umbra.securegate.key_embedding import key_embeddings
+
+FORMAT = "umbra-key-gate/v1"
+KEY_CLASSES = ("valid", "random", "malformed", "other-bundle", "empty", "absent")
+
+
+@dataclass
+class GateConfig:
+    hidden: int = 64  # width of the GLU (the paper's "small MLP")
+    threshold: float = 0.9  # τ: a choice with lower confidence falls back to the secure adapter
+    steps: int = 300  # Adam steps per training round
+    lr: float = 3e-3
+    random_keys: int = 2048  # fresh random keys per round (wrong keys)
+    malformed_per_key: int = 32  # mutations of each valid key per round
+    other_bundle_per_key: int = 8  # each valid secret under random other bundle ids, per round
+    absent_tokens: int = 1024  # vocabulary tokens at position 0: requests without a key
+    check_per_class: int = 1000  # fresh requests per key class that must all route right
+    max_rounds: int = 6  # training rounds, misrouted checks added as hard negatives
+    seed: int = 0  # draws of the training negatives (not secrets: random keys that open nothing)
+
+    def __post_init__(self):
+        if not 0.5 <= self.threshold < 1:
+            raise ConfigError(f"gate threshold must be in [0.5, 1), got {self.threshold}")
+        for name in ("hidden", "steps", "random_keys", "check_per_class", "max_rounds"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"gate {name} must be ≥ 1")
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "GateConfig":
+        try:
+            return cls(**data)
+        except TypeError as exc:
+            raise ConfigError(f"malformed gate config: {exc}") from exc
+
+
+class KeyEncoder:
+    """The gating pass's front half: a key (or a token) at position 0 through the client's
+    embedding and encoder blocks, without adapters, on the client alone."""
+
+    def __init__(self, encoder: ClientEncoder, bundle_id: str):
+        self.encoder = encoder
+        self.bundle_id = bundle_id
+        weight = encoder.embed_tokens.weight
+        self.dim, self.dtype = weight.shape[1], weight.dtype
+        self.scale = float(weight.detach().float().std())
+
+    @torch.no_grad()
+    def embeds_states(self, embeds: torch.Tensor, batch: int = 512) -> torch.Tensor:
+        """embeds [N, C] at position 0 → encoder output there [N, C] (float32)."""
+        out = []
+        for i in range(0, embeds.shape[0], batch):
+            e = embeds[i:i + batch].to(self.dtype)[:, None, :]  # [n, 1, C]
+            pos = torch.zeros(e.shape[0], 1, dtype=torch.long)
+            out.append(self.encoder(None, pos, embeds=e)[:, 0].float())
+        return torch.cat(out) if out else torch.zeros(0, self.dim)
+
+    def key_states(self, secrets_: list[bytes], bundle_id: str | None = None) -> torch.Tensor:
+        emb = key_embeddings(secrets_, bundle_id or self.bundle_id, self.dim, self.scale)
+        return self.embeds_states(emb)
+
+    def token_states(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.embeds_states(self.encoder.embed(ids.long()).detach())
+
+
+class KeyGate(nn.Module):
+    """logits [N, 1 + K] = W_o (GELU(W_g x) ⊙ W_u x), x = h / rms(h)."""
+
+    def __init__(self, dim: int, classes: tuple[str, ...], config: GateConfig):
+        super().__init__()
+        if not classes or len(set(classes)) != len(classes):
+            raise GateError("a gate routes to one or more distinct revealing adapters")
+        self.classes, self.config = tuple(classes), config
+        self.w_gate = nn.Linear(dim, config.hidden)
+        self.w_up = nn.Linear(dim, config.hidden)
+        self.w_out = nn.Linear(config.hidden, 1 + len(classes))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:  # h [N, C] -> logits [N, 1 + K]
+        x = h.float() * torch.rsqrt(h.float().pow(2).mean(-1, keepdim=True) + 1e-6)
+        return self.w_out(nn.functional.gelu(self.w_gate(x)) * self.w_up(x))
+
+    @torch.no_grad()
+    def route(self, h: torch.Tensor) -> torch.Tensor:
+        """[N] class per state: argmax, or 0 (secure) when its probability is below τ."""
+        p = self.forward(h).softmax(-1)
+        conf, cls = p.max(-1)
+        return torch.where(conf >= self.config.threshold, cls, torch.zeros_like(cls))
+
+    def adapter_of(self, cls: int) -> str | None:
+        return None if cls == 0 else self.classes[cls - 1]
+
+
+@dataclass
+class GateReport:
+    rounds: int
+    seconds: float
+    accuracy: dict = field(default_factory=dict)  # key class -> share routed right in the final check
+    checked: dict = field(default_factory=dict)  # key class -> requests checked
+
+
+def _mutations(secret: bytes, rng: np.random.Generator, n: int) -> list[bytes]:
+    """Malformed variants of a key: one or a few bits flipped, cut short, extended, a byte changed."""
+    out = []
+    for i in range(n):
+        b = bytearray(secret)
+        kind = i % 4
+        if kind == 0:
+            for _ in range(int(rng.integers(1, 4))):
+                j = int(rng.integers(len(b) * 8))
+                b[j // 8] ^= 1 << (j % 8)
+        elif kind == 1:
+            b = b[: int(rng.integers(0, len(b)))]
+        elif kind == 2:
+            b += rng.bytes(int(rng.integers(1, 8)))
+        else:
+            b[int(rng.integers(len(b)))] = int(rng.integers(256))
+        out.append(bytes(b) if bytes(b) != secret else bytes(b) + b"\x00")
+    return out
+
+
+def negative_requests(enc: KeyEncoder, valid: list[bytes], rng: np.random.Generator, n_random: int,
+                      n_malformed: int, n_other: int, n_absent: int) -> dict[str, torch.Tensor]:
+    """Fresh states of every class that must route to the secure adapter, by class (the counts
+    of malformed and other-bundle requests are spread over the valid keys)."""
+    vocab = enc.encoder.embed_tokens.weight.shape[0]
+    per = lambda n: -(-n // len(valid))  # noqa: E731  (ceil over the valid keys)
+    other = [enc.key_states(valid, bundle_id=rng.bytes(16).hex()) for _ in range(per(n_other))]
+    return {
+        "random": enc.key_states([rng.bytes(32) for _ in range(n_random)]),
+        "malformed": enc.key_states([m for s in valid for m in _mutations(s, rng, per(n_malformed))]),
+        "other-bundle": torch.cat(other),
+        "empty": enc.key_states([b""]),
+        "absent": enc.token_states(torch.from_numpy(rng.integers(0, vocab, n_absent))),
+    }
+
+
+def _fit(gate: KeyGate, x: torch.Tensor, y: torch.Tensor, config: GateConfig) -> None:
+    counts = torch.bincount(y, minlength=1 + len(gate.classes)).clamp(min=1).float()
+    weight = (1.0 / counts) / (1.0 / counts).sum()  # every class weighs the same in the loss
+    opt = torch.optim.Adam(gate.parameters(), lr=config.lr)
+    for _ in range(config.steps):
+        loss = nn.functional.cross_entropy(gate(x), y, weight=weight)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def train_gate(enc: KeyEncoder, valid: dict[str, list[bytes]], config: GateConfig | None = None
+               ) -> tuple[KeyGate, GateReport]:
+    """A gate routing each adapter's valid keys to it and everything else to the secure adapter,
+    checked on fresh requests of every key class (GateError if it never routes them all right)."""
+    config = config or GateConfig()
+    classes = tuple(sorted(valid))
+    if not classes or any(not v for v in valid.values()):
+        raise GateError("the gate needs at least one valid key for each revealing adapter")
+    t0 = time.perf_counter()
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    gate = KeyGate(enc.dim, classes, config)
+    secrets_ = [s for c in classes for s in valid[c]]
+    pos = enc.key_states(secrets_)
+    pos_y = torch.tensor([1 + i for i, c in enumerate(classes) for _ in valid[c]])
+    hard = torch.zeros(0, enc.dim)
+    for rounds in range(1, config.max_rounds + 1):
+        neg = torch.cat([*negative_requests(enc, secrets_, rng, config.random_keys, config.malformed_per_key * len(secrets_),
+                                            config.other_bundle_per_key * len(secrets_), config.absent_tokens).values(), hard])
+        x = torch.cat([pos, neg])
+        y = torch.cat([pos_y, torch.zeros(neg.shape[0], dtype=torch.long)])
+        _fit(gate, x, y, config)
+        n = config.check_per_class
+        checks = negative_requests(enc, secrets_, rng, n, n, n, n)
+        accuracy, checked, missed = {}, {}, []
+        valid_routes = gate.route(pos)
+        reps = -(-config.check_per_class // len(secrets_))  # the same key, asked again and again
+        accuracy["valid"] = float((valid_routes == pos_y).float().mean())
+        checked["valid"] = reps * len(secrets_)
+        for name, states in checks.items():
+            routes = gate.route(states)
+            accuracy[name] = float((routes == 0).float().mean())
+            checked[name] = states.shape[0] if name != "empty" else config.check_per_class
+            missed.append(states[routes != 0])
+        if all(a == 1.0 for a in accuracy.values()):
+            return gate.eval(), GateReport(rounds, time.perf_counter() - t0, accuracy, checked)
+        hard = torch.cat([hard, *missed])
+    raise GateError(f"the access gate did not route every check right after {config.max_rounds} rounds "
+                    f"({', '.join(f'{k} {v:.4f}' for k, v in accuracy.items())}); raise max_rounds or hidden")
+
+
+# -- files -----------------------------------------------------------------------------------------
+
+def gate_bytes(gate: KeyGate) -> bytes:
+    meta = {"format": FORMAT, "classes": json.dumps(list(gate.classes)), "config": json.dumps(asdict(gate.config))}
+    return st_save({k: v.detach().contiguous() for k, v in gate.state_dict().items()}, metadata=meta)
+
+
+def gate_from_bytes(data: bytes, where: str) -> KeyGate:
+    try:
+        meta = safetensors_metadata(data)
+        if meta.get("format") != FORMAT:
+            raise GateError(f"{where} is not an Umbra key gate")
+        tensors = st_load(data)
+        classes = tuple(json.loads(meta["classes"]))
+        config = GateConfig.from_dict(json.loads(meta["config"]))
+        gate = KeyGate(tensors["w_gate.weight"].shape[1], classes, config)
+        gate.load_state_dict(tensors)
+    except GateError:
+        raise
+    except (SafetensorError, KeyError, ValueError, TypeError, RuntimeError, ConfigError) as exc:
+        raise GateError(f"{where} is not a usable key gate: {exc}") from exc
+    if not all(torch.isfinite(p).all() for p in gate.parameters()):
+        raise GateError(f"{where} holds non-finite weights")
+    return gate.eval().requires_grad_(False)
