@@ -16,7 +16,8 @@ from umbra.evaluation.canaries import (PLACEHOLDERS, CanaryConfig, draw_values, 
                                        plant_canaries, render_line)
 
 GO = "package main\n\nimport \"fmt\"\n\n// Add adds.\nfunc Add(a, b int) int {\n\treturn a + b\n}\n"
-JAVA = "package org.example;\n\npublic class Util {\n    private int n;\n\n    public int get() {\n        return n;\n    }\n}\n"
+JAVA = ("package org.example;\n\npublic class Util {\n    private int n;\n\n    public int get() {\n"
+        "        return n;\n    }\n}\n")
 
 
 def python_docs(n: int = 24, seed: int = 0) -> list[Document]:
