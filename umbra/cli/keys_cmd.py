@@ -1,5 +1,6 @@
-"""`umbra keys list | rotate --bundle DIR | cloud-token set|delete URL` (list and cloud tokens: logic
-in keys/cli.py; rotate here, since it re-encrypts a bundle of the privacy layer above `keys`)."""
+"""`umbra keys list | rotate --bundle DIR | cloud-token set|delete URL | access ...` (list and cloud
+tokens: logic in keys/cli.py; rotate here, since it re-encrypts a bundle of the privacy layer above
+`keys`; SecureGate's access keys in access_cmd.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 from pathlib import Path
 
 from keys.store import DEFAULT_SERVICE
+from umbra.cli import access_cmd
 
 
 def register(subparsers) -> None:
@@ -27,6 +29,7 @@ def register(subparsers) -> None:
         q.add_argument("url", metavar="URL", help="cloud service URL, e.g. https://cloud.example:8443")
         q.add_argument("--service", default=DEFAULT_SERVICE, help="keyring service name (default: %(default)s)")
         q.set_defaults(func=func)
+    access_cmd.register(sub)
 
 
 def _list(args) -> int:

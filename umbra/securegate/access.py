@@ -141,6 +141,17 @@ class AccessControl:
                         return found
             return None
 
+    def opens(self, key: AccessKey) -> str | None:
+        """The revealing adapter this one key unlocks (gating pass and decryption), or None."""
+        with self._lock:
+            self._refresh()
+            if self._manifest is None or self._gate is None:
+                return None
+            state = KeyEncoder(self.encoder, self._manifest.bundle_id).key_states([key.secret])
+            name = self._gate.adapter_of(int(self._gate.route(state)[0]))
+            found = self._open(key, name) if name is not None else None
+            return found.name if found is not None else None
+
     def _open(self, key: AccessKey, name: str) -> Unlocked | None:
         entry = self._keys.get(key.key_id)
         if entry is None or entry.adapter != name:  # revoked, rotated away, or bound elsewhere

@@ -1,0 +1,156 @@
+"""`umbra keys access ...` end to end: the real CLI in a subprocess (stdin piped for real), the real
+OS keyring (GNOME Keyring under a private D-Bus session), a tiny bundle. Keys are printed once on
+stdout, read back only from stdin, never written to a file; every bad input is one clear line on
+stderr with exit status ≠ 0 and the bundle exactly as before."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tiny_models import build_tiny_model_dir
+
+from adapter_helpers import perturb
+from keys.access_keys import delete_key, entry_name, held_key_ids, parse
+from umbra.engine import ClientModel
+from umbra.model.adapters import LoraConfig, build_adapter
+from umbra.model.adapters.files import save_adapter
+from umbra.privacy.bundle import BundleConfig, init_bundle
+from umbra.privacy.bundle_adapters import add_adapter
+from umbra.privacy.manifest import Manifest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def umbra(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "umbra.cli.main", *args], input=stdin, capture_output=True,
+                          text=True, cwd=ROOT, env=dict(os.environ), timeout=300)
+
+
+def snapshot(d: Path) -> dict[str, str]:
+    return {p.relative_to(d).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(d.rglob("*")) if p.is_file() and p.name != ".lock"}
+
+
+@pytest.fixture
+def setup(tmp_path, keystore):
+    base = tmp_path / "base"
+    build_tiny_model_dir(base, family="llama", style="starcoder")
+    bundle = tmp_path / "bundle"
+    init_bundle(base, BundleConfig(epsilon=float("inf")), bundle, store=keystore)
+    model = ClientModel.from_bundle(bundle, base, store=keystore)
+    shape = model.plan.shape(model.spec.num_layers)
+    add_adapter(bundle, perturb(build_adapter("secure", LoraConfig(rank=2), model.spec, shape), seed=1), role="secure")
+    team = perturb(build_adapter("team", LoraConfig(rank=2), model.spec, shape), seed=2)
+    plain = tmp_path / "plain" / "team.safetensors"  # the trainer's own plaintext copy, outside the bundle
+    plain.parent.mkdir()
+    save_adapter(team, plain, model.spec, shape)
+    return bundle, plain, ["--bundle", str(bundle), "--service", keystore.service]
+
+
+def test_keys_are_created_listed_exported_imported_rotated_and_revoked(setup, keystore, tmp_path):
+    bundle, plain, b = setup
+    created = umbra("keys", "access", "create", "team-a", "--adapter", "team", "--adapter-file", str(plain), *b)
+    assert created.returncode == 0, created.stderr
+    key_a = parse(created.stdout)  # stdout is the key alone: one line
+    assert created.stdout.count("\n") == 1 and "shown once" in created.stderr
+    assert len(key_a.secret) * 8 >= 128
+    second = umbra("keys", "access", "create", "team-b", "--adapter", "team", *b)  # a second key, same adapter
+    assert second.returncode == 0, second.stderr
+    key_b = parse(second.stdout)
+    assert key_b.key_id != key_a.key_id and key_b.secret != key_a.secret
+    manifest = Manifest.read(bundle)
+    assert manifest.adapters["team"]["role"] == "revealing" and manifest.adapters["team"]["file"] == ""
+
+    listed = umbra("keys", "access", "list", *b)
+    assert listed.returncode == 0 and "team-a" in listed.stdout and "team-b" in listed.stdout
+    assert key_a.text() not in listed.stdout and "yes" in listed.stdout
+
+    status = umbra("keys", "access", "status", *b)
+    assert status.returncode == 0, status.stderr
+    assert "you can unlock: team (key team-a)" in status.stdout and "secure adapter (no key needed): secure" in status.stdout
+    exported = umbra("keys", "access", "export", "team-a", *b)
+    assert exported.returncode == 0 and exported.stdout.strip() == key_a.text()
+
+    # a user who holds no key: status says so; importing the key (stdin) unlocks the adapter
+    for key in (key_a, key_b):
+        delete_key(keystore, key.bundle_id, key.key_id)
+    assert "unlock: nothing" in umbra("keys", "access", "status", *b).stdout
+    imported = umbra("keys", "access", "import", *b, stdin=key_a.text() + "\n")
+    assert imported.returncode == 0, imported.stderr
+    assert "team-a" in imported.stdout and key_a.text() not in imported.stdout + imported.stderr
+    assert keystore.get(entry_name(key_a.bundle_id, key_a.key_id)) == key_a.secret
+    assert "you can unlock: team (key team-a)" in umbra("keys", "access", "status", *b).stdout
+    assert umbra("keys", "access", "import", *b, stdin=key_b.text()).returncode == 0
+
+    rotated = umbra("keys", "access", "rotate", "team-a", *b)
+    assert rotated.returncode == 0, rotated.stderr
+    new_a = parse(rotated.stdout)
+    assert new_a.key_id != key_a.key_id and key_a.key_id not in held_key_ids(keystore, key_a.bundle_id)
+    stale = umbra("keys", "access", "import", *b, stdin=key_a.text())  # the old key opens nothing now
+    assert stale.returncode != 0 and "rotated or revoked" in stale.stderr
+    assert "you can unlock: team (key team-a)" in umbra("keys", "access", "status", *b).stdout
+
+    last = umbra("keys", "access", "revoke", "team-b", *b)
+    assert last.returncode == 0, last.stderr
+    refused = umbra("keys", "access", "revoke", "team-a", *b)
+    assert refused.returncode != 0 and "--drop-adapter" in refused.stderr
+    dropped = umbra("keys", "access", "revoke", "team-a", "--drop-adapter", *b)
+    assert dropped.returncode == 0 and "team" not in Manifest.read(bundle).adapters
+    assert "revealing adapters: none" in umbra("keys", "access", "status", *b).stdout
+    assert held_key_ids(keystore, key_a.bundle_id) == []
+
+    keys_text = [k.text().encode() for k in (key_a, key_b, new_a)] + [k.secret for k in (key_a, key_b, new_a)]
+    for path in tmp_path.rglob("*"):  # no key, in any form, in any file the commands wrote
+        if path.is_file():
+            data = path.read_bytes()
+            assert not any(k in data for k in keys_text), path
+
+
+def test_bad_input_is_one_clear_error_and_leaves_the_bundle_as_it_was(setup, keystore, tmp_path):
+    bundle, plain, b = setup
+    created = umbra("keys", "access", "create", "team-a", "--adapter", "team", "--adapter-file", str(plain), *b)
+    assert created.returncode == 0, created.stderr
+    key = parse(created.stdout)
+    before = snapshot(bundle)
+    other = tmp_path / "other"
+    init_bundle(tmp_path / "base", BundleConfig(epsilon=float("inf")), other, store=keystore)
+    cases = {
+        "unknown key": (["keys", "access", "rotate", "nobody", *b], None, "no access key named 'nobody'"),
+        "unknown adapter": (["keys", "access", "create", "k2", "--adapter", "ghost", *b], None,
+                            "no revealing adapter named 'ghost'"),
+        "bad key name": (["keys", "access", "create", "../x", "--adapter", "team", *b], None, "not a valid access key name"),
+        "duplicate key": (["keys", "access", "create", "team-a", "--adapter", "team", *b], None, "already has an access key"),
+        "export unknown": (["keys", "access", "export", "nobody", *b], None, "no access key named"),
+        "garbage import": (["keys", "access", "import", *b], "not-a-key", "not an Umbra access key"),
+        "empty import": (["keys", "access", "import", *b], "", "empty"),
+        "other bundle's key": (["keys", "access", "import", "--bundle", str(other), "--service", keystore.service],
+                               key.text(), "belongs to another bundle"),
+        "not a bundle": (["keys", "access", "list", "--bundle", str(tmp_path / "nothing"), "--service", keystore.service],
+                         None, "not a client bundle"),
+    }
+    for what, (args, stdin, message) in cases.items():
+        r = umbra(*args, stdin=stdin)
+        assert r.returncode != 0 and message in r.stderr, (what, r.stderr)
+        assert "Traceback" not in r.stderr and key.text() not in r.stderr + r.stdout, what
+        assert snapshot(bundle) == before, what
+
+    sealed = next((bundle / "access").glob("team-a.*.sealed"))
+    good = sealed.read_bytes()
+    for damage in (good[:-7], good[:20] + bytes([good[20] ^ 1]) + good[21:]):  # truncated, flipped
+        sealed.write_bytes(damage)
+        damaged = snapshot(bundle)
+        r = umbra("keys", "access", "rotate", "team-a", *b)
+        assert r.returncode != 0 and "corrupted" in r.stderr and "Traceback" not in r.stderr
+        assert snapshot(bundle) == damaged
+        assert "unlock: nothing" in umbra("keys", "access", "status", *b).stdout  # the secure adapter serves
+    sealed.write_bytes(good)
+    assert "you can unlock: team (key team-a)" in umbra("keys", "access", "status", *b).stdout  # works again
+    delete_key(keystore, key.bundle_id, key.key_id)  # a key this keyring does not hold
+    r = umbra("keys", "access", "rotate", "team-a", *b)
+    assert r.returncode != 0 and "needs its current secret in this keyring" in r.stderr
+    assert snapshot(bundle) == before
