@@ -4,6 +4,7 @@
 import * as os from 'os';
 import * as vscode from 'vscode';
 import { LanguageClient, State } from 'vscode-languageclient/node';
+import { registerAccessCommands } from './accessCommands';
 import { createLanguageClient } from './client';
 import { InlineProvider } from './inline';
 import { LANGUAGES, documentSelector } from './languages';
@@ -36,6 +37,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
             return schedule(true);
         }),
         vscode.commands.registerCommand(COMMAND_SHOW_OUTPUT, () => log.show()),
+        ...registerAccessCommands(() => settings, log),
         vscode.workspace.onDidChangeConfiguration((e) => {
             if (e.affectsConfiguration('umbra')) {
                 void schedule(false);

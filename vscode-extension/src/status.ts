@@ -1,7 +1,7 @@
 // The status bar item and the messages driven by `umbra/status` (state machine in statusModel.ts).
 
 import * as vscode from 'vscode';
-import { ClientState, StatusTracker, StatusView, StatusUpdate, clientView, parseStatus } from './statusModel';
+import { ClientState, StatusTracker, StatusView, StatusUpdate, accessLabel, clientView, parseStatus } from './statusModel';
 
 const BACKGROUNDS: Partial<Record<StatusView['severity'], string>> = {
     warning: 'statusBarItem.warningBackground',
@@ -28,7 +28,8 @@ export class StatusBar implements vscode.Disposable {
             this.log.warn('ignored an umbra/status notification that does not follow the contract');
             return;
         }
-        this.log.info(`status: ${status.state}${status.message ? ` — ${status.message}` : ''}`);
+        const access = status.access ? ` [access: ${accessLabel(status.access)}]` : '';
+        this.log.info(`status: ${status.state}${access}${status.message ? ` — ${status.message}` : ''}`);
         this.apply(this.tracker.onStatus(status));
     }
 
@@ -64,6 +65,7 @@ export class StatusBar implements vscode.Disposable {
     private render(view: StatusView): void {
         this.item.text = view.text;
         this.item.tooltip = view.tooltip;
+        this.item.accessibilityInformation = view.ariaLabel ? { label: view.ariaLabel } : undefined;
         const background = BACKGROUNDS[view.severity];
         this.item.backgroundColor = background ? new vscode.ThemeColor(background) : undefined;
         this.item.show();

@@ -15,7 +15,19 @@ export interface StatusParams {
     mode: string;
     /** The per-language expert adapter that served the last completion (a name only). */
     expert?: string;
+    /** SecureGate: whether the last completion ran secure or with a revealing adapter that the
+     * user's access key unlocked (a name only, never a key). Absent when the server did not say
+     * (an older server) or said something outside the contract: then nothing about access is
+     * shown, rather than a lock the server never vouched for. */
+    access?: Access;
 }
+
+/** The `access` field of `umbra/status`: "secure" or "revealing: NAME". */
+export type Access = { kind: 'secure' } | { kind: 'revealing'; adapter: string };
+
+const REVEALING_PREFIX = 'revealing: ';
+/** Longest adapter name shown in the status bar itself (the tooltip has it whole). */
+export const MAX_SHOWN_NAME = 32;
 
 /** States the extension itself knows about, besides the server's. */
 export type ClientState = 'disabled' | 'stopped' | 'misconfigured';
@@ -26,6 +38,8 @@ export interface StatusView {
     text: string;
     tooltip: string;
     severity: Severity;
+    /** What a screen reader says instead of `text` (codicons such as the lock are not read). */
+    ariaLabel?: string;
 }
 
 export interface StatusUpdate {
@@ -41,7 +55,7 @@ export function parseStatus(raw: unknown): StatusParams | undefined {
     if (typeof raw !== 'object' || raw === null) {
         return undefined;
     }
-    const { state, message, mode, expert } = raw as Record<string, unknown>;
+    const { state, message, mode, expert, access } = raw as Record<string, unknown>;
     if (typeof state !== 'string' || !(SERVER_STATES as readonly string[]).includes(state)) {
         return undefined;
     }
@@ -53,7 +67,58 @@ export function parseStatus(raw: unknown): StatusParams | undefined {
     if (typeof expert === 'string' && expert) {
         parsed.expert = expert;
     }
+    const parsedAccess = parseAccess(access);
+    if (parsedAccess !== undefined) {
+        parsed.access = parsedAccess;
+    }
     return parsed;
+}
+
+/** Parses the `access` field; undefined for anything but "secure" or "revealing: NAME". */
+export function parseAccess(raw: unknown): Access | undefined {
+    if (raw === 'secure') {
+        return { kind: 'secure' };
+    }
+    if (typeof raw === 'string' && raw.startsWith(REVEALING_PREFIX)) {
+        const adapter = raw.slice(REVEALING_PREFIX.length).trim();
+        if (adapter !== '' && !/[\u0000-\u001f\u007f]/.test(adapter)) {
+            return { kind: 'revealing', adapter };
+        }
+    }
+    return undefined;
+}
+
+/** The `access` field as the server wrote it: "secure" or "revealing: NAME". */
+export function accessLabel(access: Access): string {
+    return access.kind === 'secure' ? 'secure' : `${REVEALING_PREFIX}${access.adapter}`;
+}
+
+/** A name as literal status-bar text: `$(...)` would otherwise render as an icon. */
+export function escapeIcons(text: string): string {
+    return text.replace(/\$\(/g, '\\$(');
+}
+
+function shorten(name: string, max = MAX_SHOWN_NAME): string {
+    return name.length <= max ? name : `${name.slice(0, max - 1)}…`;
+}
+
+/** The status-bar suffix for the access state: a lock when secure, an open lock and the
+ * adapter's name when revealing. Empty when the server did not report access. */
+export function accessText(access: Access | undefined): string {
+    if (access === undefined) {
+        return '';
+    }
+    return access.kind === 'secure' ? ' $(lock)' : ` $(unlock) ${escapeIcons(shorten(access.adapter))}`;
+}
+
+/** The tooltip line for the access state. */
+export function accessTooltip(access: Access | undefined): string {
+    if (access === undefined) {
+        return '';
+    }
+    return access.kind === 'secure'
+        ? 'Access: secure (no revealing adapter served the last completion)'
+        : `Access: ${accessLabel(access)} (your access key unlocked this revealing adapter for the last completion)`;
 }
 
 export function viewOf(status: StatusParams): StatusView {
@@ -62,12 +127,19 @@ export function viewOf(status: StatusParams): StatusView {
     switch (status.state) {
         case 'starting':
             return { text: '$(sync~spin) Umbra', tooltip: `Umbra: starting${mode}${detail}`, severity: 'busy' };
-        case 'ready':
+        case 'ready': {
+            const access = accessTooltip(status.access);
             return {
-                text: status.expert ? `$(check) Umbra: ${status.expert}` : '$(check) Umbra',
-                tooltip: `Umbra: ready${mode}${status.expert ? `, ${status.expert} expert` : ''}${detail}`,
+                text: `$(check) Umbra${status.expert ? `: ${escapeIcons(status.expert)}` : ''}${accessText(status.access)}`,
+                tooltip: `Umbra: ready${mode}${status.expert ? `, ${status.expert} expert` : ''}${access ? `\n${access}` : ''}${detail}`,
                 severity: 'ok',
+                ariaLabel: [
+                    'Umbra: ready',
+                    ...(status.expert ? [`${status.expert} expert`] : []),
+                    ...(status.access ? [`access ${accessLabel(status.access)}`] : []),
+                ].join(', '),
             };
+        }
         case 'unreachable':
             return {
                 text: '$(warning) Umbra: cloud unreachable',

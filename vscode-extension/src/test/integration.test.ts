@@ -90,6 +90,8 @@ describe('the real Umbra language server', { timeout: REQUEST_TEST_MS }, () => {
     it('reports ready over umbra/status, in split mode', async () => {
         const ready = await server!.waitForStatus((s) => s.state === 'ready', READY_MS);
         assert.equal(ready.mode, 'split');
+        // No bundle, so no access key: SecureGate reports secure (parsed, so the item shows a lock).
+        assert.deepStrictEqual(ready.access, { kind: 'secure' }, JSON.stringify(server!.statuses));
         assert.ok(!server!.statuses.some((s) => s.state === 'unreachable' || s.state === 'error'), JSON.stringify(server!.statuses));
     });
 

@@ -3,6 +3,7 @@ import { strict as assert } from 'node:assert';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { COMMAND_ACCESS_STATUS, COMMAND_ROTATE_ACCESS_KEY } from '../accessCli';
 import { DEFAULT_LANGUAGES, LANGUAGES } from '../languages';
 import { ConfigSource, SETTING_KEYS, defaultOf, readSettings } from '../settings';
 
@@ -52,7 +53,10 @@ describe('package.json', () => {
 
     it('declares the commands and the entry point', () => {
         const commands = manifest.contributes.commands.map((c: { command: string }) => c.command).sort();
-        assert.deepStrictEqual(commands, ['umbra.restartServer', 'umbra.showOutput']);
+        assert.deepStrictEqual(commands, [COMMAND_ACCESS_STATUS, 'umbra.restartServer', COMMAND_ROTATE_ACCESS_KEY, 'umbra.showOutput'].sort());
+        for (const c of manifest.contributes.commands) {
+            assert.equal(c.category, 'Umbra', c.command);
+        }
         assert.equal(manifest.main, './dist/extension.js'); // the esbuild bundle of src/extension.ts
         assert.match(manifest.scripts['vscode:prepublish'], /npm run bundle/);
         assert.match(manifest.scripts.bundle, /--bundle .*--external:vscode/);

@@ -1,6 +1,16 @@
 import { strict as assert } from 'node:assert';
 import { describe, it } from 'node:test';
-import { StatusParams, StatusTracker, clientView, parseStatus, viewOf } from '../statusModel';
+import {
+    MAX_SHOWN_NAME,
+    StatusParams,
+    StatusTracker,
+    accessLabel,
+    clientView,
+    escapeIcons,
+    parseAccess,
+    parseStatus,
+    viewOf,
+} from '../statusModel';
 
 const status = (state: StatusParams['state'], message = ''): StatusParams => ({ state, message, mode: 'split' });
 
@@ -18,6 +28,27 @@ describe('umbra/status params', () => {
         assert.equal(view.text, '$(check) Umbra: python');
         assert.match(view.tooltip, /python expert/);
         assert.equal(viewOf(status('ready')).text, '$(check) Umbra');
+    });
+
+    it('keeps the access state: secure or the revealing adapter, a name only', () => {
+        assert.deepStrictEqual(parseStatus({ state: 'ready', message: '', mode: 'split', expert: null, access: 'secure' }),
+            { state: 'ready', message: '', mode: 'split', access: { kind: 'secure' } });
+        assert.deepStrictEqual(parseStatus({ state: 'ready', message: '', mode: 'split', access: 'revealing: team-a' })?.access,
+            { kind: 'revealing', adapter: 'team-a' });
+        assert.deepStrictEqual(parseAccess('revealing:  team-a '), { kind: 'revealing', adapter: 'team-a' });
+        assert.equal(accessLabel({ kind: 'revealing', adapter: 'team-a' }), 'revealing: team-a');
+        assert.equal(accessLabel({ kind: 'secure' }), 'secure');
+    });
+
+    it('drops an access value outside the contract, never guessing secure', () => {
+        for (const raw of [undefined, null, '', 'Secure', 'revealing', 'revealing: ', 'revealing:team-a', 'revealing: a\nb', 42, {}]) {
+            assert.equal(parseAccess(raw), undefined, JSON.stringify(raw));
+        }
+        // The rest of the notification still counts.
+        const parsed = parseStatus({ state: 'ready', message: '', mode: 'split', access: 'unlocked' });
+        assert.deepStrictEqual(parsed, { state: 'ready', message: '', mode: 'split' });
+        assert.doesNotMatch(viewOf(parsed!).text, /lock/);
+        assert.doesNotMatch(viewOf(parsed!).tooltip, /Access/);
     });
 
     it('rejects unknown states and non-objects', () => {
@@ -44,6 +75,59 @@ describe('status bar view', () => {
         assert.equal(clientView('disabled').severity, 'off');
         assert.equal(clientView('stopped', 'exit 1').severity, 'error');
         assert.match(clientView('misconfigured', 'umbra.threads').tooltip, /umbra\.threads/);
+    });
+});
+
+describe('access in the status bar', () => {
+    const ready = (access: StatusParams['access'], expert?: string): StatusParams => ({
+        ...status('ready'),
+        ...(expert ? { expert } : {}),
+        ...(access ? { access } : {}),
+    });
+
+    it('shows a lock when secure', () => {
+        const view = viewOf(ready({ kind: 'secure' }, 'python'));
+        assert.equal(view.text, '$(check) Umbra: python $(lock)');
+        assert.match(view.tooltip, /^Umbra: ready \(split mode\), python expert\nAccess: secure/);
+        assert.equal(view.severity, 'ok');
+        assert.equal(view.ariaLabel, 'Umbra: ready, python expert, access secure');
+        assert.equal(viewOf(ready({ kind: 'secure' })).text, '$(check) Umbra $(lock)');
+    });
+
+    it('shows an open lock and the adapter when revealing', () => {
+        const view = viewOf(ready({ kind: 'revealing', adapter: 'team-a' }, 'go'));
+        assert.equal(view.text, '$(check) Umbra: go $(unlock) team-a');
+        assert.match(view.tooltip, /\nAccess: revealing: team-a \(your access key unlocked/);
+        assert.equal(view.ariaLabel, 'Umbra: ready, go expert, access revealing: team-a');
+        assert.equal(viewOf(ready({ kind: 'revealing', adapter: 'team-a' })).text, '$(check) Umbra $(unlock) team-a');
+    });
+
+    it('shows nothing about access when the server did not report it', () => {
+        const view = viewOf(ready(undefined, 'python'));
+        assert.equal(view.text, '$(check) Umbra: python');
+        assert.doesNotMatch(view.tooltip, /Access/);
+        assert.equal(view.ariaLabel, 'Umbra: ready, python expert');
+    });
+
+    it('keeps the tooltip\'s message last', () => {
+        const view = viewOf({ ...ready({ kind: 'secure' }), message: 'all good' });
+        assert.match(view.tooltip, /Access: secure.*\nall good$/s);
+    });
+
+    it('shortens long adapter names in the item (whole in the tooltip) and renders no icons from them', () => {
+        const long = 'a'.repeat(MAX_SHOWN_NAME + 10);
+        const view = viewOf(ready({ kind: 'revealing', adapter: long }));
+        assert.ok(view.text.endsWith(`$(unlock) ${'a'.repeat(MAX_SHOWN_NAME - 1)}…`), view.text);
+        assert.ok(view.tooltip.includes(long));
+        assert.equal(escapeIcons('x $(zap) y'), 'x \\$(zap) y');
+        assert.equal(viewOf(ready({ kind: 'revealing', adapter: '$(zap)' })).text, '$(check) Umbra $(unlock) \\$(zap)');
+    });
+
+    it('shows access only while ready', () => {
+        for (const state of ['starting', 'unreachable', 'error'] as const) {
+            const view = viewOf({ ...status(state), access: { kind: 'revealing', adapter: 'team-a' } });
+            assert.doesNotMatch(view.text, /lock|team-a/, state);
+        }
     });
 });
 
