@@ -67,10 +67,10 @@ def read_header(blob: bytes, magic: bytes, what: str = "sealed blob") -> tuple[d
 def open_sealed(blob: bytes, secret: bytes, info: bytes, magic: bytes, what: str = "sealed blob") -> tuple[dict, bytes]:
     """(header, plaintext). SealError when the blob is malformed, truncated, tampered with, or the
     secret or context is not the one it was sealed under (one message for all of these)."""
-    header, prefix, ciphertext = read_header(blob, magic, what)
     try:
+        header, prefix, ciphertext = read_header(blob, magic, what)  # framing errors too: no oracle on which
         plain = AESGCM(derive_key(secret, bytes.fromhex(header["salt"]), info)).decrypt(
             bytes.fromhex(header["nonce"]), ciphertext, prefix)
-    except (InvalidTag, ValueError) as exc:
+    except (SealError, InvalidTag, ValueError) as exc:
         raise SealError(f"the {what} cannot be decrypted: wrong key or tampered file") from exc
     return header, plain
