@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "umbra.cli.lsp_cmd",
     "umbra.cli.serve_cmd",
     "umbra.cli.scrub_cmd",
+    "umbra.cli.securegate_cmd",
 ]
 
 
