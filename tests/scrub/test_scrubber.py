@@ -124,3 +124,15 @@ def test_a_pem_block_is_one_finding_spanning_lines():
     (f,) = result.findings
     assert (f.kind, f.line, f.column) == ("secret", 2, 10)
     assert f.length == len(f"-----BEGIN EC PRIVATE KEY-----\n{body}\n-----END EC PRIVATE KEY-----")
+
+
+def test_a_placeholder_does_not_shorten_a_name_list_into_a_new_name():
+    # A token line that landed inside an __author__ tuple: the first pass replaces the token; the
+    # second must not read "token" (cut short by <SECRET>) as a name.
+    text = ('__author__ = ("Guido van Rossum <guido@python.org>, "\n'
+            '    headers = {"Authorization": "token gho_AwQzqUe5WkLpVn2cW2dGZeSCpCTX5WQiMO4G"}\n'
+            '              "Mark Russell <mark@x.io>")\n')
+    scrubber = Scrubber()
+    once = scrubber.scrub(text, path="io.py")
+    assert "gho_" not in once.text and "Guido van Rossum" not in once.text
+    assert scrubber.scrub(once.text, path="io.py").findings == ()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from umbra.scrub.findings import Span
+from umbra.scrub.findings import PLACEHOLDERS, Span
 
 _LEAD = r"(?:^|(?<=[\s#*/;!%\"'-]))"  # a tag starts a line, a comment or a string
 _STRONG = re.compile(
@@ -39,6 +39,7 @@ _BY = re.compile(
     r"(?i)\b(?:written|contributed|created|authored|developed|implemented|ported|maintained|coded)"
     r"(?:[ \t]+(?:originally|initially))?[ \t]+by[ \t]+"
 )
+_CUTTING_PLACEHOLDERS = tuple(p for kind, p in PLACEHOLDERS.items() if kind != "email")
 _QUOTED = re.compile(r"""(?s)("{3}|'{3}|"|')(.*?)\1""")
 
 # Where a name list ends on its line.
@@ -82,7 +83,15 @@ def find_names(text: str) -> Iterator[Span]:
 
 
 def _segment_end(text: str, start: int) -> int:
-    return _STOP.search(text, start).start()
+    """Where the name list starting at `start` ends; at `start` (nothing) when it runs into a
+    placeholder other than <EMAIL>: the scrubbed text would then offer a shorter list than the
+    original did ("Jane Doe <SECRET>" from "Jane Doe AKIA…"), and scrubbing twice must find nothing new."""
+    end = _STOP.search(text, start).start()
+    return start if _cut_by_placeholder(text, end) else end
+
+
+def _cut_by_placeholder(text: str, pos: int) -> bool:
+    return text.startswith("<", pos) and any(text.startswith(p, pos) for p in _CUTTING_PLACEHOLDERS)
 
 
 def _dunder_names(text: str, start: int) -> Iterator[Span]:
@@ -95,6 +104,8 @@ def _dunder_names(text: str, start: int) -> Iterator[Span]:
     for q in _QUOTED.finditer(text, start, end):
         body_start, body_end = q.start(2), q.end(2)
         stop = text.find("<", body_start, body_end)
+        if stop != -1 and _cut_by_placeholder(text, stop):
+            continue
         yield from _names_in(text, body_start, stop if stop != -1 else body_end, strict=True)
 
 
