@@ -57,3 +57,7 @@ def test_anchored_names(text, expected):
 ])
 def test_names_not_taken(text):
     assert names(text) == []
+
+
+def test_an_html_entity_is_part_of_the_name():
+    assert names(" * @author Peter von der Ah&eacute;", "A.java") == ["Peter von der Ah&eacute;"]

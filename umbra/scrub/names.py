@@ -48,6 +48,7 @@ _STOP = re.compile(
     r"|(?<!\b[A-Z])\.\s+[A-Z]|\.\s*$|$",  # a sentence's end (not an initial's dot), the line's end
     re.I | re.M,
 )
+_ENTITY = re.compile(r"&(?:[A-Za-z]{2,8}|#\d{2,6});")
 _SEPARATORS = re.compile(r",|;|&|/|\s+and\s+|\s+with\s+", re.I)
 _WORD = re.compile(r"[^\W\d_](?:[^\W\d_]|['’.-])*\.?")
 _HANDLE = re.compile(r"[^\W\d_][\w.'’-]*")
@@ -110,26 +111,29 @@ def _dunder_names(text: str, start: int) -> Iterator[Span]:
 
 
 def _names_in(text: str, start: int, end: int, strict: bool) -> Iterator[Span]:
-    """Each name in the list text[start:end] (split on commas, 'and', '&', ...)."""
+    """Each name in the list text[start:end] (split on commas, 'and', '&', ...). HTML entities
+    (`Ah&eacute;`) count as letters of a name, not as an '&' and a ';'."""
     if text[end:end + 1] in ("{", "(", "=") and not text[start:end].strip().count(" "):
         return  # `Author: Person{` is a struct field, `author(x)` a call
-    pos = start
-    for sep in list(_SEPARATORS.finditer(text, start, end)) + [None]:
-        part_end = sep.start() if sep else end
-        yield from _one_name(text, pos, part_end, strict)
+    segment = _ENTITY.sub(lambda m: "x" * len(m.group()), text[start:end])  # same length: same offsets
+    pos = 0
+    for sep in list(_SEPARATORS.finditer(segment)) + [None]:
+        part_end = sep.start() if sep else len(segment)
+        yield from _one_name(segment, pos, part_end, strict, start)
         if sep:
             pos = sep.end()
 
 
-def _one_name(text: str, start: int, end: int, strict: bool) -> Iterator[Span]:
-    raw = text[start:end]
+def _one_name(segment: str, start: int, end: int, strict: bool, base: int) -> Iterator[Span]:
+    """The name in segment[start:end], if it is one, as a span of the text (`base` + offsets)."""
+    raw = segment[start:end]
     lead = len(raw) - len(raw.lstrip(" \t*#\"'"))
     body = raw.strip(" \t*#\"'").rstrip(":")
     last = body.split()[-1] if body.split() else ""
     if body.endswith(".") and len(last) > 2 and last.lower() not in PARTICLES:
         body = body[:-1]  # a sentence's full stop, not an initial's or "Jr."
     if body and _is_name(body, strict):
-        s = start + lead
+        s = base + start + lead
         yield Span(s, s + len(body), "name")
 
 
