@@ -61,6 +61,7 @@ class AccessControl:
         self._held: list[AccessKey] = []
         self._held_at = -1e9
         self._opened: dict[tuple[str, str], Adapter] = {}  # (key id, ciphertext sha256) -> adapter
+        self._enc: KeyEncoder | None = None  # the gating pass's front half, for this bundle
         self.generation = 0  # bumped on every reload: the model's caches keyed on adapters follow it
 
     # -- state -----------------------------------------------------------------------------------
@@ -85,10 +86,11 @@ class AccessControl:
         self.generation += 1
         self._opened.clear()
         self._held_at = -1e9
-        self._manifest, self._gate, self._keys = None, None, {}
+        self._manifest, self._gate, self._keys, self._enc = None, None, {}, None
         try:
             manifest = Manifest.read(self.dir)
             self._manifest = manifest
+            self._enc = KeyEncoder(self.encoder, manifest.bundle_id)
             self._keys = {e.key_id: e for e in key_entries(manifest).values()}
             gate = (manifest.access or {}).get("gate")
             if gate:
@@ -129,9 +131,8 @@ class AccessControl:
             held = self._held_keys()
             if self._manifest is None:
                 return None
-            enc = KeyEncoder(self.encoder, self._manifest.bundle_id)
             secrets_ = [k.secret for k in held] or [b""]  # no key: the empty key, down the same path
-            states = enc.key_states(secrets_)  # the gating pass: client embedding + encoder only
+            states = self._enc.key_states(secrets_)  # the gating pass: client embedding + encoder only
             routes = self._gate.route(states).tolist() if self._gate is not None else [0] * len(secrets_)
             for key, cls in zip(held, routes):
                 name = self._gate.adapter_of(cls) if self._gate is not None else None
@@ -147,7 +148,7 @@ class AccessControl:
             self._refresh()
             if self._manifest is None or self._gate is None:
                 return None
-            state = KeyEncoder(self.encoder, self._manifest.bundle_id).key_states([key.secret])
+            state = self._enc.key_states([key.secret])
             name = self._gate.adapter_of(int(self._gate.route(state)[0]))
             found = self._open(key, name) if name is not None else None
             return found.name if found is not None else None
