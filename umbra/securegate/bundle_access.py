@@ -19,8 +19,11 @@ manifest commit is the one point where the bundle switches from old to new:
     6 clean  delete the keyring entries of keys the manifest no longer names
 
 A process killed before 5 leaves the old state whole (the new entry and files are orphans that
-the next change sweeps); after 5, the new state whole. `progress(step)` is called after each
-step (the CLI reports it; tests kill the process there). Adapters are never retrained."""
+the next change sweeps; a change that fails with an exception removes them itself); after 5, the
+new state whole, even if an exception (Ctrl-C) comes after the commit. Step 6 holds the bundle
+lock, so it never deletes the new key of a change that has not committed yet. `progress(step)`
+is called after each step (the CLI reports it; tests kill the process there). Adapters are never
+retrained."""
 
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ from umbra.model.adapters.config import config_to_dict
 from umbra.model.adapters.files import adapter_bytes, adapter_from_bytes
 from umbra.model.adapters.modules import Adapter
 from umbra.privacy.bundle_adapters import bundle_shape, check_role
-from umbra.privacy.bundle_commit import bundle_change, now
+from umbra.privacy.bundle_commit import bundle_change, bundle_lock, now, sweep
 from umbra.privacy.manifest import AdapterEntry, Manifest, sha256_file
 from umbra.securegate.errors import AccessError
 from umbra.securegate.gate import GateConfig, GateReport, KeyEncoder, gate_bytes, train_gate
@@ -135,6 +138,7 @@ class _Change:
         self.progress = progress or (lambda step: None)
         self.encoder, self.gate_config = encoder, gate_config
         self.new_keys: dict[str, AccessKey] = {}
+        self.wrote = False  # files stored by this change (content-addressed, unreferenced until the commit)
         self.report: GateReport | None = None
 
     def new_key(self, change, name: str) -> AccessKey:
@@ -146,6 +150,7 @@ class _Change:
 
     def seal(self, change, name: str, key: AccessKey, adapter: str, plain: bytes, rotated: str | None = None) -> None:
         blob = seal_adapter(plain, key, adapter)
+        self.wrote = True
         rel = change.store("access", name, blob, suffix=".sealed")
         old = change.manifest.access.get("keys", {}).get(name)
         entry = KeyEntry(name, key.key_id, adapter, rel, hashlib.sha256(blob).hexdigest(),
@@ -163,6 +168,7 @@ class _Change:
         encoder = self.encoder or _bundle_encoder(self.dir, self.store)
         gate, self.report = train_gate(KeyEncoder(encoder, change.manifest.bundle_id), valid, self.gate_config)
         data = gate_bytes(gate)
+        self.wrote = True
         rel = change.store("access", "gate", data)
         change.manifest.access["gate"] = {
             "file": rel, "sha256": hashlib.sha256(data).hexdigest(), "classes": list(gate.classes),
@@ -171,14 +177,30 @@ class _Change:
         self.progress("gate")
 
     def abort(self) -> None:
-        for key in self.new_keys.values():  # the manifest never named them
+        """Undo a change that failed: its files and its new keyring entries, unless the manifest on
+        disk names them (the failure came after the commit, e.g. in the commit's file sweep)."""
+        if not (self.new_keys or self.wrote):
+            return
+        try:
+            with bundle_lock(self.dir):
+                manifest = Manifest.read(self.dir)
+                named = {e.key_id for e in key_entries(manifest).values()}
+                sweep(self.dir, manifest)
+        except Exception:  # noqa: BLE001 - cannot tell what was committed: keep it all, the next change sweeps
+            return
+        for key in self.new_keys.values():
+            if key.key_id in named:
+                continue
             try:
                 delete_key(self.store, key.bundle_id, key.key_id)
             except Exception:  # noqa: BLE001 - an orphan entry is swept by the next change
                 pass
 
-    def clean(self, manifest: Manifest) -> None:
-        sweep_keyring(manifest, self.store)
+    def clean(self) -> None:
+        """Step 6, under the bundle lock: a change that stored its new key holds the lock until its
+        manifest names it, so this sweep never sees that key unnamed."""
+        with bundle_lock(self.dir):
+            sweep_keyring(Manifest.read(self.dir), self.store)
         self.progress("clean")
 
 
@@ -189,17 +211,19 @@ def _bundle_encoder(d: Path, store: KeyStore):
 
 
 def _run(bundle_dir, store: KeyStore, progress, encoder, gate_config, body) -> object:
-    """Run `body(change, access_change)` inside one bundle change; keyring writes undone on failure."""
+    """Run `body(change, access_change)` inside one bundle change; keyring writes and files undone
+    on failure. Once the manifest is committed nothing is undone: an exception from `progress`
+    (Ctrl-C while the CLI reports) must not delete the key the bundle now names."""
     ac = _Change(bundle_dir, store, progress, encoder, gate_config)
     try:
         with bundle_change(ac.dir) as change:
             change.manifest.access = dict(change.manifest.access or {})
             result = body(change, ac)
-        ac.progress("commit")
     except BaseException:
         ac.abort()
         raise
-    ac.clean(Manifest.read(ac.dir))
+    ac.progress("commit")
+    ac.clean()
     return result
 
 
