@@ -1,0 +1,82 @@
+"""Fixtures of the SecureGate tests: one tiny base model for the directory, keyrings under fresh
+service names over the real Secret Service (emptied at the end), and the session's needle
+registry: every access key, sealed adapter and revealing adapter the tests and the commands
+they run make is registered, with the tmp dirs they wrote, and test_leak_scan.py (moved to the
+end of the session) looks for all of them in every one of those files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tiny_models import build_tiny_model_dir
+
+from .helpers import Needles, OpServer, empty_stores, new_store
+
+SCAN_FILE = "test_leak_scan.py"
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The leak scan runs after every other test of the session (stable: order kept otherwise)."""
+    items.sort(key=lambda item: Path(str(item.fspath)).name == SCAN_FILE)
+
+
+@pytest.fixture(scope="session")
+def needles() -> Needles:
+    return Needles()
+
+
+@pytest.fixture(scope="session")
+def sg_tmp(tmp_path_factory, needles):
+    """mktemp whose directory the leak scan walks."""
+    return lambda name: needles.root(tmp_path_factory.mktemp(name))
+
+
+@pytest.fixture(autouse=True)
+def _scanned_tmp_path(request, needles):
+    if "tmp_path" in request.fixturenames:
+        needles.root(request.getfixturevalue("tmp_path"))
+
+
+@pytest.fixture(scope="session")
+def sg_base(sg_tmp) -> Path:
+    """The public base model of every SecureGate test (tiny, random, saved once)."""
+    d = sg_tmp("sg-base")
+    build_tiny_model_dir(d, family="qwen2-tied")
+    return d
+
+
+@pytest.fixture(scope="session")
+def stores(secret_service):
+    """make() -> a KeyStore under a fresh service name; all emptied at the end of the session."""
+    made = []
+
+    def make():
+        store = new_store()
+        made.append(store)
+        return store
+
+    make.services = _Services(made)
+    yield make
+    try:
+        empty_stores(made)
+    except Exception:  # noqa: BLE001 - a private keyring daemon dies with the session anyway
+        pass
+
+
+@pytest.fixture(scope="session")
+def op_server(secret_service):
+    """Another process that runs access changes (helpers.SERVER); it starts importing at once."""
+    server = OpServer()
+    yield server
+    server.close()
+
+
+class _Services:
+    """The service names of the stores made so far (iterable, live)."""
+
+    def __init__(self, made):
+        self.made = made
+
+    def __iter__(self):
+        return iter([s.service for s in self.made])
