@@ -108,11 +108,16 @@ class AccessControl:
             return self._held
         held: list[AccessKey] = []
         if self.store is not None and self._manifest is not None:
+            bundle_id = self._manifest.bundle_id
             try:
-                bundle_id = self._manifest.bundle_id
-                held = [load_key(self.store, bundle_id, k) for k in held_key_ids(self.store, bundle_id)]
-            except UmbraError:  # locked or absent keyring, an entry gone meanwhile: no key
-                held = []
+                key_ids = held_key_ids(self.store, bundle_id)
+            except UmbraError:  # locked or absent keyring: no key
+                key_ids = []
+            for key_id in key_ids:
+                try:
+                    held.append(load_key(self.store, bundle_id, key_id))
+                except UmbraError:  # an entry gone meanwhile or unreadable: that key only
+                    continue
         order = {e.key_id: e.name for e in self._keys.values()}
         self._held = sorted(held, key=lambda k: (order.get(k.key_id, "\uffff"), k.key_id))
         self._held_at = time.monotonic()
