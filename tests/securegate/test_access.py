@@ -322,3 +322,18 @@ def test_the_decrypted_adapter_is_in_no_file(world, references, stores, tmp_path
     files = files_under([world["a"].parent, tmp_path, world["base"]])
     assert len(files) > 20
     assert scan(files, n.needles) == []
+
+
+def test_one_unreadable_keyring_entry_does_not_hide_the_other_keys(world, references, stores):
+    """An entry of this bundle that cannot be read (not base64: written by another program) opens
+    nothing, and the user's good key still unlocks its adapter."""
+    import keyring
+
+    store = _user(world, stores, world["keys"]["t1"])
+    bundle_id = Manifest.read(world["a"]).bundle_id
+    bad = f"access/{bundle_id}/{'0' * 16}"
+    store.set(bad, b"placeholder")  # indexed like any entry, then overwritten behind Umbra's back
+    keyring.get_keyring().set_password(store.service, bad, "not base64 !!")
+    model = ClientModel.from_bundle(world["a"], world["base"], store=store)
+    assert model.unlock() == "team"
+    _check(_complete(CompletionEngine.monolithic(model, CONFIG)), references["team"], "revealing: team")
