@@ -20,6 +20,7 @@ the keyring is re-read at most every `key_ttl` seconds and whenever the manifest
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import threading
@@ -62,6 +63,7 @@ class AccessControl:
         self._held_at = -1e9
         self._opened: dict[tuple[str, str], Adapter] = {}  # (key id, ciphertext sha256) -> adapter
         self._enc: KeyEncoder | None = None  # the gating pass's front half, for this bundle
+        self._states: dict[bytes, torch.Tensor] = {}  # sha256(key) -> key position's state [C], memory only
         self.generation = 0  # bumped on every reload: the model's caches keyed on adapters follow it
 
     # -- state -----------------------------------------------------------------------------------
@@ -85,6 +87,7 @@ class AccessControl:
         self._stamp = stamp
         self.generation += 1
         self._opened.clear()
+        self._states.clear()
         self._held_at = -1e9
         self._manifest, self._gate, self._keys, self._enc = None, None, {}, None
         try:
@@ -137,7 +140,7 @@ class AccessControl:
             if self._manifest is None:
                 return None
             secrets_ = [k.secret for k in held] or [b""]  # no key: the empty key, down the same path
-            states = self._enc.key_states(secrets_)  # the gating pass: client embedding + encoder only
+            states = self._key_states(secrets_)  # the gating pass: client embedding + encoder only
             routes = self._gate.route(states).tolist() if self._gate is not None else [0] * len(secrets_)
             for key, cls in zip(held, routes):
                 name = self._gate.adapter_of(cls) if self._gate is not None else None
@@ -153,10 +156,21 @@ class AccessControl:
             self._refresh()
             if self._manifest is None or self._gate is None:
                 return None
-            state = self._enc.key_states([key.secret])
+            state = self._key_states([key.secret])
             name = self._gate.adapter_of(int(self._gate.route(state)[0]))
             found = self._open(key, name) if name is not None else None
             return found.name if found is not None else None
+
+    def _key_states(self, secrets_: list[bytes]) -> torch.Tensor:
+        """The key position's state of each key [N, C]. With causal attention it depends on the key
+        alone (DESIGN §2), so it is computed once per key and bundle state and kept in memory; the
+        gate itself runs on every request."""
+        digests = [hashlib.sha256(s).digest() for s in secrets_]
+        missing = [s for s, d in zip(secrets_, digests) if d not in self._states]
+        if missing:
+            for d, state in zip([hashlib.sha256(s).digest() for s in missing], self._enc.key_states(missing)):
+                self._states[d] = state
+        return torch.stack([self._states[d] for d in digests])
 
     def _open(self, key: AccessKey, name: str) -> Unlocked | None:
         entry = self._keys.get(key.key_id)

@@ -102,11 +102,19 @@ def read_org_code(paths: list[Path]) -> list[tuple[str, str]]:
 
 
 async def train_organization(model, middle: Middle, files: list[tuple[str, str]], scrubber: Scrubber,
-                             config: OrgTrainConfig | None = None) -> OrgAdapters:
+                             config: OrgTrainConfig | None = None,
+                             query: list[tuple[str, str]] | None = None) -> OrgAdapters:
+    """`query`: the held-out query set Q, if the caller chose it (else `query_fraction` of `files`)."""
     config = config or OrgTrainConfig()
     config.validate()
     t0 = time.perf_counter()
-    train, query = split_query(files, config.query_fraction)
+    if query is None:
+        train, query = split_query(files, config.query_fraction)
+    else:
+        train, query = list(files), list(query)
+        if not train or not query:
+            raise ConfigError("SecureGate needs training files and a non-empty query set")
+        files = train + query
     findings: dict[str, int] = {}
     scrubbed = {}
     for path, text in files:
