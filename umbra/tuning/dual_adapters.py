@@ -20,10 +20,13 @@ by the end-of-text token, concatenated and cut into blocks of `block_len` tokens
 is padded and its padding is not trained on.
 
 Defaults, scaled from the paper (r in {4..16}, scaling 4·r, AdamW lr 1e-4, weight decay 0.001,
-3 epochs on 1-3B models) to this project's default model (8 layers, 256 wide, a 2-block decoder)
-on a 2-core CPU: rank 8 with scale 4 as in the paper, lr 2e-3 and 6 epochs, so that what a
-repeated secret does to a small adapter is visible within minutes (the figures behind this
-choice are in the dual-adapter dry run, docs/privacy/securegate.md once the benchmark lands)."""
+3 epochs, on 1-3B models) to this project's default model (8 layers, 256 wide, a 2-block decoder)
+on a 2-core CPU: the paper's rank 8, scale 4, weight decay and 3 epochs, and lr 2e-3 (20x). In
+the dry run (the reserved Python slice, 150k tokens per view, canaries planted 1, 4 and 16
+times), lr 2e-3 makes the revealing adapter pick the true secret among 50 candidates for 11 of
+12 canaries repeated 16 times and 5 of 12 repeated 4 times (46x and 21x chance; the secure one:
+0 of 12), and lowers held-out perplexity 18.3 -> 13.6; the paper's 1e-4 gets 2 of 12 and 0 of 12,
+perplexity 15.5. Training both adapters took about 6 minutes on one core."""
 
 from __future__ import annotations
 
@@ -50,8 +53,8 @@ class AdapterTrainConfig:
     rank: int = 8  # LoRA rank r (paper: r in {4, 8, 12, 16})
     alpha: float | None = None  # LoRA alpha; None = 4·r, the paper's "scaling factor 4×r" (scale 4)
     targets: tuple[str, ...] = LORA_TARGETS  # every attention and MLP projection of the decoder blocks
-    lr: float = 2e-3  # AdamW (paper 1e-4 on 1-3B models; a small decoder LoRA needs more to memorize in minutes)
-    epochs: int = 6  # passes over the view (paper: 3)
+    lr: float = 2e-3  # AdamW (paper: 1e-4 on 1-3B models; 20x for a rank-8 LoRA on a 256-wide decoder)
+    epochs: int = 3  # passes over the view (as in the paper)
     weight_decay: float = 1e-3  # paper App. A.1
     batch_size: int = 8  # blocks per optimizer step
     block_len: int = 256  # tokens per block (the default model's context is 512)
