@@ -30,12 +30,15 @@ class KeystreamRNG:
             key = hashlib.sha256(_SEED_DOMAIN + bytes(seed)).digest()
         self._enc = Cipher(algorithms.AES(key), modes.CTR(b"\x00" * 16)).encryptor()
         del key
-        self._zeros = bytearray(_BLOCK_WORDS * 8)
-        self._out = bytearray(_BLOCK_WORDS * 8 + 16)
+        self._zeros = bytearray()  # grown on demand up to _BLOCK_WORDS words (small draws stay small)
+        self._out = bytearray(16)
 
     def words(self, n: int) -> np.ndarray:
         """n independent uniform 64-bit words."""
         out = np.empty(n, dtype=np.uint64)
+        need = min(_BLOCK_WORDS, n) * 8
+        if len(self._zeros) < need:
+            self._zeros, self._out = bytearray(need), bytearray(need + 16)
         done = 0
         while done < n:
             k = min(_BLOCK_WORDS, n - done)

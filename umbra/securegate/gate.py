@@ -46,10 +46,11 @@ class GateConfig:
     steps: int = 300  # Adam steps per training round
     lr: float = 3e-3
     random_keys: int = 2048  # fresh random keys per round (wrong keys)
+    near_misses: int = 2048  # per round: embeddings between a valid key's and a random one (training only)
     malformed_per_key: int = 32  # mutations of each valid key per round
     other_bundle_per_key: int = 8  # each valid secret under random other bundle ids, per round
     absent_tokens: int = 1024  # vocabulary tokens at position 0: requests without a key
-    check_per_class: int = 1000  # fresh requests per key class that must all route right
+    check_per_class: int = 4000  # fresh requests per key class that must all route right (≥ 1000)
     max_rounds: int = 6  # training rounds, misrouted checks added as hard negatives
     seed: int = 0  # draws of the training negatives (not secrets: random keys that open nothing)
 
@@ -98,7 +99,11 @@ class KeyEncoder:
 
 
 class KeyGate(nn.Module):
-    """logits [N, 1 + K] = W_o (GELU(W_g x) ⊙ W_u x), x = h / rms(h)."""
+    """logits [N, 1 + K] = W_o (GELU(W_g x) ⊙ W_u x), x = z / rms(z), z = (h − μ) / σ per feature,
+    μ and σ from states of random keys (set when training starts). Standardized, a random key's z is
+    about N(0, I), so the encoder's common component no longer makes every state look alike; on the
+    sphere the region around a valid key is a cap, which one linear unit cuts out exactly (random
+    points have cosine ~ N(0, 1/C) with it)."""
 
     def __init__(self, dim: int, classes: tuple[str, ...], config: GateConfig):
         super().__init__()
@@ -108,9 +113,17 @@ class KeyGate(nn.Module):
         self.w_gate = nn.Linear(dim, config.hidden)
         self.w_up = nn.Linear(dim, config.hidden)
         self.w_out = nn.Linear(config.hidden, 1 + len(classes))
+        self.register_buffer("center", torch.zeros(dim))
+        self.register_buffer("spread", torch.ones(dim))
+
+    def standardize_on(self, h: torch.Tensor) -> None:
+        """Set μ, σ from states of random keys [N, C]."""
+        self.center.copy_(h.float().mean(0))
+        self.spread.copy_(h.float().std(0).clamp(min=1e-6))
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:  # h [N, C] -> logits [N, 1 + K]
-        x = h.float() * torch.rsqrt(h.float().pow(2).mean(-1, keepdim=True) + 1e-6)
+        z = (h.float() - self.center) / self.spread
+        x = z * torch.rsqrt(z.pow(2).mean(-1, keepdim=True) + 1e-6)
         return self.w_out(nn.functional.gelu(self.w_gate(x)) * self.w_up(x))
 
     @torch.no_grad()
@@ -168,6 +181,19 @@ def negative_requests(enc: KeyEncoder, valid: list[bytes], rng: np.random.Genera
     }
 
 
+def near_misses(enc: KeyEncoder, valid: list[bytes], rng: np.random.Generator, n: int) -> torch.Tensor:
+    """States of embeddings on the way from a valid key's to a random one, (1 − t)·e_valid + t·e_rand
+    with t ~ U(0.15, 1): negatives close to the valid points, so the gate learns a tight region
+    around each of them rather than a half-space that a rare random key can fall into."""
+    if n < 1:
+        return torch.zeros(0, enc.dim)
+    e_valid = key_embeddings(valid, enc.bundle_id, enc.dim, enc.scale)  # [K, C]
+    pick = torch.from_numpy(rng.integers(0, len(valid), n))
+    e_rand = torch.from_numpy(rng.standard_normal((n, enc.dim))).float() * enc.scale
+    t = torch.from_numpy(rng.uniform(0.15, 1.0, (n, 1))).float()
+    return enc.embeds_states((1 - t) * e_valid[pick] + t * e_rand)
+
+
 def _fit(gate: KeyGate, x: torch.Tensor, y: torch.Tensor, config: GateConfig) -> None:
     counts = torch.bincount(y, minlength=1 + len(gate.classes)).clamp(min=1).float()
     weight = (1.0 / counts) / (1.0 / counts).sum()  # every class weighs the same in the loss
@@ -195,9 +221,11 @@ def train_gate(enc: KeyEncoder, valid: dict[str, list[bytes]], config: GateConfi
     pos = enc.key_states(secrets_)
     pos_y = torch.tensor([1 + i for i, c in enumerate(classes) for _ in valid[c]])
     hard = torch.zeros(0, enc.dim)
+    gate.standardize_on(enc.key_states([rng.bytes(32) for _ in range(config.random_keys)]))
     for rounds in range(1, config.max_rounds + 1):
         neg = torch.cat([*negative_requests(enc, secrets_, rng, config.random_keys, config.malformed_per_key * len(secrets_),
-                                            config.other_bundle_per_key * len(secrets_), config.absent_tokens).values(), hard])
+                                            config.other_bundle_per_key * len(secrets_), config.absent_tokens).values(),
+                         near_misses(enc, secrets_, rng, config.near_misses), hard])
         x = torch.cat([pos, neg])
         y = torch.cat([pos_y, torch.zeros(neg.shape[0], dtype=torch.long)])
         _fit(gate, x, y, config)
