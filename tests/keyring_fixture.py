@@ -159,8 +159,7 @@ def secret_service():
         started.stop()
 
 
-@pytest.fixture
-def keystore(secret_service):
+def _fresh_keystore():
     """A KeyStore with a unique service name over the real Secret Service; emptied afterwards."""
     from keys import KeyStore
 
@@ -168,3 +167,15 @@ def keystore(secret_service):
     yield store
     for name in store.list():
         store.delete(name)
+
+
+@pytest.fixture
+def keystore(secret_service):
+    """A KeyStore with a unique service name over the real Secret Service; emptied afterwards."""
+    yield from _fresh_keystore()
+
+
+@pytest.fixture(scope="module")
+def module_keystore(secret_service):
+    """The same, shared by one test module (its bundles and servers outlive a single test)."""
+    yield from _fresh_keystore()

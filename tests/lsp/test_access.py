@@ -43,13 +43,8 @@ PREFIX, SUFFIX = "def area(width, height):\n    result = width * height\n    ret
 
 
 @pytest.fixture(scope="module")
-def keystore(secret_service):
-    from keys import KeyStore
-
-    store = KeyStore(service=f"umbra-test-{secrets.token_hex(6)}")
-    yield store
-    for name in store.list():
-        store.delete(name)
+def keystore(module_keystore):
+    return module_keystore
 
 
 @pytest.fixture(scope="module")

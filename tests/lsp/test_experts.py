@@ -8,7 +8,6 @@ time, and what the model gives in-process with the same expert; the HTTP respons
 from __future__ import annotations
 
 import asyncio
-import secrets
 
 import httpx
 import pytest
@@ -43,14 +42,8 @@ def _split(text: str, line: int, character: int) -> tuple[str, str]:
 
 
 @pytest.fixture(scope="module")
-def keystore(secret_service):
-    """The real OS keyring under a service of this module's own (emptied afterwards)."""
-    from keys import KeyStore
-
-    store = KeyStore(service=f"umbra-test-{secrets.token_hex(6)}")
-    yield store
-    for name in store.list():
-        store.delete(name)
+def keystore(module_keystore):
+    return module_keystore
 
 
 @pytest.fixture(scope="module")
