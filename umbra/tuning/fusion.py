@@ -38,14 +38,20 @@ from umbra.model.adapters.selection import AdapterSet
 from umbra.tuning.dual_adapters import frozen, lm_loss, pack_view, trunk_states
 
 
-def fuse_lora(global_adapter: LoraAdapter, local_adapter: LoraAdapter, w1: float, w2: float,
-              name: str) -> LoraAdapter:
-    """The LoRA whose every ΔW is w1·(global's ΔW) + w2·(local's ΔW), exactly (see the module doc)."""
+def check_fusable(global_adapter: LoraAdapter, local_adapter: LoraAdapter) -> tuple[LoraAdapter, LoraAdapter]:
+    """The pair, if both are LoRAs on the same blocks (ConfigError otherwise)."""
     g, loc = global_adapter, local_adapter
     if not (isinstance(g, LoraAdapter) and isinstance(loc, LoraAdapter)):
         raise ConfigError("fusion takes two LoRA adapters")
     if g.config.placement is not loc.config.placement or g.blocks != loc.blocks:
         raise ConfigError(f"cannot fuse {g.name} and {loc.name}: they sit on different blocks")
+    return g, loc
+
+
+def fuse_lora(global_adapter: LoraAdapter, local_adapter: LoraAdapter, w1: float, w2: float,
+              name: str) -> LoraAdapter:
+    """The LoRA whose every ΔW is w1·(global's ΔW) + w2·(local's ΔW), exactly (see the module doc)."""
+    g, loc = check_fusable(global_adapter, local_adapter)
     if not (math.isfinite(w1) and math.isfinite(w2)):
         raise ConfigError("fusion weights must be finite")
     r = g.config.rank + loc.config.rank
@@ -122,7 +128,7 @@ async def fit_fusion_weights(model, middle: Middle, query_texts: list[str], glob
     config.validate()
     if not psi >= 0:
         raise ConfigError(f"psi must be >= 0, got {psi}")
-    fuse_lora(global_adapter, local_adapter, 1.0, 1.0, "fusion-check")  # same blocks, both LoRA
+    check_fusable(global_adapter, local_adapter)
     blocks = pack_view(model.tokenizer, list(query_texts), config.block_len)
     hidden = await trunk_states(model, middle, blocks.ids, config.batch_size)
     pos = torch.arange(blocks.ids.shape[1])
