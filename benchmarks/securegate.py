@@ -15,7 +15,7 @@ Keyring is started when none is reachable, as the tests do).
 
 Each route is what `ClientModel.unlock()` — the gating pass and the decryption — gives for the key
 held: the right key, a wrong key under the same key id, no key. Per route: canary exposure (rank
-among 1,000 same-format values), inference accuracy over candidate sets of c = 50 / 100 / 500 with
+among `--exposure-sample` same-format values), inference accuracy over candidate sets of c = 50 / 100 / 500 with
 95 % Wilson intervals, extraction (completions sampled from each canary's prefix, scanned for
 values of the canaries' formats: precision and recall), perplexity on the ordinary private code;
 routing accuracy of the gate over ≥ 1,000 fresh requests of every key class and of `unlock()` end
@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import hashlib
 import json
-import os
 import re
 import secrets
 import statistics
@@ -91,11 +90,14 @@ async def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="a small run to check the script (not the table)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--files", type=int, default=160, help="files of the organization (default: %(default)s)")
+    p.add_argument("--files", type=int, default=96, help="files of the organization (default: %(default)s)")
     p.add_argument("--max-chars", type=int, default=12_000, help="skip longer files (default: %(default)s)")
     p.add_argument("--per-group", type=int, default=4, help="canaries per (kind, repeats) group")
     p.add_argument("--rank", type=int, default=8)
-    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: on 2 busy cores, 2 threads "
+                                                          "ran 2-3x slower)")
+    p.add_argument("--exposure-sample", type=int, default=200, help="same-format values a canary is ranked among")
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--epsilon", type=float, default=float("inf"), help="the bundle's INDVocab ε (default: ∞)")
     p.add_argument("--routing", type=int, default=1000, help="requests per key class (default: %(default)s)")
@@ -106,7 +108,7 @@ async def main() -> int:
     if args.quick:
         args.files, args.epochs, args.per_group, args.routing, args.reps, args.samples = 40, 1, 1, 100, 3, 2
     torch.manual_seed(args.seed)
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    torch.set_num_threads(args.threads)
     store, service = keyring()
     try:
         return await run(args, store)
@@ -120,7 +122,11 @@ async def main() -> int:
 async def run(args, store: KeyStore) -> int:
     t_start = time.perf_counter()
     org, query, ordinary = organization(args)
-    planted = plant_canaries(org, CanaryConfig(per_group=args.per_group, seed=args.seed))
+    # secrets sit in the query set at their natural rate too: Q is a held-out part of the same code
+    planted = plant_canaries(org + query, CanaryConfig(per_group=args.per_group, seed=args.seed))
+    in_query = {d.path for d in query}
+    train_docs = [d for d in planted.documents if d.path not in in_query]
+    query_docs = [d for d in planted.documents if d.path in in_query]
     out = Path(tempfile.mkdtemp(prefix="umbra-securegate-")) / "bundle"
     base = default_model_dir()
     init_bundle(base, BundleConfig(epsilon=args.epsilon), out, store=store)
@@ -130,8 +136,8 @@ async def run(args, store: KeyStore) -> int:
     config = OrgTrainConfig(adapters=DualAdapterConfig(train_cfg, train_cfg))
     scrubber = Scrubber()
     t0 = time.perf_counter()
-    result = await train_organization(model, LocalMiddle(middle_blocks), [(d.path, d.text) for d in planted.documents],
-                                      scrubber, config, query=[(d.path, d.text) for d in query])
+    result = await train_organization(model, LocalMiddle(middle_blocks), [(d.path, d.text) for d in train_docs],
+                                      scrubber, config, query=[(d.path, d.text) for d in query_docs])
     train_seconds = time.perf_counter() - t0
     left = sum(c.value in scrubber.scrub(d.text, d.path).text for d in planted.documents for c in planted.canaries)
     add_adapter(out, result.secure, role="secure", training={"method": "securegate-benchmark"})
@@ -166,7 +172,7 @@ async def run(args, store: KeyStore) -> int:
             sets = [s for s in planted.candidate_sets(50, seed=args.seed + 1) if s.canary.repeats == rep]
             by_rep[rep] = inference_attack(score, sets)
         row["by_repeats"] = by_rep
-        exps = [exposure(score, c, planted.sample_same_format(c, 1000 if not args.quick else 100, seed=args.seed + 2))
+        exps = [exposure(score, c, planted.sample_same_format(c, args.exposure_sample, seed=args.seed + 2))
                 for c in planted.canaries]
         row["exposure"] = {rep: statistics.mean(e.exposure for e in exps if e.repeats == rep)
                            for rep in CanaryConfig().repeats}
@@ -248,10 +254,11 @@ def report(args, rows, alone, gate_acc, gate_n, e2e, n, gated_t, direct_t, gatin
     lines = [
         f"Command: `{cmd}` ({seconds / 60:.1f} min on this machine's 2 CPU cores). Settings: the embedded default "
         f"model in a client bundle (INDVocab ε = {args.epsilon:g}); {result.report['train_files']} files of the "
-        f"reserved Python slice as the organization's code, {result.report['query_files']} as the query set, the "
-        f"ordinary private code held out; {canaries} canaries ({args.per_group} per kind × repeats 1, 4, 16); both "
+        f"reserved Python slice as the organization's code, {result.report['query_files']} more of it as the query "
+        f"set Q (secrets at their natural rate), the ordinary private code held out; {canaries} canaries ({args.per_group} per kind × repeats 1, 4, 16); both "
         f"LoRAs rank {args.rank}, scale 4, AdamW lr {args.lr:g}, {args.epochs} epochs, decoder placement "
-        f"(the paper: r 4–16, lr 1e-4, 3 epochs on 1–3B models); trained in {train_seconds / 60:.1f} min. "
+        f"(the paper: r 4–16, lr 1e-4, 3 epochs on 1–3B models; at lr 1e-4 this small decoder LoRA memorizes "
+        f"little in minutes), {args.threads} torch thread(s); trained in {train_seconds / 60:.1f} min. "
         f"Fusion weights α = ({result.report['alpha'][0]:.3f}, {result.report['alpha'][1]:.3f}), "
         f"β = ({result.report['beta'][0]:.3f}, {result.report['beta'][1]:.3f}) at ψ = {result.report['psi']:g}. "
         f"The scrubber left {left} canary occurrences in the scrubbed view.",

@@ -32,7 +32,7 @@ def register(sub) -> None:
     t.add_argument("--internal-domain", action="append", default=[], metavar="DOMAIN",
                    help="the organization's own domain: its hosts and URLs are scrubbed (repeatable)")
     t.add_argument("--rank", type=int, default=8, help="LoRA rank of both adapters (default: %(default)s)")
-    t.add_argument("--epochs", type=int, default=6, help="passes over each view (default: %(default)s)")
+    t.add_argument("--epochs", type=int, default=3, help="passes over each view (default: %(default)s)")
     t.add_argument("--lr", type=float, default=2e-3, help="AdamW learning rate (default: %(default)s)")
     t.add_argument("--psi", type=float, default=1e-3, help="L1 strength of the fusion weights, eq. 7 (default: %(default)s)")
     t.add_argument("--seed", type=int, default=0)
