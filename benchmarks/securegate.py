@@ -245,11 +245,25 @@ async def run(args, store: KeyStore) -> int:
     return 0
 
 
+def versus(r50) -> str:
+    """The right key's accuracy at c = 50 against the unauthorized routes' (and their 95 % bound
+    when they found nothing, where a ratio would divide by zero)."""
+    right, wrong, none = r50["right key"], r50["wrong key"], r50["no key"]
+    unauth = max(wrong.accuracy, none.accuracy)
+    head = (f"Right key at c = 50: {100 * right.accuracy:.1f} % ({right.accuracy / right.chance:.1f}× chance); "
+            f"wrong / no key: {100 * wrong.accuracy:.1f} % / {100 * none.accuracy:.1f} %")
+    if unauth > 0:
+        return head + f", so the right key reaches **{right.accuracy / unauth:.1f}×** the unauthorized accuracy."
+    bound = max(wrong.high, none.high)
+    return (head + f" ({wrong.correct} and {none.correct} of {wrong.trials}; chance lies inside their 95 % "
+            f"intervals), so the ratio is unbounded; against the unauthorized upper bound {100 * bound:.1f} % the "
+            f"right key is **{right.accuracy / bound:.1f}×**.")
+
+
 def report(args, rows, alone, gate_acc, gate_n, e2e, n, gated_t, direct_t, gating_ms, result, train_seconds,
            left, canaries, seconds) -> str:
     cmd = "python benchmarks/securegate.py" + (" --quick" if args.quick else "") + f" --seed {args.seed}"
     r50 = {k: v[50] for k, v in rows.items()}
-    unauth = max(r50["wrong key"].accuracy, r50["no key"].accuracy, 1e-9)
     ratio = statistics.median(gated_t) / statistics.median(direct_t)
     lines = [
         f"Command: `{cmd}` ({seconds / 60:.1f} min on this machine's 2 CPU cores). Settings: the embedded default "
@@ -274,9 +288,7 @@ def report(args, rows, alone, gate_acc, gate_n, e2e, n, gated_t, direct_t, gatin
                      f"{r['ppl'].perplexity:.3f} |")
     lines += [
         "",
-        f"Chance is 1/c: 2.0 %, 1.0 %, 0.2 %. Right key at c = 50: **{r50['right key'].accuracy / unauth:.1f}×** the "
-        f"unauthorized accuracy (wrong / no key: {100 * r50['wrong key'].accuracy:.1f} % / "
-        f"{100 * r50['no key'].accuracy:.1f} %).",
+        f"Chance is 1/c: 2.0 %, 1.0 %, 0.2 %. {versus(r50)}",
         "",
         "| canaries planted | right key c=50 | wrong key | no key |",
         "|---|---|---|---|",
