@@ -16,7 +16,8 @@ no error and nothing logged that tells them apart (DESIGN invariant 4).
 
 A rotation or revocation reaches a running server without a restart: the manifest is stat'ed on
 every request and re-read when it changed (new gate, new key table, decrypted adapters dropped);
-the keyring is re-read at most every `key_ttl` seconds and whenever the manifest changed."""
+the keyring (one read per current key of the bundle, none without a gate) is re-read at most every
+`key_ttl` seconds and whenever the manifest changed."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from pathlib import Path
 import torch
 
 from keys import KeyStore
-from keys.access_keys import AccessKey, held_key_ids, load_key
+from keys.access_keys import AccessKey, load_key
 from umbra.errors import UmbraError
 from umbra.model.adapters.modules import Adapter
 from umbra.model.parts import ClientEncoder
@@ -107,22 +108,20 @@ class AccessControl:
             self._gate, self._keys = None, {}
 
     def _held_keys(self) -> list[AccessKey]:
+        """This user's keys among the bundle's current ones, in key-name order. One keyring read per
+        current key, at most every `key_ttl` seconds, and none at all for a bundle without access
+        keys: this runs on the request path. A key held under a rotated-away or revoked id is not
+        read — it could open nothing — and the request takes the no-key path."""
         if time.monotonic() - self._held_at < self.key_ttl:
             return self._held
         held: list[AccessKey] = []
-        if self.store is not None and self._manifest is not None:
-            bundle_id = self._manifest.bundle_id
-            try:
-                key_ids = held_key_ids(self.store, bundle_id)
-            except UmbraError:  # locked or absent keyring: no key
-                key_ids = []
-            for key_id in key_ids:
+        if self.store is not None and self._manifest is not None and self._gate is not None:
+            for entry in sorted(self._keys.values(), key=lambda e: e.name):
                 try:
-                    held.append(load_key(self.store, bundle_id, key_id))
-                except UmbraError:  # an entry gone meanwhile or unreadable: that key only
+                    held.append(load_key(self.store, self._manifest.bundle_id, entry.key_id))
+                except UmbraError:  # not held here, unreadable, or a locked/absent keyring: that key only
                     continue
-        order = {e.key_id: e.name for e in self._keys.values()}
-        self._held = sorted(held, key=lambda k: (order.get(k.key_id, "\uffff"), k.key_id))
+        self._held = held
         self._held_at = time.monotonic()
         return self._held
 
@@ -137,13 +136,13 @@ class AccessControl:
         with self._lock:
             self._refresh()
             held = self._held_keys()
-            if self._manifest is None:
+            if self._manifest is None or self._gate is None:  # no access keys: nothing to unlock
                 return None
             secrets_ = [k.secret for k in held] or [b""]  # no key: the empty key, down the same path
             states = self._key_states(secrets_)  # the gating pass: client embedding + encoder only
-            routes = self._gate.route(states).tolist() if self._gate is not None else [0] * len(secrets_)
+            routes = self._gate.route(states).tolist()
             for key, cls in zip(held, routes):
-                name = self._gate.adapter_of(cls) if self._gate is not None else None
+                name = self._gate.adapter_of(cls)
                 if name is not None:
                     found = self._open(key, name)
                     if found is not None:
