@@ -20,6 +20,19 @@ def base_dir(tmp_path_factory) -> Path:
     return d
 
 
+@pytest.fixture(scope="module")
+def model(base_dir):
+    """The tiny base model as a client (the adapter-training tests)."""
+    from umbra.engine import ClientModel
+
+    return ClientModel.load(base_dir)
+
+
+@pytest.fixture(scope="module")
+def middle_blocks(model):
+    return model.load_middle()
+
+
 @pytest.fixture(scope="session")
 def corpus_dir(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("tune-corpus")

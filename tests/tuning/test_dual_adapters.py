@@ -14,7 +14,6 @@ import torch
 from tiny_models import CODE_SNIPPETS
 from umbra.data.corpus import Document
 from umbra.data.tokenizer import EOS
-from umbra.engine import ClientModel
 from umbra.errors import ConfigError
 from umbra.evaluation.canaries import CanaryConfig, plant_canaries
 from umbra.evaluation.memorization import Trunk, inference_attack, route_logits, text_score
@@ -57,16 +56,6 @@ class RecordingMiddle:
 
     async def aclose(self):
         await self.inner.aclose()
-
-
-@pytest.fixture(scope="module")
-def model(base_dir):
-    return ClientModel.load(base_dir)
-
-
-@pytest.fixture(scope="module")
-def middle_blocks(model):
-    return model.load_middle()
 
 
 @pytest.fixture(scope="module")

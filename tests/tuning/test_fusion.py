@@ -13,22 +13,11 @@ import torch
 
 from adapter_helpers import perturb
 from tiny_models import CODE_SNIPPETS
-from umbra.engine import ClientModel
 from umbra.errors import ConfigError
 from umbra.middle.local import LocalMiddle
 from umbra.model.adapters import AdapterSet, LoraConfig, Placement, build_adapter
 from umbra.tuning.dual_adapters import AdapterTrainConfig, train_view_adapter
 from umbra.tuning.fusion import FusionConfig, fit_fusion_weights, fuse_lora, soft_threshold
-
-
-@pytest.fixture(scope="module")
-def model(base_dir):
-    return ClientModel.load(base_dir)
-
-
-@pytest.fixture(scope="module")
-def middle_blocks(model):
-    return model.load_middle()
 
 
 def lora(model, name, seed, **kw):

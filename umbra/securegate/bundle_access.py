@@ -165,7 +165,7 @@ class _Change:
             self.progress("gate")
             return
         valid = _valid_secrets(change.manifest, keys, self.store, self.new_keys)
-        encoder = self.encoder or _bundle_encoder(self.dir, self.store)
+        encoder = self.encoder or bundle_encoder(self.dir, self.store)
         gate, self.report = train_gate(KeyEncoder(encoder, change.manifest.bundle_id), valid, self.gate_config)
         data = gate_bytes(gate)
         self.wrote = True
@@ -204,7 +204,8 @@ class _Change:
         self.progress("clean")
 
 
-def _bundle_encoder(d: Path, store: KeyStore):
+def bundle_encoder(d: Path, store: KeyStore):
+    """The bundle's client encoder (what the gating pass runs), loaded with its key from the keyring."""
     from umbra.privacy.bundle import load_bundle
 
     return load_bundle(d, store=store).encoder

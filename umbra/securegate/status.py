@@ -36,8 +36,8 @@ class AccessStatus:
 
 
 def access_status(bundle_dir, store: KeyStore) -> AccessStatus:
-    from umbra.privacy.bundle import load_bundle
     from umbra.securegate.access import AccessControl
+    from umbra.securegate.bundle_access import bundle_encoder
 
     d = Path(bundle_dir)
     manifest = Manifest.read(d)
@@ -47,7 +47,7 @@ def access_status(bundle_dir, store: KeyStore) -> AccessStatus:
     held = held_key_ids(store, manifest.bundle_id)
     if not held:
         return status
-    access = AccessControl(d, load_bundle(d, store=store).encoder, store)
+    access = AccessControl(d, bundle_encoder(d, store), store)
     names = {e.key_id: e.name for e in key_entries(manifest).values()}
     for key_id in held:
         adapter = access.opens(load_key(store, manifest.bundle_id, key_id))
