@@ -5,7 +5,8 @@ import random
 
 import pytest
 
-from scrubber import GENERATORS, LANGS, ORG_DOMAIN, OUTSIDE, Canary, canary_config_name, judge
+from scrub_canaries import GENERATORS, LANGS, ORG_DOMAIN, OUTSIDE, Canary
+from scrubber import canary_config_name, judge
 from umbra.scrub import KINDS, ScrubConfig, Scrubber
 
 HOST_LINES = ["import os", "", "def main():", "    return 0"]
