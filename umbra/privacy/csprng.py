@@ -51,6 +51,14 @@ class KeystreamRNG:
         """n uniforms on the grid {0, 2^-53, ..., 1 - 2^-53} (float64)."""
         return (self.words(n) >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
 
+    def normal(self, n: int) -> np.ndarray:
+        """n independent standard normal draws (float64), by Box–Muller on `random`."""
+        half = (n + 1) // 2
+        u = self.random(2 * half)
+        u1, u2 = 1.0 - u[:half], u[half:]  # u1 in (0, 1]: log is finite
+        r = np.sqrt(-2.0 * np.log(u1))
+        return np.concatenate([r * np.cos(2 * np.pi * u2), r * np.sin(2 * np.pi * u2)])[:n]
+
     def below(self, bounds: np.ndarray) -> np.ndarray:
         """One exact uniform integer in [0, b) for each b in `bounds` (int64, all >= 1).
 

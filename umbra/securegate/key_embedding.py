@@ -36,12 +36,7 @@ def key_seed(secret: bytes, bundle_id: str) -> bytes:
 
 def gaussian(seed: bytes, dim: int) -> np.ndarray:
     """dim standard normal draws (float64) from a CSPRNG stream seeded by `seed` (Box–Muller)."""
-    half = (dim + 1) // 2
-    u = KeystreamRNG(seed).random(2 * half)
-    u1, u2 = 1.0 - u[:half], u[half:]  # u1 in (0, 1]: log is finite
-    r = np.sqrt(-2.0 * np.log(u1))
-    z = np.concatenate([r * np.cos(2 * np.pi * u2), r * np.sin(2 * np.pi * u2)])
-    return z[:dim]
+    return KeystreamRNG(seed).normal(dim)
 
 
 def key_embedding(secret: bytes, bundle_id: str, dim: int, scale: float,

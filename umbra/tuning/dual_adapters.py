@@ -41,8 +41,8 @@ import torch.nn.functional as F
 from umbra.data.tokenizer import EOS
 from umbra.errors import ConfigError
 from umbra.middle.protocol import Middle
-from umbra.model.adapters.config import LORA_TARGETS, LoraConfig, Placement
-from umbra.model.adapters.modules import LoraAdapter, build_adapter
+from umbra.model.adapters.config import LORA_TARGETS, Kind, LoraConfig, Placement
+from umbra.model.adapters.modules import Adapter, LoraAdapter, build_adapter
 from umbra.model.adapters.selection import AdapterSet
 from umbra.training.config import FimConfig
 from umbra.training.fim import SENTINELS, fim_transform, render
@@ -144,17 +144,23 @@ def pack_view(tokenizer, texts: list[str], block_len: int, fim_rate: float = 0.0
     return ViewBlocks(ids.view(n, block_len), mask.view(n, block_len), len(texts))
 
 
-async def trunk_states(model, middle: Middle, ids: torch.Tensor, batch_size: int = 8) -> torch.Tensor:
-    """Encoder + middle outputs [N, T, C] of blocks ids [N, T], without gradient: one forward per
-    batch through a training session of the Middle (no KV cache; no backward is ever asked)."""
+async def trunk_states(model, middle: Middle, ids: torch.Tensor, batch_size: int = 8,
+                       prompt: torch.Tensor | None = None) -> torch.Tensor:
+    """Encoder + middle outputs [N, n+T, C] of blocks ids [N, T], without gradient: one forward per
+    batch through a training session of the Middle (no KV cache; no backward is ever asked). With a
+    frozen soft prompt [n, C] its vectors come first (positions 0..n-1), as in a completion."""
     session = await middle.open_session(training=True)
+    n = 0 if prompt is None else prompt.shape[0]
     out = []
     try:
         for i in range(0, len(ids), batch_size):
             x = ids[i : i + batch_size]
-            pos = torch.arange(x.shape[1]).expand(x.shape[0], -1)
+            pos = torch.arange(n + x.shape[1]).expand(x.shape[0], -1)
             with torch.no_grad():
-                hidden = model.encoder(x, pos)
+                e = model.encoder.embed(x)
+                if prompt is not None:
+                    e = torch.cat([prompt.to(e.dtype).expand(x.shape[0], -1, -1), e], 1)
+                hidden = model.encoder(None, pos, embeds=e)
             out.append(await middle.forward(hidden, pos, session))
     finally:
         await middle.close(session)
@@ -182,9 +188,11 @@ def lm_loss(logits: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor) -> torc
 
 
 def train_lora(model, hidden: torch.Tensor, blocks: ViewBlocks, config: AdapterTrainConfig,
-               name: str) -> tuple[LoraAdapter, list[float], list[float]]:
-    """A fresh decoder LoRA trained on cached middle outputs hidden [N,T,C] of `blocks`:
-    (adapter, loss per step, mean loss per epoch)."""
+               name: str, beside: tuple[Adapter, ...] = ()) -> tuple[LoraAdapter, list[float], list[float]]:
+    """A fresh decoder LoRA trained on cached middle outputs hidden [N,n+T,C] of `blocks` (n: a
+    frozen soft prompt's positions, not trained on), `beside` frozen decoder adapters that stay as
+    they are (NOESIS stage 2: the shared parameters in place): (adapter, loss per step, mean loss
+    per epoch)."""
     config.validate()
     shape = model.plan.shape(model.spec.num_layers)
     adapter = build_adapter(name, config.lora(), model.spec, shape)
@@ -193,7 +201,9 @@ def train_lora(model, hidden: torch.Tensor, blocks: ViewBlocks, config: AdapterT
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     gen = torch.Generator().manual_seed(config.seed)
     n, t = blocks.ids.shape
-    pos = torch.arange(t)
+    lead = hidden.shape[1] - t  # soft prompt positions
+    pos = torch.arange(lead + t)
+    others = [a for a in beside if a.kind is not Kind.SOFT_PROMPT]
     losses, epoch_losses = [], []
     with frozen(model.decoder):
         for _ in range(config.epochs):
@@ -201,8 +211,8 @@ def train_lora(model, hidden: torch.Tensor, blocks: ViewBlocks, config: AdapterT
             start = len(losses)
             for i in range(0, n, config.batch_size):
                 b = order[i : i + config.batch_size]
-                aset = AdapterSet([adapter], frozen=False)  # a training set serves one forward
-                logits = model.decoder(hidden[b], pos.expand(len(b), -1), adapters=aset)
+                aset = AdapterSet([adapter, *others], frozen=False)  # a training set serves one forward
+                logits = model.decoder(hidden[b], pos.expand(len(b), -1), adapters=aset)[:, lead:]
                 loss = lm_loss(logits, blocks.ids[b], blocks.mask[b])
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
@@ -216,14 +226,17 @@ def train_lora(model, hidden: torch.Tensor, blocks: ViewBlocks, config: AdapterT
 
 
 async def train_view_adapter(model, middle: Middle, texts: list[str], config: AdapterTrainConfig,
-                             name: str) -> tuple[LoraAdapter, AdapterReport]:
-    """One adapter on one view: pack, run the trunk once, train the decoder LoRA."""
+                             name: str, beside: tuple[Adapter, ...] = ()) -> tuple[LoraAdapter, AdapterReport]:
+    """One adapter on one view: pack, run the trunk once, train the decoder LoRA (beside the
+    frozen adapters `beside` it: a soft prompt among them goes into the trunk)."""
     config.validate()
     blocks = pack_view(model.tokenizer, list(texts), config.block_len, config.fim_rate, config.seed)
+    prompts = [a.prompt.detach() for a in beside if a.kind is Kind.SOFT_PROMPT]
+    prompt = torch.cat(prompts) if prompts else None
     t0 = time.perf_counter()
-    hidden = await trunk_states(model, middle, blocks.ids, config.batch_size)
+    hidden = await trunk_states(model, middle, blocks.ids, config.batch_size, prompt)
     t1 = time.perf_counter()
-    adapter, losses, epoch_losses = train_lora(model, hidden, blocks, config, name)
+    adapter, losses, epoch_losses = train_lora(model, hidden, blocks, config, name, beside)
     t2 = time.perf_counter()
     report = AdapterReport(name, blocks.texts, blocks.tokens, len(blocks.ids), len(losses), config.epochs,
                            tuple(losses), tuple(epoch_losses), t1 - t0, t2 - t1)

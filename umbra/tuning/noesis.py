@@ -1,0 +1,152 @@
+"""NOESIS (seed 000 Alg. 1) on the split client: DP shared parameters, then per-language experts.
+
+    docs = DocumentBlocks(train_documents, model.tokenizer, block_len=config.block_len, fim_rate=0.5)
+    shared = await train_shared(model, middle, docs, StageOneConfig())          # stage 1, DP-SGD
+    experts = await train_experts(model, middle, by_language, (shared.adapter,))  # stage 2, AdamW
+
+Stage 1 (DESIGN §4): Poisson-sampled documents of every language, one block each, per-document
+gradients of the shared parameters (per_sample.py) clipped to C and summed, Gaussian noise σC
+from the run's CSPRNG, divided by the expected batch, AdamW on the result. σ is planned by the
+accountant before the first step (dp_sgd.plan_run) and the plan — q, steps, σ, the ε spent — is
+what the bundle records. Every chunk of documents has the same shape (padding rows weighted 0),
+so neither the operations nor what the cloud receives depend on which documents were drawn.
+
+Stage 2: one LoRA expert per language on the client's decoder blocks (invariant 7), plain AdamW
+on that language's documents, the stage-1 parameters frozen in place (a soft prompt goes into the
+cached trunk; decoder adapters sit beside the expert) — dual_adapters.train_view_adapter. Experts
+see only their own language, so no expert's weights depend on another language's documents."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from umbra.errors import ConfigError
+from umbra.middle.protocol import Middle
+from umbra.model.adapters.modules import Adapter, LoraAdapter
+from umbra.tuning.doc_blocks import DocumentBlocks, split_rows
+from umbra.tuning.dp_sgd import DPConfig, DPPlan, DPRandom, clipped_sum, noisy_mean, plan_run
+from umbra.tuning.dual_adapters import AdapterReport, AdapterTrainConfig, train_view_adapter
+from umbra.tuning.per_sample import batch_grads, per_sample_grads
+from umbra.tuning.shared_params import SharedConfig, SharedParams
+
+
+@dataclass(frozen=True)
+class StageOneConfig:
+    shared: SharedConfig = field(default_factory=SharedConfig)  # what is shared (family, size)
+    dp: DPConfig = field(default_factory=DPConfig)  # (ε, δ), C, expected batch, epochs
+    context_length: int = 256  # positions per block, a soft prompt's included (block = context − prompt)
+    physical_batch: int = 8  # rows per forward/backward; a step runs ceil(|S| / this) equal-shaped chunks
+    lr: float = 1e-3  # AdamW (seed 000 App. C.3)
+    weight_decay: float = 0.0  # on the shared parameters
+    warmup_steps: int = 10  # linear warm-up, then constant
+    fim_rate: float = 0.5  # share of blocks as FIM examples (completions use FIM prompts)
+
+    def validate(self) -> "StageOneConfig":
+        self.shared.validate()
+        self.dp.validate()
+        if self.physical_batch < 1 or self.warmup_steps < 0 or not self.lr > 0 or self.weight_decay < 0:
+            raise ConfigError("stage 1 needs physical_batch >= 1, warmup_steps >= 0, lr > 0, weight_decay >= 0")
+        prompt = self.shared.prompt_length if self.shared.family == "soft_prompt" else 0
+        if self.context_length - prompt < 2:
+            raise ConfigError(f"context_length {self.context_length} leaves no block after a {prompt}-vector prompt")
+        return self
+
+    @property
+    def block_len(self) -> int:
+        """Tokens of a document per block: the context minus the soft prompt's positions."""
+        prompt = self.shared.prompt_length if self.shared.family == "soft_prompt" else 0
+        return self.context_length - prompt
+
+
+@dataclass
+class SharedResult:
+    params: SharedParams  # trained, frozen
+    plan: DPPlan  # q, steps, σ, the ε spent
+    losses: list[float]  # mean loss of each step's sampled blocks (a diagnostic: NOT covered by the DP guarantee)
+    batch_sizes: list[int]  # |S| of each step (Poisson)
+    seconds: float
+
+    @property
+    def adapter(self) -> Adapter | None:
+        return self.params.adapter
+
+    def training_record(self, config: StageOneConfig, languages: dict[str, int]) -> dict:
+        """The manifest's `training` entry: how, on what, how long (no document text, no loss)."""
+        return {"method": "noesis-stage1/dp-sgd", "family": config.shared.family,
+                "documents": languages, "steps": self.plan.steps, "context_length": config.context_length,
+                "block_len": config.block_len, "physical_batch": config.physical_batch, "lr": config.lr,
+                "fim_rate": config.fim_rate, "seconds": round(self.seconds, 1)}
+
+
+Progress = Callable[[int, int, float], None]  # (step, steps, loss)
+
+
+async def train_shared(model, middle: Middle, docs: DocumentBlocks, config: StageOneConfig = StageOneConfig(),
+                       progress: Progress | None = None) -> SharedResult:
+    """Stage 1: the shared parameters by document-level DP-SGD over every language's documents
+    (non-private when config.dp.epsilon is inf: same sampling and schedule, no clip, no noise)."""
+    config.validate()
+    if docs.block_len != config.block_len:
+        raise ConfigError(f"documents cut in {docs.block_len}-token blocks; this config needs {config.block_len}")
+    plan = plan_run(config.dp, len(docs))
+    shared = SharedParams(model, config.shared)
+    params = shared.parameters()
+    rng = DPRandom(config.dp.noise_seed)
+    opt = torch.optim.AdamW(list(params.values()), lr=config.lr, weight_decay=config.weight_decay)
+    losses, sizes = [], []
+    t0 = time.perf_counter()
+    frozen_flags = {id(p): p.requires_grad for p in shared.holder.parameters()}
+    shared.train()
+    session = await middle.open_session(training=True)
+    try:
+        for step in range(plan.steps):
+            chosen = rng.poisson(len(docs), plan.sample_rate)
+            blocks = docs.train_blocks(chosen, rng)
+            total = {n: torch.zeros_like(p) for n, p in params.items()}
+            step_loss = torch.zeros(())
+            for chunk in split_rows(blocks, config.physical_batch):
+                if config.dp.private:
+                    per_doc, rows = await per_sample_grads(shared, middle, session, chunk)
+                    summed = clipped_sum(per_doc, plan.clip_norm, chunk.weight)
+                else:
+                    summed, rows = await batch_grads(shared, middle, session, chunk)
+                for n in total:
+                    total[n] += summed[n]
+                step_loss += (rows * chunk.weight).sum()
+            update = noisy_mean(total, plan, rng)
+            for lr_group in opt.param_groups:
+                lr_group["lr"] = config.lr * min(1.0, (step + 1) / max(1, config.warmup_steps))
+            for n, p in params.items():
+                p.grad = update[n].to(p.dtype)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            losses.append(float(step_loss) / max(1, len(chosen)) if len(chosen) else math.nan)
+            sizes.append(len(chosen))
+            if progress is not None:
+                progress(step + 1, plan.steps, losses[-1])
+    finally:
+        await middle.close(session)
+        for p in shared.holder.parameters():
+            p.requires_grad_(frozen_flags[id(p)])
+    shared.freeze()
+    return SharedResult(shared, plan, losses, sizes, time.perf_counter() - t0)
+
+
+async def train_experts(model, middle: Middle, texts_by_language: dict[str, list[str]],
+                        shared: tuple[Adapter, ...] = (), config: AdapterTrainConfig = AdapterTrainConfig(),
+                        name: str = "expert-{language}") -> dict[str, tuple[LoraAdapter, AdapterReport]]:
+    """Stage 2: one decoder LoRA per language on its own texts, the `shared` adapters frozen in place.
+    An empty language is an error (an expert of nothing would silently serve the base)."""
+    empty = sorted(lang for lang, texts in texts_by_language.items() if not texts)
+    if empty:
+        raise ConfigError(f"no documents for language(s) {', '.join(empty)}: nothing to train an expert on")
+    out = {}
+    for lang in sorted(texts_by_language):
+        out[lang] = await train_view_adapter(model, middle, texts_by_language[lang], config,
+                                             name.format(language=lang), shared)
+    return out
