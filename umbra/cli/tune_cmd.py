@@ -31,7 +31,7 @@ _D = TuneConfig()
 def register(sub) -> None:
     p = sub.add_parser("tune", help="split fine-tuning (STuning) of a client bundle", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--bundle", type=Path, required=True, metavar="DIR", help="client bundle (`umbra init`)")
+    p.add_argument("--bundle", type=Path, default=None, metavar="DIR", help="client bundle (`umbra init`); required")
     p.add_argument("--model", type=Path, default=None,
                    help="the bundle's base model (default: the directory it was made from)")
     p.add_argument("--service", default=None, help="keyring service holding the bundle's key (default: umbra)")
@@ -77,6 +77,10 @@ def register(sub) -> None:
     p.add_argument("--threads", type=int, default=None,
                    help="torch intra-op threads, here and in a cloud this command starts (default: torch's)")
     p.set_defaults(func=run)
+    from umbra.cli import noesis_cmd
+
+    noesis_cmd.register(p.add_subparsers(dest="tune_command", metavar="{shared,experts}",
+                                         help="NOESIS (docs/noesis.md); without one: STuning of the client blocks"))
 
 
 def _config(args) -> TuneConfig:
@@ -99,6 +103,8 @@ def run(args) -> int:
     from umbra.engine import ClientModel
     from umbra.tuning import checkpoint as ckpt
 
+    if args.bundle is None:
+        raise ConfigError("umbra tune: --bundle DIR is required")
     if args.in_process and (args.cloud or args.token):
         raise ConfigError("--in-process runs without a cloud; drop --cloud/--token")
     if args.cloud_lora and (args.in_process or not cloud_url(args)):

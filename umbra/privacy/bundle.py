@@ -82,6 +82,9 @@ class ClientBundle:
     adapters: dict[str, Adapter] = field(default_factory=dict)  # name -> adapter (manifest.adapters)
 
 
+CLIENT_WEIGHTS_DP = "client_weights_dp"  # manifest privacy key: the DP record of DP-tuned client weights
+
+
 def default_bundle_dir(base_dir: str | Path) -> Path:
     data = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
     return data / "umbra" / "bundles" / Path(base_dir).resolve().name
@@ -267,8 +270,10 @@ def load_bundle(
 
 
 def save_client_weights(bundle: ClientBundle, encoder: ClientEncoder | None = None,
-                        decoder: ClientDecoder | None = None) -> Manifest:
-    """Write (e.g. split-fine-tuned) client weights back, vocab rows in public order again."""
+                        decoder: ClientDecoder | None = None, dp: dict | None = None) -> Manifest:
+    """Write (e.g. split-fine-tuned) client weights back, vocab rows in public order again. `dp`:
+    the DP record of the training that produced them (NOESIS `--family full`), kept in the
+    manifest's privacy section as `client_weights_dp`; weights written without one drop an old one."""
     encoder, decoder = encoder or bundle.encoder, decoder or bundle.decoder
     table, client = _client_tensors(encoder, decoder)
     table[EMBED_KEY] = public_rows(table[EMBED_KEY], bundle.permutation)
@@ -284,6 +289,10 @@ def save_client_weights(bundle: ClientBundle, encoder: ClientEncoder | None = No
             {k: v.to(stored_table[k].dtype) for k, v in table.items()}))
         weights["client"] = change.store("", "client", _tensor_bytes({k: v.to(stored[k].dtype) for k, v in client.items()}))
         change.manifest.files = _file_hashes(bundle.dir, (weights["indvocab"], weights["client"]))
+        if dp is None:
+            change.manifest.privacy.pop(CLIENT_WEIGHTS_DP, None)
+        else:
+            change.manifest.privacy[CLIENT_WEIGHTS_DP] = dp
     bundle.manifest = Manifest.read(bundle.dir)
     return bundle.manifest
 

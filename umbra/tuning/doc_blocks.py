@@ -102,27 +102,33 @@ class DocumentBlocks:
         return self._stack([self._window(i, 0) for i in range(count)], count)
 
     def _stack(self, windows: list[np.ndarray], rows: int) -> Blocks:
+        """Rows assembled in numpy and handed to torch at once: the tensor operations that follow do
+        not depend on the documents' lengths or count (only on `rows`)."""
         t = self.block_len
-        ids = torch.full((rows, t), PAD_ID, dtype=torch.int64)
-        mask = torch.zeros(rows, t, dtype=torch.bool)
+        ids = np.full((rows, t), PAD_ID, dtype=np.int64)
+        mask = np.zeros((rows, t), dtype=bool)
         for r, w in enumerate(windows):
-            ids[r, : len(w)] = torch.from_numpy(w)
+            ids[r, : len(w)] = w
             mask[r, : len(w)] = True
-        weight = torch.zeros(rows)
+        weight = np.zeros(rows, dtype=np.float32)
         weight[: len(windows)] = 1.0
-        return Blocks(ids, mask, weight)
+        return Blocks(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(weight))
+
+
+def padded_rows(n: int, size: int) -> int:
+    """Rows for n documents in chunks of `size`: at least one chunk (an empty draw is noised too)."""
+    return max(1, -(-n // size)) * size
 
 
 def split_rows(blocks: Blocks, size: int) -> list[Blocks]:
     """Chunks of exactly `size` rows (the last padded with weight-0 rows): every chunk has the same
     shape, so the operations run do not depend on which documents were sampled."""
     n = len(blocks)
-    chunks = max(1, -(-n // size))
-    pad = chunks * size - n
+    pad = padded_rows(n, size) - n
     if pad:
         t = blocks.ids.shape[1]
         blocks = Blocks(torch.cat([blocks.ids, torch.full((pad, t), PAD_ID, dtype=torch.int64)]),
                         torch.cat([blocks.mask, torch.zeros(pad, t, dtype=torch.bool)]),
                         torch.cat([blocks.weight, torch.zeros(pad)]))
     return [Blocks(blocks.ids[i : i + size], blocks.mask[i : i + size], blocks.weight[i : i + size])
-            for i in range(0, chunks * size, size)]
+            for i in range(0, n + pad, size)]

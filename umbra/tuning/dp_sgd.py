@@ -25,11 +25,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from umbra.errors import ConfigError, UmbraError
+from umbra.errors import UmbraError
 from umbra.privacy.csprng import KeystreamRNG
+from umbra.tuning.noesis_config import DPConfig
 
-ACCOUNTANTS = ("rdp", "prv", "gdp")  # opacus' accountants
-DEFAULT_DELTA = 1e-6  # DESIGN §4: (ε, δ) = (1, 1e-6)
 # Rényi orders of the RDP accountant: opacus' defaults stop at 63, too low for small q and σ ~ 1
 # (the optimum then sits on the last order and the bound is loose); these reach 4096.
 RDP_ORDERS = [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [2**k for k in range(6, 13)]
@@ -37,36 +36,6 @@ RDP_ORDERS = [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [2**k
 
 class PrivacyBudgetError(UmbraError):
     """The requested (ε, δ) cannot be met with this data and schedule."""
-
-
-@dataclass(frozen=True)
-class DPConfig:
-    epsilon: float = 1.0  # target ε of the whole run (math.inf: no noise, no clipping — non-private)
-    delta: float = DEFAULT_DELTA  # target δ; must be below 1 / N (one document)
-    clip_norm: float = 1.0  # C: bound on each document's gradient (seed 000 App. C.3: 1.0)
-    expected_batch: int = 64  # B: expected documents per step; q = B / N
-    epochs: float = 4.0  # expected passes over the documents; steps = ceil(epochs / q)
-    accountant: str = "rdp"  # opacus accountant: rdp | prv | gdp
-    noise_seed: int | None = None  # None: keyed from the OS CSPRNG (the only setting with a guarantee)
-
-    @property
-    def private(self) -> bool:
-        return math.isfinite(self.epsilon)
-
-    def validate(self) -> "DPConfig":
-        if not (self.epsilon > 0):
-            raise ConfigError(f"epsilon must be > 0 (inf for non-private), got {self.epsilon}")
-        if not 0 < self.delta < 1:
-            raise ConfigError(f"delta must be in (0, 1), got {self.delta}")
-        if not (self.clip_norm > 0 and math.isfinite(self.clip_norm)):
-            raise ConfigError(f"clip_norm must be a finite number > 0, got {self.clip_norm}")
-        if self.expected_batch < 1:
-            raise ConfigError(f"expected_batch must be >= 1, got {self.expected_batch}")
-        if not (self.epochs > 0 and math.isfinite(self.epochs)):
-            raise ConfigError(f"epochs must be a finite number > 0, got {self.epochs}")
-        if self.accountant not in ACCOUNTANTS:
-            raise ConfigError(f"accountant must be one of {', '.join(ACCOUNTANTS)}, got {self.accountant!r}")
-        return self
 
 
 @dataclass(frozen=True)

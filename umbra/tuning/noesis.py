@@ -21,46 +21,20 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from umbra.errors import ConfigError
 from umbra.middle.protocol import Middle
 from umbra.model.adapters.modules import Adapter, LoraAdapter
-from umbra.tuning.doc_blocks import DocumentBlocks, split_rows
-from umbra.tuning.dp_sgd import DPConfig, DPPlan, DPRandom, clipped_sum, noisy_mean, plan_run
-from umbra.tuning.dual_adapters import AdapterReport, AdapterTrainConfig, train_view_adapter
+from umbra.tuning.doc_blocks import DocumentBlocks, padded_rows, split_rows
+from umbra.tuning.dp_sgd import DPPlan, DPRandom, clipped_sum, noisy_mean, plan_run
+from umbra.tuning.adapter_config import AdapterTrainConfig
+from umbra.tuning.dual_adapters import AdapterReport, train_view_adapter
 from umbra.tuning.per_sample import batch_grads, per_sample_grads
-from umbra.tuning.shared_params import SharedConfig, SharedParams
-
-
-@dataclass(frozen=True)
-class StageOneConfig:
-    shared: SharedConfig = field(default_factory=SharedConfig)  # what is shared (family, size)
-    dp: DPConfig = field(default_factory=DPConfig)  # (ε, δ), C, expected batch, epochs
-    context_length: int = 256  # positions per block, a soft prompt's included (block = context − prompt)
-    physical_batch: int = 8  # rows per forward/backward; a step runs ceil(|S| / this) equal-shaped chunks
-    lr: float = 1e-3  # AdamW (seed 000 App. C.3)
-    weight_decay: float = 0.0  # on the shared parameters
-    warmup_steps: int = 10  # linear warm-up, then constant
-    fim_rate: float = 0.5  # share of blocks as FIM examples (completions use FIM prompts)
-
-    def validate(self) -> "StageOneConfig":
-        self.shared.validate()
-        self.dp.validate()
-        if self.physical_batch < 1 or self.warmup_steps < 0 or not self.lr > 0 or self.weight_decay < 0:
-            raise ConfigError("stage 1 needs physical_batch >= 1, warmup_steps >= 0, lr > 0, weight_decay >= 0")
-        prompt = self.shared.prompt_length if self.shared.family == "soft_prompt" else 0
-        if self.context_length - prompt < 2:
-            raise ConfigError(f"context_length {self.context_length} leaves no block after a {prompt}-vector prompt")
-        return self
-
-    @property
-    def block_len(self) -> int:
-        """Tokens of a document per block: the context minus the soft prompt's positions."""
-        prompt = self.shared.prompt_length if self.shared.family == "soft_prompt" else 0
-        return self.context_length - prompt
+from umbra.tuning.noesis_config import StageOneConfig
+from umbra.tuning.shared_params import SharedParams
 
 
 @dataclass
@@ -86,6 +60,26 @@ class SharedResult:
 Progress = Callable[[int, int, float], None]  # (step, steps, loss)
 
 
+async def dp_step(shared: SharedParams, middle: Middle, session: str, docs: DocumentBlocks, chosen, plan: DPPlan,
+                  config: StageOneConfig, rng: DPRandom) -> tuple[dict[str, torch.Tensor], float]:
+    """The update of one step from the sampled documents `chosen` (one block each): clipped
+    per-document gradients summed over equal-shaped chunks, noised, over the expected batch —
+    or, non-private, the plain gradient of the summed losses over B. Returns (update, Σ losses)."""
+    blocks = docs.train_blocks(chosen, rng, rows=padded_rows(len(chosen), config.physical_batch))
+    total = {n: torch.zeros_like(p) for n, p in shared.parameters().items()}
+    loss = 0.0
+    for chunk in split_rows(blocks, config.physical_batch):
+        if config.dp.private:
+            per_doc, rows = await per_sample_grads(shared, middle, session, chunk)
+            summed = clipped_sum(per_doc, plan.clip_norm, chunk.weight)
+        else:
+            summed, rows = await batch_grads(shared, middle, session, chunk)
+        for n in total:
+            total[n] += summed[n]
+        loss += float((rows * chunk.weight).sum())
+    return noisy_mean(total, plan, rng), loss
+
+
 async def train_shared(model, middle: Middle, docs: DocumentBlocks, config: StageOneConfig = StageOneConfig(),
                        progress: Progress | None = None) -> SharedResult:
     """Stage 1: the shared parameters by document-level DP-SGD over every language's documents
@@ -96,7 +90,7 @@ async def train_shared(model, middle: Middle, docs: DocumentBlocks, config: Stag
     plan = plan_run(config.dp, len(docs))
     shared = SharedParams(model, config.shared)
     params = shared.parameters()
-    rng = DPRandom(config.dp.noise_seed)
+    rng = DPRandom(config.dp.noise_seed)  # sampling, offsets, FIM draws and noise: one CSPRNG
     opt = torch.optim.AdamW(list(params.values()), lr=config.lr, weight_decay=config.weight_decay)
     losses, sizes = [], []
     t0 = time.perf_counter()
@@ -106,19 +100,7 @@ async def train_shared(model, middle: Middle, docs: DocumentBlocks, config: Stag
     try:
         for step in range(plan.steps):
             chosen = rng.poisson(len(docs), plan.sample_rate)
-            blocks = docs.train_blocks(chosen, rng)
-            total = {n: torch.zeros_like(p) for n, p in params.items()}
-            step_loss = torch.zeros(())
-            for chunk in split_rows(blocks, config.physical_batch):
-                if config.dp.private:
-                    per_doc, rows = await per_sample_grads(shared, middle, session, chunk)
-                    summed = clipped_sum(per_doc, plan.clip_norm, chunk.weight)
-                else:
-                    summed, rows = await batch_grads(shared, middle, session, chunk)
-                for n in total:
-                    total[n] += summed[n]
-                step_loss += (rows * chunk.weight).sum()
-            update = noisy_mean(total, plan, rng)
+            update, step_loss = await dp_step(shared, middle, session, docs, chosen, plan, config, rng)
             for lr_group in opt.param_groups:
                 lr_group["lr"] = config.lr * min(1.0, (step + 1) / max(1, config.warmup_steps))
             for n, p in params.items():

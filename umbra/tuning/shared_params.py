@@ -14,50 +14,14 @@ parameters split by side: encoder-side ones need the gradient back through the m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from umbra.errors import ConfigError
-from umbra.model.adapters.config import (BottleneckConfig, DeepPromptConfig, Kind, LoraConfig, Placement,
-                                         SoftPromptConfig)
+from umbra.model.adapters.config import Kind, Placement
 from umbra.model.adapters.modules import Adapter, build_adapter
 from umbra.model.adapters.selection import AdapterSet
-
-FAMILIES = ("soft_prompt", "deep_prompt", "lora", "bottleneck", "full")
-
-
-@dataclass(frozen=True)
-class SharedConfig:
-    family: str = "soft_prompt"  # one of FAMILIES
-    prompt_length: int = 32  # soft / deep prompt vectors (seed 000 Table 3: 32 is best of 8 / 32 / 120)
-    rank: int = 4  # common LoRA rank (seed 000 App. C.3: 4)
-    alpha: float = 8.0  # common LoRA scale numerator (scale = alpha / rank)
-    bottleneck: int = 16  # bottleneck adapter width
-    name: str = "shared"  # the adapter's name in the bundle
-    init_seed: int = 0  # initialisation of the adapter's free weights (output weights start at zero)
-
-    def validate(self) -> "SharedConfig":
-        if self.family not in FAMILIES:
-            raise ConfigError(f"shared family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
-        if self.prompt_length < 1 or self.rank < 1 or self.bottleneck < 1:
-            raise ConfigError("prompt_length, rank and bottleneck must be >= 1")
-        return self
-
-    def adapter_config(self):
-        """The adapter config of an adapter family (None for `full`)."""
-        f, seed = self.family, self.init_seed
-        if f == "soft_prompt":
-            return SoftPromptConfig(length=self.prompt_length, init_seed=seed)
-        if f == "deep_prompt":
-            return DeepPromptConfig(length=self.prompt_length, init_seed=seed)
-        if f == "lora":
-            return LoraConfig(rank=self.rank, alpha=self.alpha, init_seed=seed)
-        if f == "bottleneck":
-            return BottleneckConfig(size=self.bottleneck, init_seed=seed)
-        return None
-
+from umbra.tuning.noesis_config import SharedConfig
 
 class ClientHolder(nn.Module):
     """The client's parts and the trained adapter under one module, so `torch.func.functional_call`

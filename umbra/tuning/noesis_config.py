@@ -1,0 +1,105 @@
+"""NOESIS's typed settings (stage 1's shared family, DP-SGD, the run), torch-free: the CLI's
+parser reads the defaults. The code that uses them: dp_sgd.py, shared_params.py, noesis.py."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from umbra.errors import ConfigError
+from umbra.model.adapters.config import BottleneckConfig, DeepPromptConfig, LoraConfig, SoftPromptConfig
+
+ACCOUNTANTS = ("rdp", "prv", "gdp")  # opacus' accountants
+DEFAULT_DELTA = 1e-6  # DESIGN §4: (ε, δ) = (1, 1e-6)
+
+
+@dataclass(frozen=True)
+class DPConfig:
+    epsilon: float = 1.0  # target ε of the whole run (math.inf: no noise, no clipping — non-private)
+    delta: float = DEFAULT_DELTA  # target δ; must be below 1 / N (one document)
+    clip_norm: float = 1.0  # C: bound on each document's gradient (seed 000 App. C.3: 1.0)
+    expected_batch: int = 64  # B: expected documents per step; q = B / N
+    epochs: float = 4.0  # expected passes over the documents; steps = ceil(epochs / q)
+    accountant: str = "rdp"  # opacus accountant: rdp | prv | gdp
+    noise_seed: int | None = None  # None: keyed from the OS CSPRNG (the only setting with a guarantee)
+
+    @property
+    def private(self) -> bool:
+        return math.isfinite(self.epsilon)
+
+    def validate(self) -> "DPConfig":
+        if not (self.epsilon > 0):
+            raise ConfigError(f"epsilon must be > 0 (inf for non-private), got {self.epsilon}")
+        if not 0 < self.delta < 1:
+            raise ConfigError(f"delta must be in (0, 1), got {self.delta}")
+        if not (self.clip_norm > 0 and math.isfinite(self.clip_norm)):
+            raise ConfigError(f"clip_norm must be a finite number > 0, got {self.clip_norm}")
+        if self.expected_batch < 1:
+            raise ConfigError(f"expected_batch must be >= 1, got {self.expected_batch}")
+        if not (self.epochs > 0 and math.isfinite(self.epochs)):
+            raise ConfigError(f"epochs must be a finite number > 0, got {self.epochs}")
+        if self.accountant not in ACCOUNTANTS:
+            raise ConfigError(f"accountant must be one of {', '.join(ACCOUNTANTS)}, got {self.accountant!r}")
+        return self
+
+
+FAMILIES = ("soft_prompt", "deep_prompt", "lora", "bottleneck", "full")
+
+
+@dataclass(frozen=True)
+class SharedConfig:
+    family: str = "soft_prompt"  # one of FAMILIES
+    prompt_length: int = 32  # soft / deep prompt vectors (seed 000 Table 3: 32 is best of 8 / 32 / 120)
+    rank: int = 4  # common LoRA rank (seed 000 App. C.3: 4)
+    alpha: float = 8.0  # common LoRA scale numerator (scale = alpha / rank)
+    bottleneck: int = 16  # bottleneck adapter width
+    name: str = "shared"  # the adapter's name in the bundle
+    init_seed: int = 0  # initialisation of the adapter's free weights (output weights start at zero)
+
+    def validate(self) -> "SharedConfig":
+        if self.family not in FAMILIES:
+            raise ConfigError(f"shared family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
+        if self.prompt_length < 1 or self.rank < 1 or self.bottleneck < 1:
+            raise ConfigError("prompt_length, rank and bottleneck must be >= 1")
+        return self
+
+    def adapter_config(self):
+        """The adapter config of an adapter family (None for `full`)."""
+        f, seed = self.family, self.init_seed
+        if f == "soft_prompt":
+            return SoftPromptConfig(length=self.prompt_length, init_seed=seed)
+        if f == "deep_prompt":
+            return DeepPromptConfig(length=self.prompt_length, init_seed=seed)
+        if f == "lora":
+            return LoraConfig(rank=self.rank, alpha=self.alpha, init_seed=seed)
+        if f == "bottleneck":
+            return BottleneckConfig(size=self.bottleneck, init_seed=seed)
+        return None
+
+
+@dataclass(frozen=True)
+class StageOneConfig:
+    shared: SharedConfig = field(default_factory=SharedConfig)  # what is shared (family, size)
+    dp: DPConfig = field(default_factory=DPConfig)  # (ε, δ), C, expected batch, epochs
+    context_length: int = 256  # positions per block, a soft prompt's included (block = context − prompt)
+    physical_batch: int = 8  # rows per forward/backward; a step runs ceil(|S| / this) equal-shaped chunks
+    lr: float = 1e-3  # AdamW (seed 000 App. C.3)
+    weight_decay: float = 0.0  # on the shared parameters
+    warmup_steps: int = 10  # linear warm-up, then constant
+    fim_rate: float = 0.5  # share of blocks as FIM examples (completions use FIM prompts)
+
+    def validate(self) -> "StageOneConfig":
+        self.shared.validate()
+        self.dp.validate()
+        if self.physical_batch < 1 or self.warmup_steps < 0 or not self.lr > 0 or self.weight_decay < 0:
+            raise ConfigError("stage 1 needs physical_batch >= 1, warmup_steps >= 0, lr > 0, weight_decay >= 0")
+        prompt = self.shared.prompt_length if self.shared.family == "soft_prompt" else 0
+        if self.context_length - prompt < 2:
+            raise ConfigError(f"context_length {self.context_length} leaves no block after a {prompt}-vector prompt")
+        return self
+
+    @property
+    def block_len(self) -> int:
+        """Tokens of a document per block: the context minus the soft prompt's positions."""
+        prompt = self.shared.prompt_length if self.shared.family == "soft_prompt" else 0
+        return self.context_length - prompt
