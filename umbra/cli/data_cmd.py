@@ -1,4 +1,4 @@
-"""`umbra data ...`: build the corpus, train the tokenizer, report token counts."""
+"""`umbra data ...`: build the corpus and the private domains, train the tokenizer, report token counts."""
 
 from __future__ import annotations
 
@@ -17,6 +17,14 @@ def _build(args: argparse.Namespace) -> int:
     from umbra.data.build import build_corpus
 
     summary = build_corpus(_cfg(args), install_missing=not args.no_install)
+    print(json.dumps({lang: v["splits"] for lang, v in summary["languages"].items()}, indent=1))
+    return 0
+
+
+def _private(args: argparse.Namespace) -> int:
+    from umbra.data.private import build_private_domains
+
+    summary = build_private_domains(_cfg(args))
     print(json.dumps({lang: v["splits"] for lang, v in summary["languages"].items()}, indent=1))
     return 0
 
@@ -47,6 +55,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     b = sub.add_parser("build", parents=[common], help="collect, filter, dedup and split the corpus")
     b.add_argument("--no-install", action="store_true", help="never apt-get install missing sources")
     b.set_defaults(func=_build)
+
+    p = sub.add_parser("private", parents=[common],
+                       help="build the per-language private domains (needs the pretraining corpus for dedup)")
+    p.set_defaults(func=_private)
 
     t = sub.add_parser("tokenizer", parents=[common], help="train the byte-level BPE tokenizer")
     t.add_argument("--vocab-size", type=int, default=8192)

@@ -25,6 +25,17 @@ class SourceFile:
     text: str  # file content (decoded UTF-8, line endings untouched)
 
 
+# Path components that mark a vendored copy of another project.
+VENDORED_DIRS = frozenset({"vendor", "_vendor", "vendored", "_vendored", "third_party", "thirdparty",
+                           "externals"})
+
+
+def is_vendored(rel_path: str, skip_testdata: bool = False) -> bool:
+    """True for a file inside a vendored copy (or, with `skip_testdata`, a Go `testdata/` tree)."""
+    dirs = rel_path.split("/")[:-1]
+    return any(d in VENDORED_DIRS or (skip_testdata and d == "testdata") for d in dirs)
+
+
 def _decode(data: bytes) -> str | None:
     try:
         return data.decode("utf-8")

@@ -17,6 +17,37 @@ class FilterConfig:
 
 
 @dataclass
+class MinHashConfig:
+    """Near-duplicate detection by MinHash over token shingles (umbra/data/near_dup.py)."""
+
+    shingle_tokens: int = 5  # shingle = this many consecutive tokens (identifiers, numbers, symbols)
+    num_perm: int = 128  # hash functions per signature (Jaccard estimate std. error ~0.04 at 0.7)
+    bands: int = 32  # LSH bands of num_perm / bands rows: a pair at Jaccard 0.7 collides w.p. > 0.999
+    threshold: float = 0.7  # estimated Jaccard at or above this: near duplicate
+    seed: int = 1234  # seed of the hash functions (fixed: the same files are dropped on every build)
+
+
+@dataclass
+class PrivateDomainConfig:
+    """Per-language private domains (`umbra data private`): code the pretrained model never saw."""
+
+    subdir: str = "private"  # under corpus_dir and manifest_dir
+    # Share of files (by seeded path hash) in the test split. Go's is large so that the scarce
+    # domain still has >= min_test_docs test documents.
+    test_fractions: dict[str, float] = field(
+        default_factory=lambda: {"python": 0.05, "java": 0.10, "go": 0.30}
+    )
+    # Byte budgets per language after filtering and dedup, before splitting (None: no cap);
+    # files beyond the budget are dropped in a seeded hash order, as in the pretraining build.
+    byte_caps: dict[str, int | None] = field(
+        default_factory=lambda: {"python": 76_000_000, "java": 28_000_000, "go": None}
+    )
+    min_test_docs: int = 200  # every language's test split holds at least this many files
+    min_python_to_go_bytes: float = 10.0  # Python's train split >= this x Go's (bytes)
+    minhash: MinHashConfig = field(default_factory=MinHashConfig)
+
+
+@dataclass
 class DataConfig:
     root: Path = Path(".")  # repository root; all paths below are relative to it
     corpus_dir: Path = Path("data/corpus")  # gitignored corpus text (rebuildable)
@@ -31,6 +62,7 @@ class DataConfig:
         default_factory=lambda: {"python": 110_000_000, "java": 45_000_000, "go": 30_000_000}
     )
     filters: FilterConfig = field(default_factory=FilterConfig)
+    private: PrivateDomainConfig = field(default_factory=PrivateDomainConfig)
 
     def path(self, rel: Path) -> Path:
         return rel if rel.is_absolute() else self.root / rel

@@ -1,7 +1,8 @@
 """Exact and near-duplicate removal by content hashing.
 
 Exact duplicates share the sha256 of their bytes. Near duplicates share the sha256 of their text
-with every whitespace character removed (re-indented, re-wrapped or CRLF/LF variants)."""
+with every whitespace character removed (re-indented, re-wrapped or CRLF/LF variants).
+`DedupIndex` adds MinHash near duplicates (umbra/data/near_dup.py) for the private domains."""
 
 from __future__ import annotations
 
@@ -9,6 +10,11 @@ import hashlib
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+
+import numpy as np
+
+from umbra.data.config import MinHashConfig
+from umbra.data.near_dup import MinHashIndex
 
 _WHITESPACE = re.compile(r"\s+")
 
@@ -58,3 +64,33 @@ def dedup(texts: Iterable[str]) -> Iterator[tuple[int, str]]:
     for i, text in enumerate(texts):
         if d.classify(text) is None:
             yield i, text
+
+
+class DedupIndex:
+    """A set of reference files (per language for MinHash) that new files are matched against:
+    `match` says whether a text is an exact copy, a whitespace variant or a MinHash near
+    duplicate (estimated Jaccard >= threshold) of a file added before."""
+
+    def __init__(self, cfg: MinHashConfig) -> None:
+        self.cfg = cfg
+        self._exact: set[str] = set()
+        self._whitespace: set[str] = set()
+        self._minhash: dict[str, MinHashIndex] = {}
+        self.files = 0
+
+    def add(self, lang: str, text: str, signature: np.ndarray) -> None:
+        self._exact.add(content_sha256(text))
+        self._whitespace.add(normalized_sha256(text))
+        self._minhash.setdefault(lang, MinHashIndex(self.cfg)).add(signature)
+        self.files += 1
+
+    def match(self, lang: str, text: str, signature: np.ndarray) -> str | None:
+        """"exact" / "whitespace" / "minhash" when `text` duplicates an added file, else None."""
+        if content_sha256(text) in self._exact:
+            return "exact"
+        if normalized_sha256(text) in self._whitespace:
+            return "whitespace"
+        index = self._minhash.get(lang)
+        if index is not None and index.is_near_duplicate(signature):
+            return "minhash"
+        return None
