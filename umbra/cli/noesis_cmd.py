@@ -90,16 +90,21 @@ def _common(p) -> None:
 
 
 def _documents(args) -> list:
-    from umbra.data.corpus import LANGS, read_split
+    """The train documents of the chosen languages (default: every language present). A language
+    asked for by name with no documents is an error, never silently left out."""
+    from umbra.data.corpus import LANGS, corpus_file, read_documents
 
     langs = tuple(x.strip() for x in args.languages.split(",")) if args.languages else LANGS
     unknown = [x for x in langs if x not in LANGS]
     if unknown:
         raise ConfigError(f"unknown language(s) {', '.join(unknown)} (known: {', '.join(LANGS)})")
-    docs = read_split(args.corpus_dir, "train", langs)
+    present = [x for x in langs if corpus_file(args.corpus_dir, "train", x).exists()]
+    docs = [d for lang in present for d in read_documents(args.corpus_dir, "train", lang)]
     missing = sorted(set(langs) - {d.lang for d in docs})
-    if args.languages and missing:
-        raise ConfigError(f"no documents for {', '.join(missing)} in {args.corpus_dir}/train")
+    if not docs or (args.languages and missing):
+        what = ", ".join(missing) or "any language"
+        raise ConfigError(f"no documents for {what} in {args.corpus_dir / 'train'} (build them with "
+                          f"`umbra data build --private`, or pass --corpus-dir)")
     return docs
 
 

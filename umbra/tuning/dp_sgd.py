@@ -74,7 +74,8 @@ def spent_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta
 
     acc = create_accountant(mechanism=accountant)
     acc.history = [(noise_multiplier, sample_rate, steps)]
-    return float(acc.get_epsilon(delta=delta, **_orders(accountant)))
+    # The RDP-to-(ε, δ) conversion is an upper bound that can dip below 0 for huge σ: ε is >= 0.
+    return max(0.0, float(acc.get_epsilon(delta=delta, **_orders(accountant))))
 
 
 def _orders(accountant: str) -> dict:
@@ -82,7 +83,10 @@ def _orders(accountant: str) -> dict:
 
 
 def plan_run(config: DPConfig, documents: int) -> DPPlan:
-    """σ and the schedule for `documents` documents; PrivacyBudgetError when (ε, δ) cannot be met."""
+    """σ and the schedule for `documents` documents. PrivacyBudgetError when (ε, δ) cannot be met:
+    no documents, B > N, δ not below 1/N, the accountant finds no σ, or the σ it needs exceeds B
+    (the noise on each coordinate of the averaged update would exceed the clip bound itself: such
+    a run spends the budget and learns nothing, so it is refused rather than run)."""
     config.validate()
     if documents < 1:
         raise PrivacyBudgetError("no documents to train on (an empty slice)")
@@ -107,6 +111,11 @@ def plan_run(config: DPConfig, documents: int) -> DPPlan:
         raise PrivacyBudgetError(f"the accountant cannot reach ε = {config.epsilon:g} at δ = {config.delta:g} "
                                  f"with {documents} documents, q = {q:.4g} and {steps} steps ({exc}); raise ε, "
                                  f"or train fewer epochs") from exc
+    if sigma > config.expected_batch:
+        raise PrivacyBudgetError(f"the accountant cannot reach ε = {config.epsilon:g} at δ = {config.delta:g} with "
+                                 f"{documents} documents and {steps} steps usefully: it needs σ = {sigma:.4g} > B = "
+                                 f"{config.expected_batch}, so every coordinate of every update would carry noise "
+                                 f"larger than the clip bound C; raise ε or the expected batch, or train fewer epochs")
     spent = spent_epsilon(sigma, q, steps, config.delta, config.accountant)
     if spent > config.epsilon:  # the search's tolerance is on the safe side; checked, not assumed
         raise PrivacyBudgetError(f"accountant returned σ = {sigma:g} spending ε = {spent:g} > {config.epsilon:g}")
