@@ -96,10 +96,14 @@ class DocumentBlocks:
                    for i, o, f, s in zip(indices, offsets, fim, seeds)]
         return self._stack(windows, rows)
 
-    def eval_blocks(self, max_blocks: int | None = None) -> Blocks:
-        """The first window of each document (of the first `max_blocks`), plain."""
+    def eval_blocks(self, max_blocks: int | None = None, position: float = 0.0) -> Blocks:
+        """One plain window of each document (of the first `max_blocks`): at `position` of the room
+        the document leaves (0 = its start, 0.5 = its middle: past license headers)."""
+        if not 0.0 <= position <= 1.0:
+            raise ConfigError(f"position must be in [0, 1], got {position}")
         count = len(self) if max_blocks is None else min(max_blocks, len(self))
-        return self._stack([self._window(i, 0) for i in range(count)], count)
+        offsets = [int(max(0, len(self._ids[i]) - self.block_len) * position) for i in range(count)]
+        return self._stack([self._window(i, o) for i, o in zip(range(count), offsets)], count)
 
     def _stack(self, windows: list[np.ndarray], rows: int) -> Blocks:
         """Rows assembled in numpy and handed to torch at once: the tensor operations that follow do

@@ -1,0 +1,185 @@
+"""NOESIS's tables (seed 000 Tables 2, 3, 5 and App. C.4; seed 002's DP × PEFT sweep) on the
+embedded default model and the private domains of `umbra data build --private`.
+
+    python benchmarks/noesis.py --table 2 --seeds 0 1 2          # train + evaluate, resumable
+    python benchmarks/noesis.py --table 3 | 5 | sweep | mia --seeds 0 1 2
+    python benchmarks/noesis.py --write                          # tables and plots -> docs/noesis.md
+
+Each (table, row, seed) cell is trained once, evaluated per language (top-1 next-token accuracy
+on the first 128-token block of 200 test documents per language) and appended to
+OUT/results.jsonl; a rerun skips finished cells, so a long grid resumes across sessions. Trained
+adapters are kept under OUT/adapters for the cells that reuse them. The budget (noesis_cells.Budget)
+is the same for every row and written beside the tables."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from noesis_cells import Bench, Budget  # noqa: E402
+from umbra.data.corpus import LANGS  # noqa: E402
+
+EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, math.inf)
+SWEEP_FAMILIES = ("soft_prompt", "deep_prompt", "lora", "bottleneck", "full")
+QUICK = Budget(train_docs={"python": 40, "java": 20, "go": 10}, test_docs=20, expected_batch=8, epochs=0.5,
+               expert_epochs=1, expert_doc_chars=300)
+TABLE3 = {"pt8": ("soft_prompt", {"prompt_length": 8}), "pt32": ("soft_prompt", {"prompt_length": 32}),
+          "pt120": ("soft_prompt", {"prompt_length": 120}), "rc1": ("lora", {"rank": 1}),
+          "rc4": ("lora", {"rank": 4}), "rc64": ("lora", {"rank": 64})}
+
+
+class Results:
+    def __init__(self, path: Path):
+        self.path = path
+        self.rows = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+    def done(self, table: str, row: str, seed: int) -> bool:
+        return any(r["table"] == table and r["row"] == row and r["seed"] == seed for r in self.rows)
+
+    def add(self, record: dict) -> None:
+        self.rows.append(record)
+        with self.path.open("a") as fh:
+            fh.write(json.dumps(record) + "\n")
+        print(json.dumps(record), flush=True)
+
+
+async def cell(bench: Bench, results: Results, table: str, row: str, seed: int, make) -> None:
+    if results.done(table, row, seed):
+        return
+    t0 = time.perf_counter()
+    accuracy, facts = await make()
+    results.add({"table": table, "row": row, "seed": seed, "accuracy": accuracy, "facts": facts,
+                 "budget": bench.budget.key(), "seconds": round(time.perf_counter() - t0, 1)})
+
+
+def _routed(shared=(), experts=None) -> dict:
+    return {lang: tuple(shared) + ((experts[lang],) if experts else ()) for lang in LANGS}
+
+
+async def table2(bench: Bench, results: Results, seed: int) -> None:
+    b = bench
+
+    async def base():
+        return await b.accuracy({}), {}
+
+    async def share_nothing():
+        return await b.accuracy(_routed((), await b.experts(f"sn-s{seed}", (), seed))), {}
+
+    async def solo():
+        acc, facts = {}, {}
+        for lang in LANGS:
+            m = b.fresh_model()
+            _, facts[lang] = await b.shared(f"solo-{lang}-s{seed}", "full", 1.0, seed, langs=(lang,), model=m)
+            acc[lang] = (await b.accuracy({lang: ()}, model=m))[lang]
+        return acc, facts
+
+    async def monolithic():
+        m = b.fresh_model()
+        _, facts = await b.shared(f"mono-s{seed}", "full", 1.0, seed, model=m)
+        return await b.accuracy({}, model=m), facts
+
+    async def common_lora():
+        a, facts = await b.shared(f"rc4-dp-s{seed}", "lora", 1.0, seed, rank=4)
+        return await b.accuracy(_routed((a,))), facts
+
+    async def prompt_only():
+        p, facts = await b.shared(f"pt32-dp-s{seed}", "soft_prompt", 1.0, seed, prompt_length=32)
+        return await b.accuracy(_routed((p,))), facts
+
+    async def noesis():
+        p, facts = await b.shared(f"pt32-dp-s{seed}", "soft_prompt", 1.0, seed, prompt_length=32)
+        return await b.accuracy(_routed((p,), await b.experts(f"noesis-s{seed}", (p,), seed))), facts
+
+    async def noesis_nonprivate():
+        p, facts = await b.shared(f"pt32-inf-s{seed}", "soft_prompt", math.inf, seed, prompt_length=32)
+        return await b.accuracy(_routed((p,), await b.experts(f"noesis-inf-s{seed}", (p,), seed))), facts
+
+    for row, make in (("base", base), ("share_nothing", share_nothing), ("prompt_only_dp", prompt_only),
+                      ("noesis", noesis), ("noesis_nonprivate", noesis_nonprivate), ("common_lora_dp", common_lora),
+                      ("monolithic_dp", monolithic), ("solo_dp", solo)):
+        await cell(b, results, "2", row, seed, make)
+
+
+async def table3(bench: Bench, results: Results, seed: int) -> None:
+    for row, (family, shape) in TABLE3.items():
+        async def make(row=row, family=family, shape=shape):
+            s, facts = await bench.shared(f"{row}-dp-s{seed}", family, 1.0, seed, **shape)
+            name = "noesis" if row == "pt32" else f"noesis-{row}"
+            return await bench.accuracy(_routed((s,), await bench.experts(f"{name}-s{seed}", (s,), seed))), facts
+        await cell(bench, results, "3", row, seed, make)
+
+
+async def table5(bench: Bench, results: Results, seed: int) -> None:
+    p, _ = await bench.shared(f"pt32-dp-s{seed}", "soft_prompt", 1.0, seed, prompt_length=32)
+    experts = await bench.experts(f"noesis-s{seed}", (p,), seed)
+    for row, routed in (("noesis", _routed((p,), experts)), ("without_prompt", _routed((), experts)),
+                        ("without_experts", _routed((p,)))):
+        async def make(routed=routed):
+            return await bench.accuracy(routed), {}
+        await cell(bench, results, "5", row, seed, make)
+
+
+async def sweep(bench: Bench, results: Results, seed: int) -> None:
+    async def base():
+        return await bench.accuracy({}), {"parameters": 0}
+    await cell(bench, results, "sweep", "base", seed, base)
+    for family in SWEEP_FAMILIES:
+        for eps in EPSILONS:
+            async def make(family=family, eps=eps):
+                model = bench.fresh_model() if family == "full" else None
+                tag = "inf" if math.isinf(eps) else f"{eps:g}"
+                a, facts = await bench.shared(f"sweep-{family}-{tag}-s{seed}", family, eps, seed, model=model)
+                return await bench.accuracy(_routed((a,) if a is not None else ()), model=model), facts
+            await cell(bench, results, "sweep", f"{family}@{'inf' if math.isinf(eps) else f'{eps:g}'}", seed, make)
+
+
+async def main_async(args) -> None:
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    budget = QUICK if args.quick else Budget()
+    bench = Bench(Path(args.model), Path(args.corpus_dir), out, budget)
+    results = Results(out / "results.jsonl")
+    run = {"2": table2, "3": table3, "5": table5, "sweep": sweep}
+    for seed in args.seeds:
+        if args.table == "mia":
+            from noesis_attack import attack
+
+            await attack(bench, results, seed)
+        else:
+            await run[args.table](bench, results, seed)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--table", choices=("2", "3", "5", "sweep", "mia"), default=None)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--out", default=str(ROOT / "runs" / "noesis"))
+    p.add_argument("--model", default=str(ROOT / "models" / "umbra-code-tiny"))
+    p.add_argument("--corpus-dir", default=str(ROOT / "data" / "corpus" / "private"))
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--write", action="store_true", help="render docs/noesis.md's tables from the results")
+    p.add_argument("--quick", action="store_true", help="a tiny budget, to check the pipeline (not for the tables)")
+    args = p.parse_args(argv)
+    if args.table is not None:
+        asyncio.run(main_async(args))
+    if args.write:
+        from noesis_report import write_report
+
+        write_report(Path(args.out), ROOT / "docs" / "noesis.md", Budget())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""The runs behind benchmarks/noesis.py: one trained configuration ("cell") at one seed, evaluated
+per language, through the product's own code (umbra/tuning/noesis.py, the embedded default model,
+the middle in-process). Trained adapters are kept under OUT/adapters so later cells reuse them (the
+NOESIS row is Prompt-Tuning Only's stage 1 plus experts; the ablation and the attack reuse NOESIS).
+
+Budgets are identical across rows (Budget below): the same documents, the same block of document
+tokens, the same stage-1 sampling rate, steps and clip bound for every DP row, the same stage-2
+epochs for every expert."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from umbra.data.corpus import LANGS, Document, read_documents
+from umbra.engine import ClientModel
+from umbra.evaluation.doc_scores import DocScores, doc_scores
+from umbra.middle.local import LocalMiddle
+from umbra.model.adapters.files import read_adapter, save_adapter
+from umbra.model.adapters.modules import Adapter
+from umbra.tuning.adapter_config import AdapterTrainConfig
+from umbra.tuning.doc_blocks import DocumentBlocks
+from umbra.tuning.noesis import train_experts, train_shared
+from umbra.tuning.noesis_config import DPConfig, SharedConfig, StageOneConfig
+
+# Per-family AdamW learning rates of stage 1 (one choice per family, the same for every ε).
+FAMILY_LR = {"soft_prompt": 1e-2, "deep_prompt": 1e-2, "lora": 2e-3, "bottleneck": 2e-3, "full": 2e-4}
+
+
+@dataclass(frozen=True)
+class Budget:
+    train_docs: dict = field(default_factory=lambda: {"python": 1000, "java": 400, "go": 100})  # per language
+    test_docs: int = 200  # per language: one block at the middle of each (past license headers), plain next-token
+    block_len: int = 128  # document tokens per block (a soft prompt adds its positions)
+    expected_batch: int = 32  # stage 1: B (q = B / N)
+    epochs: float = 2.0  # stage 1: expected passes
+    clip_norm: float = 1.0
+    delta: float = 1e-6
+    physical_batch: int = 8
+    expert_rank: int = 16
+    expert_epochs: int = 2
+    expert_lr: float = 2e-3
+    expert_doc_chars: int = 1000  # stage 2: this many characters around each document's middle (~250 tokens)
+
+    def key(self) -> str:
+        return hashlib.sha256(repr(sorted(asdict(self).items())).encode()).hexdigest()[:10]
+
+
+def subset(docs: list[Document], k: int) -> list[Document]:
+    """A fixed subset: the first k by a hash of the path (the same for every seed and row)."""
+    return sorted(docs, key=lambda d: hashlib.sha256(d.path.encode()).digest())[:k]
+
+
+class Bench:
+    """The model, middle and data of one benchmark run; cells are its methods."""
+
+    def __init__(self, model_dir: Path, corpus_dir: Path, out: Path, budget: Budget):
+        self.model_dir, self.out, self.budget = model_dir, out, budget
+        self.model = ClientModel.load(model_dir)
+        self.middle = LocalMiddle(self.model.load_middle())
+        self.train = {lang: subset(list(read_documents(corpus_dir, "train", lang)), budget.train_docs[lang])
+                      for lang in LANGS}
+        self.test = {lang: subset(list(read_documents(corpus_dir, "test", lang)), budget.test_docs) for lang in LANGS}
+        self.members = self.train  # the attack's members: the training documents themselves
+        (out / "adapters").mkdir(parents=True, exist_ok=True)
+        self._eval = {lang: self.middle_blocks(self.test[lang]) for lang in LANGS}
+
+    def middle_blocks(self, docs: list[Document]):
+        """The block at the middle of each document: what accuracy and the attack score."""
+        return DocumentBlocks(docs, self.model.tokenizer, self.budget.block_len).eval_blocks(position=0.5)
+
+    # -- evaluation ------------------------------------------------------------------------------
+    async def scores(self, docs_blocks, adapters: tuple[Adapter, ...], model=None) -> DocScores:
+        return await doc_scores(model or self.model, self.middle, docs_blocks.ids, docs_blocks.mask, adapters)
+
+    async def accuracy(self, routed: dict[str, tuple[Adapter, ...]], model=None) -> dict[str, float]:
+        """Top-1 next-token accuracy (%) on each language's test blocks, with that language's adapters."""
+        out = {}
+        for lang in LANGS:
+            s = await self.scores(self._eval[lang], routed.get(lang, ()), model)
+            out[lang] = 100.0 * s.accuracy
+        return out
+
+    # -- training --------------------------------------------------------------------------------
+    def stage_one(self, family: str, epsilon: float, seed: int, **shared) -> StageOneConfig:
+        b = self.budget
+        sc = SharedConfig(family, init_seed=seed, **shared)
+        prompt = sc.prompt_length if family == "soft_prompt" else 0
+        return StageOneConfig(sc, DPConfig(epsilon, b.delta, b.clip_norm, b.expected_batch, b.epochs,
+                                           noise_seed=seed), context_length=b.block_len + prompt,
+                              physical_batch=b.physical_batch, lr=FAMILY_LR[family], fim_rate=0.5)
+
+    async def shared(self, name: str, family: str, epsilon: float, seed: int, langs=LANGS, model=None,
+                     **shared) -> tuple[Adapter | None, dict]:
+        """Stage 1 on the training documents of `langs` (cached by name): (adapter, facts)."""
+        config = self.stage_one(family, epsilon, seed, **shared)
+        path = self.out / "adapters" / f"{name}.safetensors"
+        spec, shape = self.model.spec, self.model.plan.shape(self.model.spec.num_layers)
+        if family != "full" and path.exists():
+            return read_adapter(path, spec, shape, name=config.shared.name), {"cached": True}
+        docs = [d for lang in langs for d in self.train[lang]]
+        blocks = DocumentBlocks(docs, self.model.tokenizer, config.block_len, config.fim_rate)
+        result = await train_shared(model or self.model, self.middle, blocks, config)
+        facts = {"epsilon_spent": _num(result.plan.epsilon), "sigma": result.plan.noise_multiplier,
+                 "steps": result.plan.steps, "q": result.plan.sample_rate, "documents": len(docs),
+                 "parameters": result.params.parameter_count, "seconds": round(result.seconds, 1)}
+        if result.adapter is not None:
+            save_adapter(result.adapter, path, spec, shape)
+        return result.adapter, facts
+
+    async def experts(self, name: str, shared: tuple[Adapter, ...], seed: int) -> dict[str, Adapter]:
+        """Stage 2 per language beside `shared` (cached by name)."""
+        b = self.budget
+        spec, shape = self.model.spec, self.model.plan.shape(self.model.spec.num_layers)
+        paths = {lang: self.out / "adapters" / f"{name}-{lang}.safetensors" for lang in LANGS}
+        if all(p.exists() for p in paths.values()):
+            return {lang: read_adapter(p, spec, shape, name=f"expert-{lang}") for lang, p in paths.items()}
+        config = AdapterTrainConfig(rank=b.expert_rank, epochs=b.expert_epochs, lr=b.expert_lr,
+                                    block_len=b.block_len, fim_rate=0.5, seed=seed)
+        texts = {lang: [middle_text(d.text, b.expert_doc_chars) for d in self.train[lang]] for lang in LANGS}
+        trained = await train_experts(self.model, self.middle, texts, shared, config)
+        for lang, (adapter, _) in trained.items():
+            save_adapter(adapter, paths[lang], spec, shape)
+        return {lang: a for lang, (a, _) in trained.items()}
+
+    def fresh_model(self) -> ClientModel:
+        """A private copy of the client's weights (the `full` family trains them in place)."""
+        return ClientModel.load(self.model_dir)
+
+
+def middle_text(text: str, chars: int) -> str:
+    """About `chars` characters around the text's middle, from a line start (all of a short text)."""
+    if len(text) <= chars:
+        return text
+    start = max(0, len(text) // 2 - chars // 2)
+    line = text.rfind("\n", 0, start)
+    start = line + 1 if line >= 0 else 0
+    return text[start : start + chars]
+
+
+def _num(x: float):
+    return "inf" if math.isinf(x) else x
+
+
+def mean_ci(values: list[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95 % t-interval over seeds (nan with one seed)."""
+    v = np.asarray(values, dtype=float)
+    if len(v) < 2:
+        return float(v.mean()), float("nan")
+    t = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776}.get(len(v), 1.96)
+    return float(v.mean()), float(t * v.std(ddof=1) / math.sqrt(len(v)))
+
