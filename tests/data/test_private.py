@@ -56,11 +56,11 @@ def _sources(tmp_path: Path, seen: dict[str, str]) -> list[FetchedSource]:
     java_pin = DebianPin("libfixture-java", "1.0-1", "pool/" + orig.name, "2" * 64, "Apache-2.0")
     return [  # deliberately not in language order: the build orders them
         FetchedSource("go", go_pin.source_id, "1.0-1", "BSD-3-Clause", deb.name, "1" * 64,
-                      private._deb_reader("go", deb, go_pin)),
+                      private.debian_reader("go", deb, go_pin)),
         FetchedSource("python", "pypi/fixture-1.0", "1.0", "MIT", sdist.name, "0" * 64,
-                      private._sdist_reader(sdist, pkg)),
+                      private.sdist_reader(sdist, pkg)),
         FetchedSource("java", java_pin.source_id, "1.0-1", "Apache-2.0", orig.name, "2" * 64,
-                      private._deb_reader("java", orig, java_pin)),
+                      private.debian_reader("java", orig, java_pin)),
     ]
 
 
@@ -153,4 +153,20 @@ def test_sdist_reader_skips_vendored_trees(tmp_path):
     with tarfile.open(sdist) as tf:
         assert len(tf.getnames()) == 3
     pkg = private_sources.PinnedSdist("p", "1.0", "MIT", "0" * 64)
-    assert [f.path for f in private._sdist_reader(sdist, pkg)()] == ["pypi/p-1.0/p/a.py"]
+    assert [f.path for f in private.sdist_reader(sdist, pkg)()] == ["pypi/p-1.0/p/a.py"]
+
+
+def test_settings_are_validated(tmp_path):
+    _pretraining_corpus(tmp_path / "data" / "corpus")
+    for bad in ({"test_fractions": {"python": 0.05, "java": 0.1}},  # Go missing
+                {"byte_caps": {"python": 0, "java": None, "go": None}},
+                {"min_test_docs": 0}):
+        with pytest.raises(ConfigError, match="private|min_test_docs"):
+            build_private_domains(_cfg(tmp_path, **bad), fetched=[])
+
+
+def test_cli_fails_clearly_without_the_pretraining_corpus(tmp_path, capsys):
+    from umbra.cli.main import main
+
+    assert main(["data", "private", "--root", str(tmp_path)]) == 2
+    assert "umbra data build" in capsys.readouterr().err

@@ -44,11 +44,13 @@ class MinHasher:
             raise ConfigError(f"bad MinHash settings: shingle {cfg.shingle_tokens}, threshold {cfg.threshold}")
         self.cfg = cfg
         rng = np.random.Generator(np.random.PCG64(cfg.seed))
-        bits = np.iinfo(np.uint64).max
-        self._a = (rng.integers(0, bits, cfg.num_perm, dtype=np.uint64, endpoint=True) | np.uint64(1))[:, None]
-        self._b = rng.integers(0, bits, cfg.num_perm, dtype=np.uint64, endpoint=True)[:, None]
-        # one odd multiplier per shingle position, so token order matters
-        self._pos = rng.integers(0, bits, cfg.shingle_tokens, dtype=np.uint64, endpoint=True) | np.uint64(1)
+
+        def odd(n: int) -> np.ndarray:
+            return rng.integers(0, _MAX, n, dtype=np.uint64, endpoint=True) | np.uint64(1)
+
+        self._a = odd(cfg.num_perm)[:, None]  # hash i: (a_i * x + b_i) mod 2^64
+        self._b = rng.integers(0, _MAX, cfg.num_perm, dtype=np.uint64, endpoint=True)[:, None]
+        self._pos = odd(cfg.shingle_tokens)  # one multiplier per shingle position: order matters
 
     def shingles(self, text: str) -> np.ndarray:
         """Distinct 64-bit hashes of the text's token shingles (one shingle for a shorter text)."""

@@ -51,6 +51,20 @@ class FetchedSource:
     files: Callable[[], Iterator[SourceFile]]  # reads the candidate files out of the archive
 
 
+def validate(cfg: DataConfig) -> None:
+    """The private-domain settings cover every language with usable values."""
+    pcfg = cfg.private
+    for lang in LANGS:
+        fraction, cap = pcfg.test_fractions.get(lang), pcfg.byte_caps.get(lang, None)
+        if fraction is None or not 0.0 < fraction < 1.0:
+            raise ConfigError(f"private test fraction of {lang} must be in (0, 1), got {fraction}")
+        if cap is not None and cap <= 0:
+            raise ConfigError(f"private byte cap of {lang} must be positive or None, got {cap}")
+    if pcfg.min_test_docs < 1 or pcfg.min_python_to_go_bytes < 1.0:
+        raise ConfigError(f"min_test_docs ({pcfg.min_test_docs}) and min_python_to_go_bytes "
+                          f"({pcfg.min_python_to_go_bytes}) must be >= 1")
+
+
 def check_pins() -> None:
     """Private Python packages must be outside the pretraining corpus and the standard library."""
     def norm(name: str) -> str:
@@ -62,12 +76,14 @@ def check_pins() -> None:
             raise ConfigError(f"private package {pkg.name} is in the pretraining corpus or the stdlib")
 
 
-def _sdist_reader(archive: Path, pkg: private_sources.PinnedSdist) -> Callable[[], Iterator[SourceFile]]:
+def sdist_reader(archive: Path, pkg: private_sources.PinnedSdist) -> Callable[[], Iterator[SourceFile]]:
+    """Reads the non-vendored .py files of an sdist."""
     prefix = f"pypi/{pkg.name}-{pkg.version}/"
     return lambda: (f for f in sdist_files(archive, pkg) if not is_vendored(f.path[len(prefix):]))
 
 
-def _deb_reader(lang: str, archive: Path, pin: debian.DebianPin) -> Callable[[], Iterator[SourceFile]]:
+def debian_reader(lang: str, archive: Path, pin: debian.DebianPin) -> Callable[[], Iterator[SourceFile]]:
+    """Reads the .go files of a golang-*-dev .deb (lang "go") or the .java files of an orig tarball."""
     def read() -> Iterator[SourceFile]:
         pairs = debian.deb_go_sources(archive) if lang == "go" else debian.tarball_sources(archive, ".java")
         for rel, text in pairs:
@@ -86,12 +102,12 @@ def fetch_sources(cfg: DataConfig) -> list[FetchedSource]:
             if digest != pkg.sha256:
                 raise DownloadError(f"{archive.name}: sha256 {digest} != pinned {pkg.sha256}")
             out.append(FetchedSource("python", f"pypi/{pkg.name}-{pkg.version}", pkg.version, pkg.license,
-                                     archive.name, digest, _sdist_reader(archive, pkg)))
+                                     archive.name, digest, sdist_reader(archive, pkg)))
         for lang, pins in (("java", private_sources.PRIVATE_JAVA_ORIGS), ("go", private_sources.PRIVATE_GO_DEBS)):
             for pin in pins:
                 archive = debian.fetch_pinned(pin, cache / "debian", client)
                 out.append(FetchedSource(lang, pin.source_id, pin.version, pin.license, archive.name,
-                                         pin.sha256, _deb_reader(lang, archive, pin)))
+                                         pin.sha256, debian_reader(lang, archive, pin)))
     return out
 
 
@@ -239,6 +255,7 @@ def write_outputs(cfg: DataConfig, splits: dict, summary: dict) -> None:
 
 def build_private_domains(cfg: DataConfig, fetched: list[FetchedSource] | None = None) -> dict:
     """Build the private domains; `fetched` defaults to the pinned sources (downloaded)."""
+    validate(cfg)
     hasher = MinHasher(cfg.private.minhash)
     corpus_dir = require_pretraining_corpus(cfg)
     fetched = fetch_sources(cfg) if fetched is None else fetched
