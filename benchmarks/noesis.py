@@ -1,5 +1,5 @@
 """NOESIS's tables (seed 000 Tables 2, 3, 5 and App. C.4; seed 002's DP × PEFT sweep) on the
-embedded default model and the private domains of `umbra data build --private`.
+embedded default model and the private domains of `umbra data private`.
 
     python benchmarks/noesis.py --table 2 --seeds 0 1 2          # train + evaluate, resumable
     python benchmarks/noesis.py --table 3 | 5 | sweep | mia --seeds 0 1 2

@@ -9,7 +9,7 @@ DP-SGD (Poisson sampling, per-document clipping, Gaussian noise; σ from opacus'
 tunes the client's own blocks and records the ε beside the weights). Stage 2 trains a LoRA expert
 per language on that language's documents, the shared adapters frozen in place, stored as the
 language's expert; the language server, `umbra serve` and `umbra complete` route to it by the
-editor's language. Documents: the private domains of `umbra data build --private` by default, or
+editor's language. Documents: the private domains of `umbra data private` by default, or
 any corpus directory in that layout. The middle runs in a cloud started here by default,
 `--cloud URL`, or `--in-process`."""
 
@@ -104,7 +104,7 @@ def _documents(args) -> list:
     if not docs or (args.languages and missing):
         what = ", ".join(missing) or "any language"
         raise ConfigError(f"no documents for {what} in {args.corpus_dir / 'train'} (build them with "
-                          f"`umbra data build --private`, or pass --corpus-dir)")
+                          f"`umbra data private`, or pass --corpus-dir)")
     return docs
 
 

@@ -1,0 +1,145 @@
+"""docs/noesis.md's tables from OUT/results.jsonl (benchmarks/noesis.py --write): means over the
+seeds that finished, with 95 % t-intervals, each table between its own markers."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import defaultdict
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from noesis_cells import Budget, mean_ci
+from umbra.data.corpus import LANGS
+
+ROWS2 = {"base": ("Base model, no tuning", "—"), "share_nothing": ("(i) Share Nothing (experts only)", "0 (nothing shared)"),
+         "solo_dp": ("(ii) Solo (each language's client blocks, DP)", "1"),
+         "monolithic_dp": ("(iii) Monolithic: all client blocks, DP", "1"),
+         "common_lora_dp": ("(iv) Single Common Adapter (LoRA r4, DP)", "1"),
+         "prompt_only_dp": ("(v) Prompt-Tuning Only (pt32, DP)", "1"),
+         "noesis": ("NOESIS (pt32 DP + experts)", "1"), "noesis_nonprivate": ("NOESIS, non-private", "∞")}
+
+
+def _load(out: Path) -> list[dict]:
+    path = out / "results.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def _by(rows: list[dict], table: str) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        if r["table"] == table:
+            out[r["row"]].append(r)
+    return out
+
+
+def _cell(values: list[float]) -> str:
+    m, h = mean_ci(values)
+    return f"{m:.2f}" if math.isnan(h) else f"{m:.2f} ± {h:.2f}"
+
+
+def _acc_table(cells: dict[str, list[dict]], labels: dict[str, tuple[str, str]]) -> list[str]:
+    lines = ["| row | ε | " + " | ".join(LANGS) + " | mean | seeds |", "|---|---|" + "---|" * (len(LANGS) + 2)]
+    for row, (label, eps) in labels.items():
+        runs = cells.get(row)
+        if not runs:
+            continue
+        accs = [[r["accuracy"][lang] for r in runs] for lang in LANGS]
+        means = [float(np.mean([r["accuracy"][lang] for lang in LANGS])) for r in runs]
+        lines.append(f"| {label} | {eps} | " + " | ".join(_cell(a) for a in accs) + f" | {_cell(means)} | {len(runs)} |")
+    return lines
+
+
+def table2(rows: list[dict]) -> list[str]:
+    cells = _by(rows, "2")
+    lines = _acc_table(cells, ROWS2)
+    seeds = {r["seed"] for r in cells.get("noesis", [])} & {r["seed"] for r in cells.get("share_nothing", [])} \
+        & {r["seed"] for r in cells.get("noesis_nonprivate", [])}
+    if seeds:
+        pick = {row: {r["seed"]: r for r in cells[row]} for row in ("noesis", "share_nothing", "noesis_nonprivate")}
+        gains, bridged = [], []
+        for lang in LANGS:
+            g = [pick["noesis"][s]["accuracy"][lang] - pick["share_nothing"][s]["accuracy"][lang] for s in sorted(seeds)]
+            gap = [pick["noesis_nonprivate"][s]["accuracy"][lang] - pick["share_nothing"][s]["accuracy"][lang]
+                   for s in sorted(seeds)]
+            gains.append(_cell(g))
+            bridged.append(f"{100 * float(np.mean(g)) / float(np.mean(gap)):.0f} %" if abs(np.mean(gap)) > 1e-9 else "—")
+        lines.append("| NOESIS − Share Nothing (points) | | " + " | ".join(gains) + " | | |")
+        lines.append("| share of the gap to non-private bridged | | " + " | ".join(bridged) + " | | |")
+    return lines
+
+
+def table3(rows: list[dict]) -> list[str]:
+    labels = {k: (k, "1") for k in ("pt8", "pt32", "pt120", "rc1", "rc4", "rc64")}
+    lines = _acc_table(_by(rows, "3"), labels)
+    params = {r["row"]: r["facts"].get("parameters") for r in rows if r["table"] == "3" and "parameters" in r["facts"]}
+    if params:
+        lines.append("")
+        lines.append("Shared parameters: " + ", ".join(f"{k} {v:,}" for k, v in sorted(params.items())))
+    return lines
+
+
+def table5(rows: list[dict]) -> list[str]:
+    labels = {"noesis": ("NOESIS", "1"), "without_prompt": ("− shared prompt (removed after training)", "1"),
+              "without_experts": ("− experts (removed after training)", "1")}
+    return _acc_table(_by(rows, "5"), labels)
+
+
+def sweep(rows: list[dict]) -> list[str]:
+    cells = _by(rows, "sweep")
+    eps = ("0.5", "1", "2", "4", "8", "16", "32", "inf")
+    lines = ["| family | parameters | " + " | ".join(f"ε={e}" for e in eps) + " |", "|---|---|" + "---|" * len(eps)]
+    base = cells.get("base")
+    if base:
+        m = [float(np.mean([r["accuracy"][lang] for lang in LANGS])) for r in base]
+        lines.append(f"| zero-shot base | 0 | {_cell(m)} (any ε) |" + " |" * (len(eps) - 1))
+    for family in ("soft_prompt", "deep_prompt", "lora", "bottleneck", "full"):
+        runs = {e: cells.get(f"{family}@{e}") for e in eps}
+        if not any(runs.values()):
+            continue
+        count = next((r[0]["facts"].get("parameters") for r in runs.values() if r and "parameters" in r[0]["facts"]), None)
+        vals = [_cell([float(np.mean([r["accuracy"][lang] for lang in LANGS])) for r in rs]) if rs else "—"
+                for rs in runs.values()]
+        lines.append(f"| {family} | {count:,} | " + " | ".join(vals) + " |" if count else
+                     f"| {family} | ? | " + " | ".join(vals) + " |")
+    return lines
+
+
+def attack(rows: list[dict]) -> list[str]:
+    cells = _by(rows, "mia")
+    lines = ["| model | target ← via | AUC % (95 % CI) | TPR @ 1 % FPR % (95 % CI) | members / non-members | seeds |",
+             "|---|---|---|---|---|---|"]
+    for row, runs in sorted(cells.items()):
+        model, pair = row.split(":", 1)
+        auc = _cell([100 * r["auc"] for r in runs])
+        tpr = _cell([100 * r["tpr_at_1pct"] for r in runs])
+        ci = runs[0].get("auc_ci")
+        auc_txt = f"{auc} [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci and len(runs) == 1 else auc
+        tci = runs[0].get("tpr_ci")
+        tpr_txt = f"{tpr} [{100 * tci[0]:.1f}, {100 * tci[1]:.1f}]" if tci and len(runs) == 1 else tpr
+        lines.append(f"| {model} | {pair} | {auc_txt} | {tpr_txt} | {runs[0]['members']} / {runs[0]['nonmembers']} | "
+                     f"{len(runs)} |")
+    return lines
+
+
+BLOCKS = {"table2": table2, "table3": table3, "table5": table5, "sweep": sweep, "attack": attack}
+
+
+def write_report(out: Path, doc: Path, budget: Budget) -> None:
+    rows = _load(out)
+    text = doc.read_text()
+    key = budget.key()
+    rows = [r for r in rows if r.get("budget") == key]
+    for name, render in BLOCKS.items():
+        begin, end = f"<!-- noesis-{name}:begin -->", f"<!-- noesis-{name}:end -->"
+        if begin not in text:
+            continue
+        body = "\n".join(render(rows)) or "(no results yet)"
+        text = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: f"{begin}\n{body}\n{end}", text, flags=re.S)
+    begin, end = "<!-- noesis-budget:begin -->", "<!-- noesis-budget:end -->"
+    budget_txt = "```\n" + json.dumps(asdict(budget), indent=1) + f"\n```\nbudget key `{key}`"
+    text = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: f"{begin}\n{budget_txt}\n{end}", text, flags=re.S)
+    doc.write_text(text)
