@@ -42,3 +42,18 @@ def cloud_config(args, *, audit: bool | None) -> CloudConfig:
                          certificate=Path(args.cloud_cert) if url and args.cloud_cert else None,
                          threads=args.threads, audit=audit)
     return with_token(config.validate())
+
+
+async def with_middle(model, cloud: CloudConfig | None, go, on_link=None):
+    """`await go(middle)` with the middle blocks in this process (`cloud` None: a LocalMiddle of
+    the model's base) or through the cloud link `cloud` configures (`on_link(link)` first)."""
+    if cloud is None:
+        from umbra.middle.local import LocalMiddle
+
+        return await go(LocalMiddle(model.load_middle()))
+    from umbra.connect import open_middle
+
+    async with open_middle(model, cloud) as link:
+        if on_link is not None:
+            await on_link(link)
+        return await go(link.middle)

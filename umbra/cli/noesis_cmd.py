@@ -21,7 +21,7 @@ import math
 import sys
 from pathlib import Path
 
-from umbra.cli.cloud_args import add_cloud_args, cloud_config
+from umbra.cli.cloud_args import add_cloud_args, cloud_config, with_middle
 from umbra.errors import ConfigError
 
 PRIVATE_CORPUS = Path("data/corpus/private")
@@ -156,8 +156,8 @@ def run_shared(args) -> int:
     eps = "∞ (non-private)" if math.isinf(plan.epsilon) else f"{plan.epsilon:.4g}"
     print(f"{len(docs)} documents {counts}; q = {plan.sample_rate:.4g}, {plan.steps} steps, σ = "
           f"{plan.noise_multiplier:.4g}, C = {plan.clip_norm:g}: ε = {eps} at δ = {plan.delta:g}", file=sys.stderr)
-    result = asyncio.run(_with_middle(model, cloud, lambda middle: train_shared(model, middle, blocks, config,
-                                                                                 _progress), stage_one=True))
+    result = asyncio.run(with_middle(model, cloud, lambda middle: train_shared(model, middle, blocks, config, _progress),
+                                      on_link=_cloud_lora_off))
     training = result.training_record(config, counts)
     if result.adapter is None:
         from umbra.privacy.bundle import save_client_weights
@@ -194,8 +194,8 @@ def run_experts(args) -> int:
     shared = tuple(model.adapters[n] for n, e in sorted(entries.items()) if e.role == "shared")
     print(f"experts for {', '.join(f'{k} ({len(v)} documents)' for k, v in sorted(texts.items()))}, beside "
           f"{', '.join(a.name for a in shared) or 'no shared adapter'}", file=sys.stderr)
-    trained = asyncio.run(_with_middle(model, cloud, lambda middle: train_experts(model, middle, texts, shared, config,
-                                                                                  args.name)))
+    trained = asyncio.run(with_middle(model, cloud, lambda middle: train_experts(model, middle, texts, shared, config,
+                                                                                 args.name)))
     beside = {a.name: entries[a.name].sha256 for a in shared}
     for lang, (adapter, report) in sorted(trained.items()):
         training = {"method": "noesis-stage2/adamw", "documents": report.texts, "tokens": report.tokens,
@@ -205,20 +205,6 @@ def run_experts(args) -> int:
         print(f"stored expert {adapter.name!r} for {lang}: {report.steps} steps, last epoch loss "
               f"{report.epoch_losses[-1]:.4f}", file=sys.stderr)
     return 0
-
-
-async def _with_middle(model, cloud, go, stage_one: bool = False):
-    """Run `go(middle)` with the middle in this process (cloud None) or through the cloud link."""
-    from umbra.middle.local import LocalMiddle
-
-    if cloud is None:
-        return await go(LocalMiddle(model.load_middle()))
-    from umbra.connect import open_middle
-
-    async with open_middle(model, cloud) as link:
-        if stage_one:
-            await _cloud_lora_off(link)
-        return await go(link.middle)
 
 
 async def _cloud_lora_off(link) -> None:

@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from umbra.cli.cloud_args import add_cloud_args, cloud_config
+from umbra.cli.cloud_args import add_cloud_args, cloud_config, with_middle
 from umbra.errors import ConfigError
 
 
@@ -81,12 +81,6 @@ def run(args) -> int:
 
 
 async def _train(model, files, scrubber, config, cloud):
-    from umbra.middle.local import LocalMiddle
     from umbra.tuning.securegate import train_organization
 
-    if cloud is None:
-        return await train_organization(model, LocalMiddle(model.load_middle()), files, scrubber, config)
-    from umbra.connect import open_middle
-
-    async with open_middle(model, cloud) as link:
-        return await train_organization(model, link.middle, files, scrubber, config)
+    return await with_middle(model, cloud, lambda middle: train_organization(model, middle, files, scrubber, config))
