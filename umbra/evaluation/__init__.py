@@ -20,6 +20,9 @@ _HOME = {
     "InferenceResult": "memorization", "Trunk": "memorization", "exposure": "memorization", "extract": "memorization",
     "extraction_metrics": "memorization", "inference_attack": "memorization", "perplexity": "memorization",
     "route_logits": "memorization", "text_score": "memorization", "wilson_interval": "memorization",
+    "MembershipResult": "membership", "auc": "membership", "bootstrap_ci": "membership",
+    "membership_result": "membership", "roc_curve": "membership", "tpr_at_fpr": "membership",
+    "write_roc_svg": "membership",
 }
 __all__ = sorted(_HOME)
 
@@ -28,6 +31,8 @@ if TYPE_CHECKING:
     from umbra.evaluation.memorization import (ExposureResult, ExtractionConfig, ExtractionResult, InferenceResult,
                                                Trunk, exposure, extract, extraction_metrics, inference_attack,
                                                perplexity, route_logits, text_score, wilson_interval)
+    from umbra.evaluation.membership import (MembershipResult, auc, bootstrap_ci, membership_result, roc_curve,
+                                             tpr_at_fpr, write_roc_svg)
 
 
 __getattr__ = exports(__name__, _HOME)
