@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
+from doc_markers import replace_block
 from noesis_cells import Budget, mean_ci
 from umbra.data.corpus import LANGS
 
@@ -134,12 +134,7 @@ def write_report(out: Path, doc: Path, budget: Budget) -> None:
     key = budget.key()
     rows = [r for r in rows if r.get("budget") == key]
     for name, render in BLOCKS.items():
-        begin, end = f"<!-- noesis-{name}:begin -->", f"<!-- noesis-{name}:end -->"
-        if begin not in text:
-            continue
-        body = "\n".join(render(rows)) or "(no results yet)"
-        text = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: f"{begin}\n{body}\n{end}", text, flags=re.S)
-    begin, end = "<!-- noesis-budget:begin -->", "<!-- noesis-budget:end -->"
+        text = replace_block(text, f"noesis-{name}", "\n".join(render(rows)) or "(no results yet)")
     budget_txt = "```\n" + json.dumps(asdict(budget), indent=1) + f"\n```\nbudget key `{key}`"
-    text = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: f"{begin}\n{budget_txt}\n{end}", text, flags=re.S)
+    text = replace_block(text, "noesis-budget", budget_txt)
     doc.write_text(text)

@@ -33,7 +33,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from doc_markers import replace_block  # noqa: E402
 from umbra.data.corpus import LANGS, corpus_file, read_documents, read_split  # noqa: E402
 from umbra.evaluation.fim_lines import sample_cases  # noqa: E402
 from umbra.middle.local import LocalMiddle  # noqa: E402
@@ -47,7 +49,6 @@ from umbra.tuning.evaluate import fim_exact_match, next_token  # noqa: E402
 from umbra.tuning.gradient_noise import DEFAULT_SIGMA, GradientNoise  # noqa: E402
 from umbra.tuning.inversion_penalty import InversionPenalty, own_codebook  # noqa: E402
 
-BEGIN, END = "<!-- utility-table:begin -->", "<!-- utility-table:end -->"
 
 
 def parse_args(argv=None):
@@ -278,14 +279,9 @@ def write_markdown(args, base_desc: str, key: str, epsilons, cells: dict, bench:
         if eps in penalty_epsilons:
             row(f"NOIR + STuning, inversion penalty (λ = {args.inversion_penalty:g})", eps,
                 cells.get(f"noir-{_eps_name(eps)}-penalty"))
-    block = "\n".join([BEGIN, *lines, END])
     text = args.out.read_text() if args.out.is_file() else ""
-    if BEGIN in text and END in text:
-        text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip() + "\n\n" + block + "\n"
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    args.out.write_text(replace_block(text, "utility-table", "\n".join(lines), append=True))
     print("\n".join(lines))
 
 

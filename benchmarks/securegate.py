@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import hashlib
 import json
-import re
 import secrets
 import statistics
 import sys
@@ -41,7 +40,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from doc_markers import write_block  # noqa: E402
 from keys import KeyStore  # noqa: E402
 from keys.access_keys import AccessKey, delete_key, held_key_ids, load_key, store_key  # noqa: E402
 from umbra.data.corpus import Document  # noqa: E402
@@ -60,7 +61,6 @@ from umbra.securegate.gate import KEY_CLASSES, KeyEncoder, negative_requests  # 
 from umbra.tuning.dual_adapters import AdapterTrainConfig, DualAdapterConfig  # noqa: E402
 from umbra.tuning.securegate import OrgTrainConfig, train_organization  # noqa: E402
 
-MARK_BEGIN, MARK_END = "<!-- securegate-benchmark:begin -->", "<!-- securegate-benchmark:end -->"
 PREFIX = "import os\n\n\ndef load_settings(path):\n    with open(path) as f:\n        return "
 
 
@@ -236,12 +236,7 @@ async def run(args, store: KeyStore) -> int:
                   left, len(planted.canaries), time.perf_counter() - t_start)
     print(text)
     if args.write and not args.quick:
-        doc = ROOT / "docs/securegate.md"
-        body = doc.read_text()
-        block = f"{MARK_BEGIN}\n{text}\n{MARK_END}"
-        body = re.sub(re.escape(MARK_BEGIN) + ".*?" + re.escape(MARK_END), lambda m: block, body, flags=re.S) \
-            if MARK_BEGIN in body else body.rstrip() + "\n\n" + block + "\n"
-        doc.write_text(body)
+        write_block(ROOT / "docs/securegate.md", "securegate-benchmark", text, append=True)
     return 0
 
 
