@@ -40,22 +40,36 @@ TABLE3 = {"pt8": ("soft_prompt", {"prompt_length": 8}), "pt32": ("soft_prompt", 
 
 
 class Results:
+    """OUT/results.jsonl: one line per finished cell; several runs (seeds, tables) may append to it at
+    once, so lookups re-read it."""
+
     def __init__(self, path: Path):
         self.path = path
-        self.rows = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+    @property
+    def rows(self) -> list[dict]:
+        return [json.loads(x) for x in self.path.read_text().splitlines()] if self.path.exists() else []
+
+    def find(self, table: str, row: str, seed: int) -> dict | None:
+        return next((r for r in self.rows if r["table"] == table and r["row"] == row and r["seed"] == seed), None)
 
     def done(self, table: str, row: str, seed: int) -> bool:
-        return any(r["table"] == table and r["row"] == row and r["seed"] == seed for r in self.rows)
+        return self.find(table, row, seed) is not None
 
     def add(self, record: dict) -> None:
-        self.rows.append(record)
         with self.path.open("a") as fh:
             fh.write(json.dumps(record) + "\n")
         print(json.dumps(record), flush=True)
 
 
-async def cell(bench: Bench, results: Results, table: str, row: str, seed: int, make) -> None:
+async def cell(bench: Bench, results: Results, table: str, row: str, seed: int, make, same_as=None) -> None:
+    """Run one cell unless it is done. `same_as` (table, row) names a cell of another table with the
+    identical configuration and budget: when that one is done, its result is copied, not retrained."""
     if results.done(table, row, seed):
+        return
+    twin = results.find(*same_as, seed) if same_as else None
+    if twin is not None and twin["budget"] == bench.budget.key():
+        results.add({**twin, "table": table, "row": row, "facts": {**twin["facts"], "same_as": list(same_as)}})
         return
     t0 = time.perf_counter()
     accuracy, facts = await make()
@@ -80,48 +94,49 @@ async def table2(bench: Bench, results: Results, seed: int) -> None:
         acc, facts = {}, {}
         for lang in LANGS:
             m = b.fresh_model()
-            _, facts[lang] = await b.shared(f"solo-{lang}-s{seed}", "full", 1.0, seed, langs=(lang,), model=m)
+            _, facts[lang] = await b.shared("full", 1.0, seed, langs=(lang,), model=m)
             acc[lang] = (await b.accuracy({lang: ()}, model=m))[lang]
         return acc, facts
 
     async def monolithic():
         m = b.fresh_model()
-        _, facts = await b.shared(f"mono-s{seed}", "full", 1.0, seed, model=m)
+        _, facts = await b.shared("full", 1.0, seed, model=m)
         return await b.accuracy({}, model=m), facts
 
     async def common_lora():
-        a, facts = await b.shared(f"rc4-dp-s{seed}", "lora", 1.0, seed, rank=4)
+        a, facts = await b.shared("lora", 1.0, seed, rank=4)
         return await b.accuracy(_routed((a,))), facts
 
     async def prompt_only():
-        p, facts = await b.shared(f"pt32-dp-s{seed}", "soft_prompt", 1.0, seed, prompt_length=32)
+        p, facts = await b.shared("soft_prompt", 1.0, seed, prompt_length=32)
         return await b.accuracy(_routed((p,))), facts
 
     async def noesis():
-        p, facts = await b.shared(f"pt32-dp-s{seed}", "soft_prompt", 1.0, seed, prompt_length=32)
+        p, facts = await b.shared("soft_prompt", 1.0, seed, prompt_length=32)
         return await b.accuracy(_routed((p,), await b.experts(f"noesis-s{seed}", (p,), seed))), facts
 
     async def noesis_nonprivate():
-        p, facts = await b.shared(f"pt32-inf-s{seed}", "soft_prompt", math.inf, seed, prompt_length=32)
+        p, facts = await b.shared("soft_prompt", math.inf, seed, prompt_length=32)
         return await b.accuracy(_routed((p,), await b.experts(f"noesis-inf-s{seed}", (p,), seed))), facts
 
+    twins = {"base": ("sweep", "base"), "monolithic_dp": ("sweep", "full@1")}
     for row, make in (("base", base), ("share_nothing", share_nothing), ("prompt_only_dp", prompt_only),
                       ("noesis", noesis), ("noesis_nonprivate", noesis_nonprivate), ("common_lora_dp", common_lora),
                       ("monolithic_dp", monolithic), ("solo_dp", solo)):
-        await cell(b, results, "2", row, seed, make)
+        await cell(b, results, "2", row, seed, make, same_as=twins.get(row))
 
 
 async def table3(bench: Bench, results: Results, seed: int) -> None:
     for row, (family, shape) in TABLE3.items():
         async def make(row=row, family=family, shape=shape):
-            s, facts = await bench.shared(f"{row}-dp-s{seed}", family, 1.0, seed, **shape)
+            s, facts = await bench.shared(family, 1.0, seed, **shape)
             name = "noesis" if row == "pt32" else f"noesis-{row}"
             return await bench.accuracy(_routed((s,), await bench.experts(f"{name}-s{seed}", (s,), seed))), facts
         await cell(bench, results, "3", row, seed, make)
 
 
 async def table5(bench: Bench, results: Results, seed: int) -> None:
-    p, _ = await bench.shared(f"pt32-dp-s{seed}", "soft_prompt", 1.0, seed, prompt_length=32)
+    p, _ = await bench.shared("soft_prompt", 1.0, seed, prompt_length=32)
     experts = await bench.experts(f"noesis-s{seed}", (p,), seed)
     for row, routed in (("noesis", _routed((p,), experts)), ("without_prompt", _routed((), experts)),
                         ("without_experts", _routed((p,)))):
@@ -133,15 +148,16 @@ async def table5(bench: Bench, results: Results, seed: int) -> None:
 async def sweep(bench: Bench, results: Results, seed: int) -> None:
     async def base():
         return await bench.accuracy({}), {"parameters": 0}
-    await cell(bench, results, "sweep", "base", seed, base)
+    await cell(bench, results, "sweep", "base", seed, base, same_as=("2", "base"))
     for family in SWEEP_FAMILIES:
         for eps in EPSILONS:
             async def make(family=family, eps=eps):
                 model = bench.fresh_model() if family == "full" else None
-                tag = "inf" if math.isinf(eps) else f"{eps:g}"
-                a, facts = await bench.shared(f"sweep-{family}-{tag}-s{seed}", family, eps, seed, model=model)
+                a, facts = await bench.shared(family, eps, seed, model=model)
                 return await bench.accuracy(_routed((a,) if a is not None else ()), model=model), facts
-            await cell(bench, results, "sweep", f"{family}@{'inf' if math.isinf(eps) else f'{eps:g}'}", seed, make)
+            row = f"{family}@{'inf' if math.isinf(eps) else f'{eps:g}'}"
+            await cell(bench, results, "sweep", row, seed, make,
+                       same_as=("2", "monolithic_dp") if row == "full@1" else None)
 
 
 async def main_async(args) -> None:

@@ -1,11 +1,18 @@
 """Cross-domain membership inference (seed 000 App. C.4) for benchmarks/noesis.py --table mia.
 
 The attacker holds the parameters routed to one language (via: the shared parameters and via's
-expert) and asks whether a document of another language (target) was in training. Its score is
-the document's mean log-likelihood per token under that model (the block at the document's
-middle, as the accuracy tables use); members are target's training documents, non-members its
-test documents. Since via's expert never saw target's documents, whatever the score separates
-came through the shared parameters — the DP ones in NOESIS.
+expert) and asks whether a document of another language (target) was in training. Since via's
+expert never saw target's documents, whatever separates members from non-members came through
+the shared parameters — the DP ones in NOESIS.
+
+Members: target's training documents (the first ATTACK_DOCS of the rows' fixed subset; all of
+Go's 150). Non-members: as many documents of target's training split that no row trains on —
+the same projects, the same distribution, so a score cannot separate them by topic. Each
+document is scored on the block at its middle (as the accuracy tables are). Two scores:
+- calibrated (the attack reported): the document's mean log-likelihood per token under the model
+  minus that under the public base model — the difficulty calibration of Watson et al. (2022),
+  which the attacker can always run, since the base is public;
+- raw: the mean log-likelihood alone (seed 000's score), kept for comparison.
 
 Models: NOESIS (pt32 at ε = 1 + experts), the same non-private, and the positive control — a
 non-private Mix-LoRA whose shared part is a common LoRA of rank 64 (seed 000 App. C.2.1), the
@@ -18,24 +25,36 @@ import math
 from pathlib import Path
 
 from umbra.data.corpus import LANGS
-from umbra.evaluation.membership import membership_result, roc_curve, write_roc_svg
+from umbra.evaluation.membership import auc, membership_result, roc_curve, write_roc_svg
 
 MODELS = ("mixlora_rc64_nonprivate", "noesis_nonprivate", "noesis")
+ATTACK_DOCS = 500  # members per target language (and as many non-members)
 
 
 async def _model(bench, name: str, seed: int):
     if name == "noesis":
-        shared, _ = await bench.shared(f"pt32-dp-s{seed}", "soft_prompt", 1.0, seed, prompt_length=32)
+        shared, _ = await bench.shared("soft_prompt", 1.0, seed, prompt_length=32)
         return shared, await bench.experts(f"noesis-s{seed}", (shared,), seed)
     if name == "noesis_nonprivate":
-        shared, _ = await bench.shared(f"pt32-inf-s{seed}", "soft_prompt", math.inf, seed, prompt_length=32)
+        shared, _ = await bench.shared("soft_prompt", math.inf, seed, prompt_length=32)
         return shared, await bench.experts(f"noesis-inf-s{seed}", (shared,), seed)
-    shared, _ = await bench.shared(f"rc64-inf-s{seed}", "lora", math.inf, seed, rank=64)
+    shared, _ = await bench.shared("lora", math.inf, seed, rank=64)
     return shared, await bench.experts(f"mix-rc64-inf-s{seed}", (shared,), seed)
+
+
+def attack_sets(bench) -> dict[str, tuple]:
+    """Per target language: (member blocks, non-member blocks), equal in number."""
+    out = {}
+    for lang in LANGS:
+        k = min(ATTACK_DOCS, len(bench.train[lang]), len(bench.unused[lang]))
+        out[lang] = (bench.middle_blocks(bench.train[lang][:k]), bench.middle_blocks(bench.unused[lang][:k]))
+    return out
 
 
 async def attack(bench, results, seed: int, plots: Path | None = None) -> None:
     plots = plots or Path(__file__).resolve().parents[1] / "docs" / "noesis"
+    sets = attack_sets(bench)
+    base = {}  # the public base model's scores: the calibration
     for name in MODELS:
         rows = [f"{name}:{t}<-{v}" for t in LANGS for v in LANGS if v != t]
         if all(results.done("mia", r, seed) for r in rows):
@@ -43,18 +62,20 @@ async def attack(bench, results, seed: int, plots: Path | None = None) -> None:
         shared, experts = await _model(bench, name, seed)
         curves = {}
         for target in LANGS:
-            member_blocks = bench.middle_blocks(bench.members[target])
-            test_blocks = bench.middle_blocks(bench.test[target])
+            members, nonmembers = sets[target]
+            if target not in base:
+                base[target] = [(await bench.scores(b, ())).log_likelihood for b in (members, nonmembers)]
             for via in LANGS:
                 if via == target:
                     continue
                 routed = (shared, experts[via])
-                members = (await bench.scores(member_blocks, routed)).log_likelihood
-                nonmembers = (await bench.scores(test_blocks, routed)).log_likelihood
-                r = membership_result(members, nonmembers, seed=seed)
-                curves[f"{target} ← {via}"] = roc_curve(members, nonmembers)
+                raw = [(await bench.scores(b, routed)).log_likelihood for b in (members, nonmembers)]
+                m, n = raw[0] - base[target][0], raw[1] - base[target][1]
+                r = membership_result(m, n, seed=seed)
+                curves[f"{target} ← {via}"] = roc_curve(m, n)
                 results.add({"table": "mia", "row": f"{name}:{target}<-{via}", "seed": seed, "auc": r.auc,
                              "auc_ci": list(r.auc_ci), "tpr_at_1pct": r.tpr_at_1pct, "tpr_ci": list(r.tpr_ci),
-                             "members": r.members, "nonmembers": r.nonmembers, "budget": bench.budget.key()})
+                             "raw_auc": auc(raw[0], raw[1]), "members": r.members, "nonmembers": r.nonmembers,
+                             "budget": bench.budget.key()})
         plots.mkdir(parents=True, exist_ok=True)
-        write_roc_svg(curves, plots / f"roc-{name}-s{seed}.svg", f"{name}, seed {seed}: cross-domain MIA")
+        write_roc_svg(curves, plots / f"roc-{name}-s{seed}.svg", f"{name}, seed {seed}: cross-domain MIA (calibrated)")

@@ -50,8 +50,8 @@ class Budget:
         return hashlib.sha256(repr(sorted(asdict(self).items())).encode()).hexdigest()[:10]
 
 
-def subset(docs: list[Document], k: int) -> list[Document]:
-    """A fixed subset: the first k by a hash of the path (the same for every seed and row)."""
+def subset(docs: list[Document], k: int | None) -> list[Document]:
+    """A fixed subset: the first k (all, for None) by a hash of the path (the same for every seed and row)."""
     return sorted(docs, key=lambda d: hashlib.sha256(d.path.encode()).digest())[:k]
 
 
@@ -62,10 +62,12 @@ class Bench:
         self.model_dir, self.out, self.budget = model_dir, out, budget
         self.model = ClientModel.load(model_dir)
         self.middle = LocalMiddle(self.model.load_middle())
-        self.train = {lang: subset(list(read_documents(corpus_dir, "train", lang)), budget.train_docs[lang])
-                      for lang in LANGS}
+        pool = {lang: subset(list(read_documents(corpus_dir, "train", lang)), None) for lang in LANGS}
+        self.train = {lang: pool[lang][: budget.train_docs[lang]] for lang in LANGS}
+        # the training split's documents that no row trains on: the attack's non-members, drawn
+        # from the same distribution (the same projects) as the members
+        self.unused = {lang: pool[lang][budget.train_docs[lang]:] for lang in LANGS}
         self.test = {lang: subset(list(read_documents(corpus_dir, "test", lang)), budget.test_docs) for lang in LANGS}
-        self.members = self.train  # the attack's members: the training documents themselves
         (out / "adapters").mkdir(parents=True, exist_ok=True)
         self._eval = {lang: self.middle_blocks(self.test[lang]) for lang in LANGS}
 
@@ -94,10 +96,12 @@ class Bench:
                                            noise_seed=seed), context_length=b.block_len + prompt,
                               physical_batch=b.physical_batch, lr=FAMILY_LR[family], fim_rate=0.5)
 
-    async def shared(self, name: str, family: str, epsilon: float, seed: int, langs=LANGS, model=None,
+    async def shared(self, family: str, epsilon: float, seed: int, langs=LANGS, model=None,
                      **shared) -> tuple[Adapter | None, dict]:
-        """Stage 1 on the training documents of `langs` (cached by name): (adapter, facts)."""
+        """Stage 1 on the training documents of `langs`: (adapter, facts). Adapters are cached under
+        one name per configuration, so every table that uses a configuration shares its run."""
         config = self.stage_one(family, epsilon, seed, **shared)
+        name = shared_name(config.shared, epsilon, seed, langs)
         path = self.out / "adapters" / f"{name}.safetensors"
         spec, shape = self.model.spec, self.model.plan.shape(self.model.spec.num_layers)
         if family != "full" and path.exists():
@@ -130,6 +134,15 @@ class Bench:
     def fresh_model(self) -> ClientModel:
         """A private copy of the client's weights (the `full` family trains them in place)."""
         return ClientModel.load(self.model_dir)
+
+
+def shared_name(shared: SharedConfig, epsilon: float, seed: int, langs=LANGS) -> str:
+    """pt32-dp-s0 (a 32-vector prompt at ε = 1), rc64-inf-s0, bottleneck-e4-s1, ...: the cache name."""
+    tag = "inf" if math.isinf(epsilon) else "dp" if epsilon == 1.0 else f"e{epsilon:g}"
+    shape = {"soft_prompt": f"pt{shared.prompt_length}", "deep_prompt": f"dp{shared.prompt_length}",
+             "lora": f"rc{shared.rank}", "bottleneck": f"bn{shared.bottleneck}"}.get(shared.family, shared.family)
+    where = "" if tuple(langs) == tuple(LANGS) else "-" + "-".join(langs)
+    return f"{shape}{where}-{tag}-s{seed}"
 
 
 def middle_text(text: str, chars: int) -> str:

@@ -110,8 +110,8 @@ def sweep(rows: list[dict]) -> list[str]:
 
 def attack(rows: list[dict]) -> list[str]:
     cells = _by(rows, "mia")
-    lines = ["| model | target ← via | AUC % (95 % CI) | TPR @ 1 % FPR % (95 % CI) | members / non-members | seeds |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| model | target ← via | AUC % (95 % CI) | TPR @ 1 % FPR % (95 % CI) | raw-score AUC % | "
+             "members / non-members | seeds |", "|---|---|---|---|---|---|---|"]
     for row, runs in sorted(cells.items()):
         model, pair = row.split(":", 1)
         auc = _cell([100 * r["auc"] for r in runs])
@@ -120,8 +120,9 @@ def attack(rows: list[dict]) -> list[str]:
         auc_txt = f"{auc} [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci and len(runs) == 1 else auc
         tci = runs[0].get("tpr_ci")
         tpr_txt = f"{tpr} [{100 * tci[0]:.1f}, {100 * tci[1]:.1f}]" if tci and len(runs) == 1 else tpr
-        lines.append(f"| {model} | {pair} | {auc_txt} | {tpr_txt} | {runs[0]['members']} / {runs[0]['nonmembers']} | "
-                     f"{len(runs)} |")
+        raw = _cell([100 * r["raw_auc"] for r in runs if "raw_auc" in r]) if any("raw_auc" in r for r in runs) else "—"
+        lines.append(f"| {model} | {pair} | {auc_txt} | {tpr_txt} | {raw} | {runs[0]['members']} / "
+                     f"{runs[0]['nonmembers']} | {len(runs)} |")
     return lines
 
 
