@@ -1,6 +1,8 @@
 """Per-language experts end to end: a bundle with a Python, a Go and a Java expert behind the real
 language server (stdio, pytest-lsp, `languageId` routing) and the real local HTTP API (uvicorn,
 `language` routing, aliases), each completing through the real cloud it starts on loopback.
+The bundle is shaped as NOESIS makes it: a shared soft prompt (every request, its states on the
+wire) beside the experts, so a language without an expert runs with the shared prompt only.
 Concurrent completions in the three languages give exactly what the same requests give one at a
 time, and what the model gives in-process with the same expert; the HTTP response and
 `umbra/status` name the expert that served."""
@@ -20,7 +22,8 @@ from adapter_helpers import perturb
 from lsp.options import CompletionOptions
 from lsp.settings import LocalSettings
 from umbra.engine import ClientModel, CompletionEngine
-from umbra.model.adapters import BottleneckConfig, LoraConfig, build_adapter
+from umbra.engine.routing import AdapterRole, AdapterRouter
+from umbra.model.adapters import BottleneckConfig, LoraConfig, SoftPromptConfig, build_adapter
 from umbra.privacy.bundle import BundleConfig, init_bundle
 from umbra.privacy.bundle_adapters import add_adapter
 
@@ -56,6 +59,8 @@ def bundle(lsp_model_dir, tmp_path_factory, keystore):
         config = LoraConfig(rank=4) if lang != "go" else BottleneckConfig(size=8)
         add_adapter(out, perturb(build_adapter(lang, config, model.spec, shape), seed=seed, std=0.6),
                     role="expert", language=lang, training={"method": "test"})
+    prompt = perturb(build_adapter("shared", SoftPromptConfig(length=4), model.spec, shape), seed=7, std=0.5)
+    add_adapter(out, prompt, role="shared", training={"method": "test"})
     return out
 
 
@@ -67,10 +72,14 @@ def expected(bundle, lsp_model_dir, keystore) -> dict[str | None, str]:
 
     async def run():
         out = {lang: (await engine.complete(*_split(*DOCS[lang]), language=lang)).text for lang in DOCS}
-        out[None] = (await engine.complete(*_split(*DOCS["python"]))).text  # no expert
+        out[None] = (await engine.complete(*_split(*DOCS["python"]))).text  # no expert: the shared prompt only
         return out
 
     result = asyncio.run(run())
+    model.router = AdapterRouter([AdapterRole(lang, "expert", lang) for lang in DOCS])  # the same, unshared
+    unshared = asyncio.run(CompletionEngine.monolithic(model, COMPLETION.engine_config()).complete(
+        *_split(*DOCS["python"]))).text
+    assert unshared != result[None], "the shared prompt should change what an expert-less request completes"
     assert len({result["python"], result[None]}) == 2 or len(set(result.values())) > 2, \
         "the experts should change what the model completes"
     return result
