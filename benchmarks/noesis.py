@@ -2,7 +2,7 @@
 embedded default model and the private domains of `umbra data private`.
 
     python benchmarks/noesis.py --table 2 --seeds 0 1 2          # train + evaluate, resumable
-    python benchmarks/noesis.py --table 3 | 5 | sweep | mia --seeds 0 1 2
+    python benchmarks/noesis.py --table 3 | 5 | eps | sweep | mia --seeds 0 1 2
     python benchmarks/noesis.py --write                          # tables and plots -> docs/noesis.md
 
 Each (table, row, seed) cell is trained once, evaluated per language (top-1 next-token accuracy
@@ -145,6 +145,17 @@ async def table5(bench: Bench, results: Results, seed: int) -> None:
         await cell(bench, results, "5", row, seed, make)
 
 
+async def epsilons(bench: Bench, results: Results, seed: int) -> None:
+    """NOESIS at larger ε (the same stage 1 as the sweep's soft prompt, plus experts): where it
+    overtakes Share Nothing, if not at ε = 1. ε = 1 and ∞ are Table 2's NOESIS rows."""
+    for eps in (2.0, 4.0, 8.0, 16.0, 32.0):
+        async def make(eps=eps):
+            p, facts = await bench.shared("soft_prompt", eps, seed, prompt_length=32)
+            experts = await bench.experts(f"noesis-e{eps:g}-s{seed}", (p,), seed)
+            return await bench.accuracy(_routed((p,), experts)), facts
+        await cell(bench, results, "eps", f"noesis@{eps:g}", seed, make)
+
+
 async def sweep(bench: Bench, results: Results, seed: int) -> None:
     async def base():
         return await bench.accuracy({}), {"parameters": 0}
@@ -167,7 +178,7 @@ async def main_async(args) -> None:
     budget = QUICK if args.quick else Budget()
     bench = Bench(Path(args.model), Path(args.corpus_dir), out, budget)
     results = Results(out / "results.jsonl")
-    run = {"2": table2, "3": table3, "5": table5, "sweep": sweep}
+    run = {"2": table2, "3": table3, "5": table5, "eps": epsilons, "sweep": sweep}
     for seed in args.seeds:
         if args.table == "mia":
             from noesis_attack import attack
@@ -179,7 +190,7 @@ async def main_async(args) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--table", choices=("2", "3", "5", "sweep", "mia"), default=None)
+    p.add_argument("--table", choices=("2", "3", "5", "eps", "sweep", "mia"), default=None)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--out", default=str(ROOT / "runs" / "noesis"))
     p.add_argument("--model", default=str(ROOT / "models" / "umbra-code-tiny"))

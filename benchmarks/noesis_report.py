@@ -29,9 +29,12 @@ def _load(out: Path) -> list[dict]:
 
 
 def _by(rows: list[dict], table: str) -> dict[str, list[dict]]:
+    """row -> its runs, one per seed (the first recorded, should two runs have finished the same cell)."""
     out: dict[str, list[dict]] = defaultdict(list)
+    seen = set()
     for r in rows:
-        if r["table"] == table:
+        if r["table"] == table and (r["row"], r["seed"]) not in seen:
+            seen.add((r["row"], r["seed"]))
             out[r["row"]].append(r)
     return out
 
@@ -88,6 +91,26 @@ def table5(rows: list[dict]) -> list[str]:
     return _acc_table(_by(rows, "5"), labels)
 
 
+def epsilons(rows: list[dict]) -> list[str]:
+    """NOESIS − Share Nothing per language at each ε (points, over the seeds both finished)."""
+    sn = {r["seed"]: r for r in _by(rows, "2").get("share_nothing", [])}
+    runs = {"1": _by(rows, "2").get("noesis", []), **{e: _by(rows, "eps").get(f"noesis@{e}", [])
+                                                        for e in ("2", "4", "8", "16", "32")},
+            "∞": _by(rows, "2").get("noesis_nonprivate", [])}
+    lines = ["| ε | " + " | ".join(f"{lang}: NOESIS | − Share Nothing" for lang in LANGS) + " | seeds |",
+             "|---|" + "---|---|" * len(LANGS) + "---|"]
+    for eps, rs in runs.items():
+        rs = [r for r in rs if r["seed"] in sn]
+        if not rs:
+            continue
+        cells = []
+        for lang in LANGS:
+            cells.append(_cell([r["accuracy"][lang] for r in rs]))
+            cells.append(_cell([r["accuracy"][lang] - sn[r["seed"]]["accuracy"][lang] for r in rs]))
+        lines.append(f"| {eps} | " + " | ".join(cells) + f" | {len(rs)} |")
+    return lines
+
+
 def sweep(rows: list[dict]) -> list[str]:
     cells = _by(rows, "sweep")
     eps = ("0.5", "1", "2", "4", "8", "16", "32", "inf")
@@ -126,7 +149,7 @@ def attack(rows: list[dict]) -> list[str]:
     return lines
 
 
-BLOCKS = {"table2": table2, "table3": table3, "table5": table5, "sweep": sweep, "attack": attack}
+BLOCKS = {"table2": table2, "table3": table3, "table5": table5, "eps": epsilons, "sweep": sweep, "attack": attack}
 
 
 def write_report(out: Path, doc: Path, budget: Budget) -> None:
