@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -58,10 +59,20 @@ class Status:
     mode: str = "split"  # the only mode: the middle blocks always run in the cloud
     expert: str | None = None  # the expert adapter that served the last completion (a name only)
     access: str = "secure"  # SecureGate: "secure" or "revealing: NAME" for the last completion (never a key)
+    privacy: str | None = None  # privacy_mode() of the loaded model; None before it is loaded
 
     def to_json(self) -> dict:
         return {"state": self.state, "message": self.message, "mode": self.mode, "expert": self.expert,
-                "access": self.access}
+                "access": self.access, "privacy": self.privacy}
+
+
+def privacy_mode(model: ClientModel) -> str:
+    """The protection of `model`'s traffic as `umbra/status` reports it: "none" without a client
+    bundle, else "NOIR ε=E" with the INDVocab ε its manifest records (∞: permuted ids, no noise)."""
+    if model.bundle is None:
+        return "none"
+    eps = model.bundle.manifest.epsilon
+    return f"NOIR ε={'∞' if math.isinf(eps) else format(eps, 'g')}"
 
 
 def load_model(options: ModelOptions) -> ClientModel:
@@ -96,7 +107,7 @@ class Backend:
     # -- status ------------------------------------------------------------------------------
     def _report(self, state: str, message: str) -> None:
         changed = state != self.status.state
-        self.status = Status(state, message, expert=self.status.expert, access=self.status.access)
+        self.status = replace(self.status, state=state, message=message)
         if changed or state == "starting":
             log.log(logging.WARNING if state in ("unreachable", "error") else logging.INFO, "status %s: %s", state, message)
             self._on_status(self.status)
@@ -124,6 +135,7 @@ class Backend:
             if self.options.threads is not None:
                 torch.set_num_threads(self.options.threads)
             self.model = await asyncio.to_thread(load_model, self.options.model)
+            self.status = replace(self.status, privacy=privacy_mode(self.model))
             self._report("starting", "starting the cloud" if self.options.cloud.url is None else "connecting to the cloud")
             self.link = open_middle(self.model, cloud_config(self.options))
             await self.link.start()  # the RemoteMiddle, and the audit tap over it while `umbra audit on`
