@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -63,28 +65,45 @@ def test_vscode_extension(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_vsix_holds_one_bundled_script_and_no_node_modules(tmp_path):
-    """`npm run package` bundles the extension with esbuild (vscode-languageclient inlined, only
-    `vscode` left external) and ships that bundle, the manifest, README and LICENSE — no sources,
-    no node_modules, no test code."""
-    import zipfile
-
+    """`npm run package` (@vscode/vsce, pinned) bundles the extension with esbuild
+    (vscode-languageclient and minimatch inlined, only `vscode` left external) and ships that one
+    bundle, the manifest, README and LICENSE — no sources, no node_modules, no test code."""
     npm = _npm()
     env = {**os.environ, "NO_UPDATE_NOTIFIER": "1"}
     if _needs_install():
         _run([npm, "ci", "--no-audit", "--no-fund"], env, timeout=600)
     vsix = tmp_path / "umbra.vsix"
     _run([npm, "run", "package", "--", "--out", str(vsix)], env, timeout=600)
-    names = zipfile.ZipFile(vsix).namelist()
-    assert "extension/dist/extension.js" in names
-    assert not [n for n in names if "/node_modules/" in n or n.endswith((".ts", ".map")) or "/out/" in n], names
-    manifest = json.loads(zipfile.ZipFile(vsix).read("extension/package.json"))
-    assert manifest["main"] == "./dist/extension.js"
-    bundle = zipfile.ZipFile(vsix).read("extension/dist/extension.js").decode()
-    import re
+    archive = zipfile.ZipFile(vsix)
+    names = archive.namelist()
+    assert [n for n in names if n.endswith((".js", ".cjs", ".mjs"))] == ["extension/dist/extension.js"], names
+    assert not [n for n in names if "node_modules/" in n or n.endswith((".ts", ".map")) or "/out/" in n
+                or "/src/" in n], names
+    assert set(names) == {"extension.vsixmanifest", "[Content_Types].xml", "extension/package.json",
+                          "extension/readme.md", "extension/LICENSE.txt", "extension/dist/extension.js"}, names
+    assert archive.read("extension/LICENSE.txt") == (EXTENSION / "LICENSE").read_bytes()
 
+    manifest = json.loads(archive.read("extension/package.json"))
+    source = json.loads((EXTENSION / "package.json").read_text())
+    assert manifest["main"] == "./dist/extension.js"
+    assert (manifest["name"], manifest["publisher"], manifest["license"]) == ("umbra", "umbra-dev", "Apache-2.0")
+    assert re.fullmatch(r"\d+\.\d+\.\d+", manifest["version"]) and manifest["version"] == source["version"]
+    assert re.fullmatch(r"\^1\.\d+\.\d+", manifest["engines"]["vscode"])
+    assert re.fullmatch(r"\d+\.\d+\.\d+", source["devDependencies"]["@vscode/vsce"]), "vsce is pinned"
+    commands = {c["command"] for c in manifest["contributes"]["commands"]}
+    assert {"umbra.toggle", "umbra.triggerCompletion", "umbra.restartServer", "umbra.openSecurityReport",
+            "umbra.rotateAccessKey"} <= commands
+    assert {k["command"] for k in manifest["contributes"]["keybindings"]} <= commands
+    assert "umbra.exclude" in manifest["contributes"]["configuration"]["properties"]
+    identity = re.search(r'<Identity [^>]*Version="([^"]+)"[^>]*Publisher="([^"]+)"',
+                         archive.read("extension.vsixmanifest").decode())
+    assert identity and identity.groups() == (manifest["version"], "umbra-dev")
+
+    bundle = archive.read("extension/dist/extension.js").decode()
     required = set(re.findall(r'require\("([^"]+)"\)', bundle))
     assert "vscode" in required  # the one external: VS Code provides it
-    assert all(m == "vscode" or m in NODE_BUILTINS for m in required), required  # everything else inlined
+    assert all(m == "vscode" or m.removeprefix("node:") in NODE_BUILTINS for m in required), required
+    assert "umbra.triggerCompletion" in bundle and "$/cancelRequest" in bundle  # ours and the client, inlined
 
 
 NODE_BUILTINS = {"child_process", "crypto", "fs", "net", "os", "path", "util", "events", "stream", "url", "tty",

@@ -2,6 +2,7 @@
 
 import { LanguageClient, LanguageClientOptions, RevealOutputChannelOn } from 'vscode-languageclient/node';
 import type { LogOutputChannel } from 'vscode';
+import { Exclusions, syncMiddleware } from './exclusions';
 import { documentSelector } from './languages';
 import { serverOptions } from './server';
 import { UmbraSettings, toInitializationOptions } from './settings';
@@ -9,7 +10,9 @@ import { UmbraSettings, toInitializationOptions } from './settings';
 export const CLIENT_ID = 'umbra';
 export const CLIENT_NAME = 'Umbra';
 
-export function createLanguageClient(settings: UmbraSettings, log: LogOutputChannel): LanguageClient {
+/** The client for `settings`. Documents `exclusions` matches are never synced: the selector
+ * picks the languages, the sync middleware drops every notification about an excluded file. */
+export function createLanguageClient(settings: UmbraSettings, exclusions: Exclusions, log: LogOutputChannel): LanguageClient {
     const options: LanguageClientOptions = {
         documentSelector: documentSelector(settings.languages),
         initializationOptions: toInitializationOptions(settings),
@@ -18,6 +21,7 @@ export function createLanguageClient(settings: UmbraSettings, log: LogOutputChan
         outputChannel: log,
         revealOutputChannelOn: RevealOutputChannelOn.Never,
         middleware: {
+            ...syncMiddleware(exclusions),
             // VS Code gets Umbra's completions inline (inline.ts). The server's classic
             // textDocument/completion is for editors without inline completion; asking for both
             // would make each keystroke's suggest request supersede the inline one in the

@@ -6,7 +6,11 @@ import * as vscode from 'vscode';
 import { LanguageClient, State } from 'vscode-languageclient/node';
 import { registerAccessCommands } from './accessCommands';
 import { createLanguageClient } from './client';
+import { COMMAND_MENU, registerCommands } from './commands';
+import { LatencyTracker } from './debounce';
+import { Exclusions } from './exclusions';
 import { InlineProvider } from './inline';
+import { InlineState } from './inlineRequest';
 import { LANGUAGES, documentSelector } from './languages';
 import { STATUS_METHOD, describeError } from './protocol';
 import { describeCommand } from './server';
@@ -20,17 +24,20 @@ let log: vscode.LogOutputChannel;
 let status: StatusBar;
 let client: LanguageClient | undefined;
 let settings: UmbraSettings | undefined;
+let exclusions = new Exclusions([]);
+let latency = new LatencyTracker();
 let queue: Promise<void> = Promise.resolve();
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
     log = vscode.window.createOutputChannel('Umbra', { log: true });
-    status = new StatusBar(log, COMMAND_SHOW_OUTPUT);
-    const provider = new InlineProvider(() => client, () => settings?.debounceMs ?? 0, () => settings?.languages ?? [], log);
+    status = new StatusBar(log, COMMAND_MENU);
+    const provider = new InlineProvider(() => client, inlineState, log);
     context.subscriptions.push(
         log,
         status,
         // Registered once for every language Umbra can complete; the provider answers only for
-        // those `umbra.languages` selects, so changing the setting needs no re-registration.
+        // those `umbra.languages` selects and `umbra.exclude` leaves, so changing the settings
+        // needs no re-registration.
         vscode.languages.registerInlineCompletionItemProvider(documentSelector(LANGUAGES), provider),
         vscode.commands.registerCommand(COMMAND_RESTART, () => {
             status.onRestart();
@@ -38,6 +45,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         }),
         vscode.commands.registerCommand(COMMAND_SHOW_OUTPUT, () => log.show()),
         ...registerAccessCommands(() => settings, log),
+        ...registerCommands({ settings: () => settings, inlineState, log, storage: context.globalStorageUri }),
         vscode.workspace.onDidChangeConfiguration((e) => {
             if (e.affectsConfiguration('umbra')) {
                 void schedule(false);
@@ -46,6 +54,21 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         vscode.workspace.onDidChangeWorkspaceFolders(() => void schedule(false)),
     );
     await schedule(true);
+}
+
+/** What a completion request is checked against now; undefined while the settings are invalid. */
+function inlineState(): InlineState | undefined {
+    if (settings === undefined) {
+        return undefined;
+    }
+    return {
+        enabled: settings.enable,
+        running: client?.isRunning() ?? false,
+        languages: settings.languages,
+        exclusions,
+        debounceMs: settings.debounceMs,
+        latency,
+    };
 }
 
 export function deactivate(): Thenable<void> | undefined {
@@ -77,8 +100,13 @@ async function reconcile(force: boolean): Promise<void> {
         void vscode.window.showErrorMessage(`Umbra: invalid settings — ${error.problems.join('; ')}`);
         return;
     }
-    const restart = force || needsRestart(settings, next);
+    const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath);
+    const nextExclusions = new Exclusions(next.exclude, folders);
+    // Which documents are synced depends on the folders too (globs relative to them).
+    const resync = JSON.stringify([exclusions.globs, exclusions.folders]) !== JSON.stringify([next.exclude, nextExclusions.folders]);
+    const restart = force || needsRestart(settings, next) || resync;
     settings = next;
+    exclusions = nextExclusions;
     if (!restart) {
         return;
     }
@@ -92,7 +120,8 @@ async function reconcile(force: boolean): Promise<void> {
 
 async function startClient(s: UmbraSettings): Promise<void> {
     log.info(`starting the language server: ${describeCommand(s.server)}`);
-    const started = createLanguageClient(s, log);
+    const started = createLanguageClient(s, exclusions, log);
+    latency = new LatencyTracker(); // another server, another latency
     started.onNotification(STATUS_METHOD, (params) => status.onNotification(params));
     started.onDidChangeState((e) => {
         if (e.newState === State.Stopped && client === started) {

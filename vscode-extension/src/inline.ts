@@ -1,26 +1,17 @@
 // Ghost-text completions: a vscode InlineCompletionItemProvider backed by the server's
-// `textDocument/inlineCompletion`. The protocol mapping lives in protocol.ts and the
-// debounce/cancellation logic in debounce.ts; this module only adapts them to VS Code.
+// `textDocument/inlineCompletion`. Which requests go out and when lives in inlineRequest.ts
+// (checks, debounce, cancellation), the protocol mapping in protocol.ts; this module only
+// adapts them to VS Code.
 
 import * as vscode from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
-import { debouncedRequest } from './debounce';
-import {
-    INLINE_COMPLETION_METHOD,
-    InlineCompletionParams,
-    InlineItem,
-    Range,
-    describeError,
-    inlineParams,
-    isCancellation,
-    mapInlineResult,
-} from './protocol';
+import { InlineState, InlineTarget, requestInline } from './inlineRequest';
+import { INLINE_COMPLETION_METHOD, InlineItem, Range, describeError } from './protocol';
 
 export class InlineProvider implements vscode.InlineCompletionItemProvider {
     constructor(
         private readonly currentClient: () => LanguageClient | undefined,
-        private readonly debounceMs: () => number,
-        private readonly languages: () => readonly string[],
+        private readonly state: () => InlineState | undefined,
         private readonly log: vscode.LogOutputChannel,
     ) {}
 
@@ -31,40 +22,32 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
         token: vscode.CancellationToken,
     ): Promise<vscode.InlineCompletionItem[] | undefined> {
         const client = this.currentClient();
-        if (client === undefined || !client.isRunning() || !this.languages().includes(document.languageId)) {
+        const state = this.state();
+        if (client === undefined || state === undefined) {
             return undefined;
         }
-        const params = (): InlineCompletionParams =>
-            inlineParams(
-                client.code2ProtocolConverter.asUri(document.uri),
-                position,
-                context.triggerKind,
-                context.selectedCompletionInfo && {
-                    range: context.selectedCompletionInfo.range,
-                    text: context.selectedCompletionInfo.text,
-                },
-            );
-        let result: unknown;
+        const target: InlineTarget = {
+            uri: document.uri,
+            protocolUri: client.code2ProtocolConverter.asUri(document.uri),
+            languageId: document.languageId,
+            position,
+            vscodeTriggerKind: context.triggerKind,
+            selected: context.selectedCompletionInfo && {
+                range: context.selectedCompletionInfo.range,
+                text: context.selectedCompletionInfo.text,
+            },
+        };
         try {
-            result = await debouncedRequest(
+            const items = await requestInline(
                 (p, t) => client.sendRequest<unknown>(INLINE_COMPLETION_METHOD, p, t as vscode.CancellationToken),
-                params,
+                target,
+                state,
                 token,
-                this.debounceMs(),
-                isCancellation,
             );
+            return items?.map(toVscodeItem);
         } catch (error) {
             // The server reports outages through umbra/status; here only the reason is logged.
             this.log.warn(`inline completion failed: ${describeError(error)}`);
-            return undefined;
-        }
-        if (result === undefined) {
-            return undefined;
-        }
-        try {
-            return mapInlineResult(result).map(toVscodeItem);
-        } catch (error) {
-            this.log.warn(`inline completion result ignored: ${describeError(error)}`);
             return undefined;
         }
     }

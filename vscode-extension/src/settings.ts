@@ -7,11 +7,14 @@
 // The cloud bearer token is deliberately absent: it lives in the OS keyring or in the
 // environment variable named by `cloud.tokenEnv`, never in VS Code settings.
 
+import { DEFAULT_EXCLUDE } from './exclusions';
 import { DEFAULT_LANGUAGES, LANGUAGES, Language, isLanguage } from './languages';
 
 /** What the extension reads settings from: `vscode.workspace.getConfiguration('umbra')`. */
 export interface ConfigSource {
     get<T>(key: string, defaultValue: T): T;
+    /** The value per scope (vscode's WorkspaceConfiguration has it); used for `exclude`. */
+    inspect?(key: string): (InspectedSetting & { defaultValue?: unknown }) | undefined;
 }
 
 export interface ServerSettings {
@@ -47,7 +50,10 @@ export interface UmbraSettings {
     enable: boolean;
     /** The editor languages completed; others get no ghost text and are not sent to the server. */
     languages: Language[];
-    debounceMs: number;
+    /** Globs of files never synced to the server and never completed (exclusions.ts). */
+    exclude: string[];
+    /** A fixed debounce, or null: adaptive from measured latency (debounce.ts). */
+    debounceMs: number | null;
     server: ServerSettings;
     model: ModelSettings;
     cloud: CloudSettings;
@@ -74,7 +80,8 @@ export interface InitializationOptions {
 export const DEFAULTS: Readonly<UmbraSettings> = Object.freeze({
     enable: true,
     languages: [...DEFAULT_LANGUAGES],
-    debounceMs: 150,
+    exclude: [...DEFAULT_EXCLUDE],
+    debounceMs: null,
     server: { path: 'umbra', args: [], python: null },
     model: { dir: null, bundle: null, keyringService: 'umbra' },
     cloud: { url: null, certificate: null, tokenEnv: 'UMBRA_CLOUD_TOKEN' },
@@ -86,6 +93,7 @@ export const DEFAULTS: Readonly<UmbraSettings> = Object.freeze({
 export const SETTING_KEYS = [
     'enable',
     'languages',
+    'exclude',
     'debounceMs',
     'server.path',
     'server.args',
@@ -145,7 +153,8 @@ export function readSettings(source: ConfigSource, paths: PathContext = {}): Umb
     const settings: UmbraSettings = {
         enable: v.bool('enable'),
         languages: v.languages('languages'),
-        debounceMs: v.int('debounceMs', LIMITS.debounceMs.min, LIMITS.debounceMs.max),
+        exclude: v.globs('exclude'),
+        debounceMs: v.optionalInt('debounceMs', LIMITS.debounceMs.min, LIMITS.debounceMs.max),
         server: {
             path: v.path('server.path'),
             args: v.stringList('server.args'),
@@ -197,14 +206,28 @@ export function toInitializationOptions(s: UmbraSettings): InitializationOptions
 
 /** True when going from `before` to `after` needs a new server process: anything but
  * `debounceMs` (read on every request) changes how the server is started or initialized, or
- * (`languages`) which documents the client syncs to it. */
+ * (`languages`, `exclude`) which documents the client syncs to it: a newly excluded document
+ * the server already holds is dropped only by starting it afresh. */
 export function needsRestart(before: UmbraSettings | undefined, after: UmbraSettings): boolean {
     if (before === undefined) {
         return true;
     }
     const key = (s: UmbraSettings) =>
-        JSON.stringify([s.enable, s.languages, s.server.path, s.server.args, s.server.python, toInitializationOptions(s)]);
+        JSON.stringify([s.enable, s.languages, s.exclude, s.server.path, s.server.args, s.server.python, toInitializationOptions(s)]);
     return key(before) !== key(after);
+}
+
+/** The values of one setting per scope (the shape of `WorkspaceConfiguration.inspect`). */
+export interface InspectedSetting {
+    globalValue?: unknown;
+    workspaceValue?: unknown;
+    workspaceFolderValue?: unknown;
+}
+
+/** Where "Umbra: Toggle Completions" writes `umbra.enable`: the workspace's settings when they
+ * set it (a user-level value would not win over them), else the user's settings. */
+export function toggleTarget(inspected: InspectedSetting | undefined): 'workspace' | 'global' {
+    return inspected?.workspaceValue !== undefined ? 'workspace' : 'global';
 }
 
 /** Substitutes `${workspaceFolder}`, `${userHome}` and a leading `~`; returns null when a
@@ -294,6 +317,28 @@ class Validator {
             return [...value];
         }
         return this.fail(key, 'an array of strings', value, []);
+    }
+
+    /** A list of glob patterns, each a non-empty string (an empty list excludes nothing). The
+     * user's value (or the default) plus what a workspace adds: a workspace's settings can
+     * exclude more files, never fewer. */
+    globs(key: SettingKey): string[] {
+        const inspected = this.source.inspect?.(key);
+        const layers = inspected
+            ? [inspected.globalValue ?? inspected.defaultValue ?? defaultOf(key), inspected.workspaceValue, inspected.workspaceFolderValue]
+            : [this.raw(key)];
+        const out: string[] = [];
+        for (const value of layers.filter((v) => v !== undefined)) {
+            if (!Array.isArray(value) || !value.every((x) => typeof x === 'string' && x.trim() !== '')) {
+                return this.fail(key, 'an array of non-empty glob patterns', value, [...DEFAULT_EXCLUDE]);
+            }
+            for (const glob of value.map((x: string) => x.trim())) {
+                if (!out.includes(glob)) {
+                    out.push(glob);
+                }
+            }
+        }
+        return out;
     }
 
     /** A non-empty list of distinct ids from LANGUAGES. */

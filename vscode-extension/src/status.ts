@@ -14,11 +14,11 @@ export class StatusBar implements vscode.Disposable {
 
     constructor(
         private readonly log: vscode.LogOutputChannel,
-        showOutputCommand: string,
+        clickCommand: string,
     ) {
         this.item = vscode.window.createStatusBarItem('umbra.status', vscode.StatusBarAlignment.Right, 100);
         this.item.name = 'Umbra';
-        this.item.command = showOutputCommand;
+        this.item.command = clickCommand;
     }
 
     /** Handles one `umbra/status` notification. */

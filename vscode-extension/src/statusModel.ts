@@ -20,6 +20,10 @@ export interface StatusParams {
      * (an older server) or said something outside the contract: then nothing about access is
      * shown, rather than a lock the server never vouched for. */
     access?: Access;
+    /** The privacy in force for what goes to the cloud, as the server words it: "none" or
+     * "NOIR ε=E" (from the bundle's manifest). Absent before the model is loaded or from an
+     * older server: then none is shown. */
+    privacy?: string;
 }
 
 /** The `access` field of `umbra/status`: "secure" or "revealing: NAME". */
@@ -55,7 +59,7 @@ export function parseStatus(raw: unknown): StatusParams | undefined {
     if (typeof raw !== 'object' || raw === null) {
         return undefined;
     }
-    const { state, message, mode, expert, access } = raw as Record<string, unknown>;
+    const { state, message, mode, expert, access, privacy } = raw as Record<string, unknown>;
     if (typeof state !== 'string' || !(SERVER_STATES as readonly string[]).includes(state)) {
         return undefined;
     }
@@ -66,6 +70,9 @@ export function parseStatus(raw: unknown): StatusParams | undefined {
     };
     if (typeof expert === 'string' && expert) {
         parsed.expert = expert;
+    }
+    if (typeof privacy === 'string' && privacy.trim() !== '' && !/[\u0000-\u001f\u007f]/.test(privacy)) {
+        parsed.privacy = privacy.trim();
     }
     const parsedAccess = parseAccess(access);
     if (parsedAccess !== undefined) {
@@ -121,21 +128,46 @@ export function accessTooltip(access: Access | undefined): string {
         : `Access: ${accessLabel(access)} (your access key unlocked this revealing adapter for the last completion)`;
 }
 
+/** The status-bar part for the privacy in force: a shield and the server's words. */
+export function privacyText(privacy: string | undefined): string {
+    return privacy === undefined ? '' : ` $(shield) ${escapeIcons(shorten(privacy))}`;
+}
+
+/** The tooltip line for the privacy in force. */
+export function privacyTooltip(privacy: string | undefined): string {
+    if (privacy === undefined) {
+        return '';
+    }
+    if (privacy === 'none') {
+        return 'Privacy: none (no client bundle: the cloud receives the hidden states of the public model as they are; make a bundle with `umbra init`)';
+    }
+    if (privacy.startsWith('NOIR')) {
+        return `Privacy: ${privacy} (client bundle: INDVocab-randomized embeddings and private token ids; the cloud receives randomized hidden states)`;
+    }
+    return `Privacy: ${privacy}`;
+}
+
 export function viewOf(status: StatusParams): StatusView {
     const detail = status.message ? `\n${status.message}` : '';
     const mode = status.mode ? ` (${status.mode} mode)` : '';
+    const privacy = status.privacy !== undefined ? `\n${privacyTooltip(status.privacy)}` : '';
     switch (status.state) {
         case 'starting':
-            return { text: '$(sync~spin) Umbra', tooltip: `Umbra: starting${mode}${detail}`, severity: 'busy' };
+            return { text: '$(sync~spin) Umbra', tooltip: `Umbra: starting${mode}${privacy}${detail}`, severity: 'busy' };
         case 'ready': {
             const access = accessTooltip(status.access);
             return {
-                text: `$(check) Umbra${status.expert ? `: ${escapeIcons(status.expert)}` : ''}${accessText(status.access)}`,
-                tooltip: `Umbra: ready${mode}${status.expert ? `, ${status.expert} expert` : ''}${access ? `\n${access}` : ''}${detail}`,
+                text:
+                    `$(check) Umbra${status.expert ? `: ${escapeIcons(status.expert)}` : ''}` +
+                    `${privacyText(status.privacy)}${accessText(status.access)}`,
+                tooltip:
+                    `Umbra: ready${mode}${status.expert ? `, ${status.expert} expert` : ''}${privacy}` +
+                    `${access ? `\n${access}` : ''}${detail}`,
                 severity: 'ok',
                 ariaLabel: [
                     'Umbra: ready',
                     ...(status.expert ? [`${status.expert} expert`] : []),
+                    ...(status.privacy ? [`privacy ${status.privacy}`] : []),
                     ...(status.access ? [`access ${accessLabel(status.access)}`] : []),
                 ].join(', '),
             };
@@ -144,12 +176,12 @@ export function viewOf(status: StatusParams): StatusView {
             return {
                 text: '$(warning) Umbra: cloud unreachable',
                 tooltip:
-                    `Umbra: the cloud is unreachable${mode}${detail}\n` +
+                    `Umbra: the cloud is unreachable${mode}${privacy}${detail}\n` +
                     'No completions until it is back; nothing is sent anywhere else.',
                 severity: 'warning',
             };
         case 'error':
-            return { text: '$(error) Umbra', tooltip: `Umbra: error${mode}${detail}`, severity: 'error' };
+            return { text: '$(error) Umbra', tooltip: `Umbra: error${mode}${privacy}${detail}`, severity: 'error' };
     }
 }
 
@@ -157,7 +189,11 @@ export function clientView(state: ClientState, message = ''): StatusView {
     const detail = message ? `\n${message}` : '';
     switch (state) {
         case 'disabled':
-            return { text: '$(circle-slash) Umbra', tooltip: 'Umbra: disabled (umbra.enable)', severity: 'off' };
+            return {
+                text: '$(circle-slash) Umbra',
+                tooltip: 'Umbra: off (umbra.enable): nothing is sent to the language server. Click to turn it on.',
+                severity: 'off',
+            };
         case 'stopped':
             return { text: '$(error) Umbra: stopped', tooltip: `Umbra: the language server stopped${detail}`, severity: 'error' };
         case 'misconfigured':

@@ -1,7 +1,7 @@
 import { strict as assert } from 'node:assert';
 import { describe, it } from 'node:test';
 import { CancellationTokenSource, ResponseError } from 'vscode-languageserver-protocol/node';
-import { CancellationLike, debouncedRequest, sleep } from '../debounce';
+import { ADAPTIVE, CancellationLike, LatencyTracker, adaptiveDelay, debounceMsFor, debouncedRequest, sleep, timed } from '../debounce';
 import { isCancellation } from '../protocol';
 
 interface Call {
@@ -117,5 +117,79 @@ describe('debounced request', () => {
         const pending = debouncedRequest(send, () => 'p', source.token, 0, isCancellation);
         source.cancel();
         assert.equal(await pending, undefined);
+    });
+});
+
+describe('adaptive debounce', () => {
+    it('waits the minimum before anything was measured', () => {
+        assert.equal(adaptiveDelay([]), 100);
+        assert.equal(new LatencyTracker().delayMs, 100);
+    });
+
+    it('is half the median latency, clamped to [100, 1000] ms', () => {
+        assert.deepStrictEqual([ADAPTIVE.minMs, ADAPTIVE.maxMs], [100, 1000]);
+        assert.equal(adaptiveDelay([400]), 200);
+        assert.equal(adaptiveDelay([300, 500, 700]), 250);
+        assert.equal(adaptiveDelay([300, 500]), 200); // even count: the mean of the middle two
+        assert.equal(adaptiveDelay([20, 30, 40]), 100, 'a fast server still gets the minimum');
+        assert.equal(adaptiveDelay([5000, 9000, 7000]), 1000, 'a slow one never waits past the maximum');
+        assert.equal(adaptiveDelay([150]), 100);
+        assert.equal(adaptiveDelay([2000]), 1000);
+    });
+
+    it('follows the last measurements and ignores a one-off outlier', () => {
+        const tracker = new LatencyTracker();
+        tracker.record(30_000); // the first request warmed the model up
+        for (let i = 0; i < 4; i++) {
+            tracker.record(600);
+        }
+        assert.equal(tracker.delayMs, 300);
+        for (let i = 0; i < ADAPTIVE.window; i++) {
+            tracker.record(1400); // the server became slower
+        }
+        assert.equal(tracker.samples.length, ADAPTIVE.window);
+        assert.equal(tracker.delayMs, 700);
+    });
+
+    it('ignores what is not a duration', () => {
+        const tracker = new LatencyTracker();
+        [Number.NaN, -5, Number.POSITIVE_INFINITY].forEach((x) => tracker.record(x));
+        assert.deepStrictEqual(tracker.samples, []);
+    });
+
+    it('applies unless the user asked (no wait) or fixed umbra.debounceMs', () => {
+        const tracker = new LatencyTracker();
+        tracker.record(800);
+        assert.equal(debounceMsFor(false, null, tracker), 400);
+        assert.equal(debounceMsFor(false, 150, tracker), 150);
+        assert.equal(debounceMsFor(false, 0, tracker), 0);
+        assert.equal(debounceMsFor(true, null, tracker), 0);
+        assert.equal(debounceMsFor(true, 5000, tracker), 0);
+    });
+
+    it('measures answered requests only', async () => {
+        const tracker = new LatencyTracker();
+        let clock = 0;
+        const now = () => clock;
+        const answer = timed(async (p: string) => {
+            clock += 640;
+            return p;
+        }, tracker, now);
+        assert.equal(await answer('a', new CancellationTokenSource().token), 'a');
+        assert.deepStrictEqual(tracker.samples, [640]);
+
+        const cancelled = new CancellationTokenSource();
+        const late = timed(async (p: string) => {
+            clock += 90;
+            cancelled.cancel();
+            return p;
+        }, tracker, now);
+        await late('b', cancelled.token);
+        const failing = timed(async () => {
+            clock += 90;
+            throw new ResponseError(-32603, 'cloud unreachable');
+        }, tracker, now);
+        await assert.rejects(failing('c', new CancellationTokenSource().token), /cloud unreachable/);
+        assert.deepStrictEqual(tracker.samples, [640], 'neither a cancelled nor a failed request counts');
     });
 });

@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { COMMAND_ACCESS_STATUS, COMMAND_ROTATE_ACCESS_KEY } from '../accessCli';
+import { COMMAND_SECURITY_REPORT } from '../securityReport';
 import { DEFAULT_LANGUAGES, LANGUAGES } from '../languages';
 import { ConfigSource, SETTING_KEYS, defaultOf, readSettings } from '../settings';
 
@@ -53,7 +54,19 @@ describe('package.json', () => {
 
     it('declares the commands and the entry point', () => {
         const commands = manifest.contributes.commands.map((c: { command: string }) => c.command).sort();
-        assert.deepStrictEqual(commands, [COMMAND_ACCESS_STATUS, 'umbra.restartServer', COMMAND_ROTATE_ACCESS_KEY, 'umbra.showOutput'].sort());
+        // commands.ts and extension.ts import vscode; their ids are checked against the sources
+        const sources = ['commands.ts', 'extension.ts'].map((f) => readFileSync(join(root, 'src', f), 'utf8')).join('\n');
+        const registered = [...sources.matchAll(/COMMAND_\w+ = '(umbra\.\w+)'/g)].map((m) => m[1]);
+        assert.deepStrictEqual(
+            commands,
+            [...registered, COMMAND_ACCESS_STATUS, COMMAND_ROTATE_ACCESS_KEY, COMMAND_SECURITY_REPORT].sort(),
+        );
+        assert.deepStrictEqual(
+            registered.sort(),
+            ['umbra.restartServer', 'umbra.showMenu', 'umbra.showOutput', 'umbra.toggle', 'umbra.triggerCompletion'],
+        );
+        const [binding] = manifest.contributes.keybindings;
+        assert.equal(binding.command, 'umbra.triggerCompletion');
         for (const c of manifest.contributes.commands) {
             assert.equal(c.category, 'Umbra', c.command);
         }

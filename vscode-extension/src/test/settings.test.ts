@@ -10,7 +10,9 @@ import {
     needsRestart,
     readSettings,
     toInitializationOptions,
+    toggleTarget,
 } from '../settings';
+import { DEFAULT_EXCLUDE } from '../exclusions';
 
 /** A configuration with some keys set, like a user's settings.json under "umbra". */
 function config(values: Record<string, unknown> = {}): ConfigSource {
@@ -53,7 +55,9 @@ describe('settings → initializationOptions', () => {
     it('defaults of the extension-only settings', () => {
         const s = readSettings(config());
         assert.equal(s.enable, true);
-        assert.equal(s.debounceMs, 150);
+        assert.equal(s.debounceMs, null); // adaptive
+        assert.equal(readSettings(config({ debounceMs: 250 })).debounceMs, 250);
+        assert.deepStrictEqual(s.exclude, [...DEFAULT_EXCLUDE]);
         assert.deepStrictEqual(s.languages, ['python', 'go', 'java']);
         assert.deepStrictEqual(readSettings(config({ languages: ['typescript', 'python'] })).languages, ['typescript', 'python']);
         assert.deepStrictEqual(s.server, { path: 'umbra', args: [], python: null });
@@ -117,7 +121,10 @@ describe('settings validation', () => {
         ['multiline string', { 'completion.multiline': 'yes' }, /completion\.multiline must be true or false/],
         ['threads 0', { threads: 0 }, /threads must be null or an integer/],
         ['threads string', { threads: 'auto' }, /threads/],
-        ['debounce negative', { debounceMs: -1 }, /debounceMs must be an integer in \[0, 10000\]/],
+        ['debounce negative', { debounceMs: -1 }, /debounceMs must be null or an integer in \[0, 10000\]/],
+        ['debounce as a string', { debounceMs: 'adaptive' }, /debounceMs must be null or an integer/],
+        ['an empty exclude pattern', { exclude: ['**/*.pem', ' '] }, /^exclude must be an array of non-empty glob patterns/],
+        ['exclude as a string', { exclude: '**/.env' }, /^exclude must be an array/],
         ['enable string', { enable: 'true' }, /enable must be true or false/],
         ['cloud url ftp', { 'cloud.url': 'ftp://cloud' }, /cloud\.url must be null or an http\(s\) URL/],
         ['cloud url garbage', { 'cloud.url': 'not a url' }, /cloud\.url/],
@@ -200,10 +207,47 @@ describe('restart decisions', () => {
         assert.equal(needsRestart(base, readSettings(config({ 'server.args': ['-v'] }))), true);
         assert.equal(needsRestart(base, readSettings(config({ enable: false }))), true);
         assert.equal(needsRestart(base, readSettings(config({ languages: ['python'] }))), true);
+        // which documents are synced: an excluded one the server holds goes only with a restart
+        assert.equal(needsRestart(base, readSettings(config({ exclude: ['**/secrets/**'] }))), true);
     });
     it('does not restart for the debounce delay', () => {
         assert.equal(needsRestart(base, readSettings(config({ debounceMs: 20 }))), false);
         assert.equal(needsRestart(base, readSettings(config())), false);
+    });
+});
+
+describe('umbra.exclude across scopes', () => {
+    /** A configuration with values per scope, like vscode's WorkspaceConfiguration.inspect. */
+    function scoped(user: unknown, workspace: unknown): ConfigSource {
+        const inspected = { defaultValue: defaultOf('exclude'), globalValue: user, workspaceValue: workspace };
+        return {
+            get: <T>(key: string, d: T) => (key === 'exclude' ? (workspace ?? user ?? d) : d) as T,
+            inspect: (key: string) => (key === 'exclude' ? inspected : undefined),
+        };
+    }
+
+    it('a workspace adds patterns to the default and cannot remove any', () => {
+        const s = readSettings(scoped(undefined, []));
+        assert.deepStrictEqual(s.exclude, [...DEFAULT_EXCLUDE], 'an empty workspace list removes nothing');
+        const more = readSettings(scoped(undefined, ['**/secrets/**', '**/*.pem']));
+        assert.deepStrictEqual(more.exclude, [...DEFAULT_EXCLUDE, '**/secrets/**']);
+    });
+
+    it("the user's own list replaces the default; the workspace's adds to it", () => {
+        assert.deepStrictEqual(readSettings(scoped([], undefined)).exclude, []);
+        assert.deepStrictEqual(readSettings(scoped(['**/*.pem'], ['**/.env'])).exclude, ['**/*.pem', '**/.env']);
+    });
+
+    it('rejects a bad value in any scope', () => {
+        assert.throws(() => readSettings(scoped(undefined, ['ok', 3])), /exclude must be an array of non-empty glob patterns/);
+    });
+});
+
+describe('the toggle', () => {
+    it('writes where umbra.enable is decided: the workspace when it sets it, else the user', () => {
+        assert.equal(toggleTarget(undefined), 'global');
+        assert.equal(toggleTarget({ globalValue: false }), 'global');
+        assert.equal(toggleTarget({ globalValue: true, workspaceValue: false }), 'workspace');
     });
 });
 

@@ -176,3 +176,50 @@ describe('outage tracking', () => {
         }
     });
 });
+
+describe('the privacy in force in the status bar', () => {
+    const ready = (privacy?: string, access?: StatusParams['access']): StatusParams => ({
+        ...status('ready'),
+        ...(privacy !== undefined ? { privacy } : {}),
+        ...(access ? { access } : {}),
+        expert: 'python',
+    });
+
+    it('keeps what the server sends, a short string', () => {
+        assert.equal(parseStatus({ state: 'ready', mode: 'split', privacy: 'NOIR ε=4' })?.privacy, 'NOIR ε=4');
+        assert.equal(parseStatus({ state: 'ready', mode: 'split', privacy: 'none' })?.privacy, 'none');
+        for (const raw of [null, undefined, '', '  ', 4, 'NOIR\nε=4']) {
+            assert.equal(parseStatus({ state: 'ready', mode: 'split', privacy: raw })?.privacy, undefined, JSON.stringify(raw));
+        }
+    });
+
+    it('shows state, privacy and access together', () => {
+        const noir = viewOf(ready('NOIR ε=4', { kind: 'secure' }));
+        assert.equal(noir.text, '$(check) Umbra: python $(shield) NOIR ε=4 $(lock)');
+        assert.match(noir.tooltip, /\nPrivacy: NOIR ε=4 \(client bundle: INDVocab-randomized embeddings/);
+        assert.equal(noir.ariaLabel, 'Umbra: ready, python expert, privacy NOIR ε=4, access secure');
+        const revealing = viewOf(ready('NOIR ε=∞', { kind: 'revealing', adapter: 'team-a' }));
+        assert.equal(revealing.text, '$(check) Umbra: python $(shield) NOIR ε=∞ $(unlock) team-a');
+    });
+
+    it('says plainly when there is none', () => {
+        const none = viewOf(ready('none', { kind: 'secure' }));
+        assert.equal(none.text, '$(check) Umbra: python $(shield) none $(lock)');
+        assert.match(none.tooltip, /Privacy: none \(no client bundle: the cloud receives the hidden states of the public model as they are/);
+    });
+
+    it('shows no privacy it was not told (before the model is loaded, an older server)', () => {
+        const view = viewOf(ready(undefined, { kind: 'secure' }));
+        assert.equal(view.text, '$(check) Umbra: python $(lock)');
+        assert.doesNotMatch(view.tooltip, /Privacy/);
+    });
+
+    it('keeps it in the tooltip of the other states', () => {
+        assert.match(viewOf({ ...status('unreachable'), privacy: 'NOIR ε=4' }).tooltip, /Privacy: NOIR ε=4/);
+        assert.match(viewOf({ ...status('starting'), privacy: 'none' }).tooltip, /Privacy: none/);
+    });
+
+    it('renders no icon from the server\'s words', () => {
+        assert.equal(viewOf({ ...status('ready'), privacy: '$(zap) x' }).text, '$(check) Umbra $(shield) \\$(zap) x');
+    });
+});
