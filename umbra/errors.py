@@ -46,3 +46,7 @@ class CloudRejected(UmbraError):
 
 class Cancelled(UmbraError):
     """A completion was cancelled between decode steps."""
+
+
+class StreamDiverged(UmbraError):
+    """Text already streamed to a client no longer matches the completion being made."""

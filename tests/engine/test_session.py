@@ -123,6 +123,42 @@ async def test_cancellation_between_decode_steps_keeps_the_session_usable(engine
     assert after.tokens == ref.tokens
 
 
+async def test_streaming_hands_out_the_completion_step_by_step(engine):
+    """on_text: one call per decode step that does not end the completion, then the rest; the
+    deltas are the completion, the same as without streaming; a stop string ends it."""
+    long = dataclasses.replace(CFG, sampling=SamplingConfig(temperature=1.0, seed=3),
+                               stop=StopConfig(max_tokens=24, multiline=True, stop_at_block_end=False))
+    plain = await engine.complete(PREFIX, SUFFIX, long)
+    deltas: list[str] = []
+    async with engine.session() as s:
+        streamed = await s.complete(PREFIX, SUFFIX, long, on_text=deltas.append)
+    assert streamed.tokens == plain.tokens and "".join(deltas) == streamed.text == plain.text
+    assert len(deltas) in (23, 24) and sum(map(bool, deltas[:-1])) > 5  # text arrived while decoding
+    middle = len(plain.text) // 2
+    stop = plain.text[middle: middle + 2]
+    cut = dataclasses.replace(long, stop=dataclasses.replace(long.stop, strings=(stop,)))
+    stopped = await engine.complete(PREFIX, SUFFIX, cut)
+    assert stopped.stop_reason == "stop_string" and stopped.text == plain.text[: plain.text.index(stop)].rstrip()
+    assert len(stopped.tokens) < len(plain.tokens)
+
+
+async def test_a_stream_cancelled_between_steps_runs_no_further_step(engine):
+    long = dataclasses.replace(CFG, stop=StopConfig(max_tokens=40, multiline=True, stop_at_block_end=False))
+    steps: list[str] = []
+
+    def on_text(delta):
+        steps.append(delta)
+        if len(steps) == 3:
+            task.cancel()  # the consumer went away while step 3's text was being handed over
+
+    async with engine.session(long) as s:
+        task = asyncio.ensure_future(s.complete(PREFIX, SUFFIX, on_text=on_text))
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert len(steps) == 3  # cancelled at the next cancellation point, before another step
+        assert s.runner.length == s.cached_tokens
+
+
 async def test_cancelled_token_stops_before_any_compute(engine):
     cancel = CancelToken()
     cancel.cancel()

@@ -85,3 +85,20 @@ def test_unfinished_last_line_waits_unless_final():
 def test_multiline_without_block_rule_never_cuts(text):
     ctx = StopContext.from_cursor("    ", "")
     assert check_text(text, ctx, StopConfig(multiline=True, stop_at_block_end=False)) is None
+
+
+def test_a_stop_string_cuts_before_its_first_occurrence_in_either_mode():
+    stops = StopConfig(multiline=True, stop_at_block_end=False, strings=("END", ";;"))
+    assert _complete("a = 1;; b END", "", cfg=stops) == ("a = 1", "stop_string")
+    assert _complete("x ENDy;;", "", cfg=stops) == ("x ", "stop_string")
+    single = StopConfig(multiline=False, strings=("(",))
+    assert _complete("print(x)", "", cfg=single) == ("print", "stop_string")
+    with pytest.raises(Exception, match="non-empty"):
+        StopConfig(strings=("",)).validate()
+
+
+def test_the_earlier_of_a_line_rule_and_a_stop_string_wins():
+    single = StopConfig(multiline=False, strings=("zz",))
+    assert _complete("ab\ncd zz", "x = ", cfg=single) == ("ab", "newline")  # the newline comes first
+    multi = StopConfig(multiline=True, strings=("\n\n",))  # a stop string spanning lines
+    assert _complete("\n    a()\n\n    b()", "def f():", cfg=multi) == ("\n    a()", "stop_string")

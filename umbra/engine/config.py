@@ -59,10 +59,14 @@ class StopConfig:
     multiline: bool = False  # False: stop at the end of the current line
     # Multi-line only: stop where a line dedents out of the cursor's block (see stops.py).
     stop_at_block_end: bool = True
+    # Stop sequences (OpenAI's `stop`): the completion ends before the first one it contains.
+    strings: tuple[str, ...] = ()
 
     def validate(self) -> None:
         if self.max_tokens < 1:
             raise ConfigError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if not all(isinstance(s, str) and s for s in self.strings):
+            raise ConfigError("stop strings must be non-empty strings")
 
 
 @dataclass(frozen=True)

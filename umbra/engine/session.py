@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
 
 from umbra.engine.config import EngineConfig, PromptConfig
 from umbra.engine.fim import FimFormat, build_prompt
-from umbra.engine.postprocess import postprocess
+from umbra.engine.completion_text import CompletionText, TextStream
 from umbra.engine.runner import Runner
 from umbra.engine.sampling import Sampler
-from umbra.engine.stops import StopContext, check_text
 from umbra.engine.tokenizer import ClientTokenizer
 from umbra.errors import Cancelled, CloudUnavailable, ConfigError, SessionError
 from umbra.model.adapters.selection import EMPTY, AdapterSet
@@ -58,7 +58,7 @@ class CancelToken:
 class CompletionResult:
     text: str  # what the editor inserts at the cursor
     tokens: tuple[int, ...]  # generated ids (stop token excluded), before text stop rules
-    stop_reason: str  # "eos" | "max_tokens" | "newline" | "block_end"
+    stop_reason: str  # "eos" | "max_tokens" | "newline" | "block_end" | "stop_string"
     prompt_tokens: int  # length of the FIM prompt
     reused_tokens: int  # prompt tokens served from the session's caches
     recomputed_tokens: int  # prompt tokens run by this request (= prompt_tokens - reused_tokens)
@@ -95,11 +95,16 @@ class CompletionSession:
         return len(self._cached)
 
     async def complete(self, prefix: str, suffix: str = "", config: EngineConfig | None = None,
-                       cancel: CancelToken | None = None, adapters: AdapterSet | None = None) -> CompletionResult:
-        """Complete at the cursor between `prefix` and `suffix` with `adapters` (None: none)."""
+                       cancel: CancelToken | None = None, adapters: AdapterSet | None = None,
+                       on_text: Callable[[str], None] | None = None) -> CompletionResult:
+        """Complete at the cursor between `prefix` and `suffix` with `adapters` (None: none).
+        `on_text(delta)`, when given, streams the completion: it is called once per decode step
+        that does not end it, with the text that step settled ("" if none), and once at the end
+        with the rest; the deltas concatenate to `result.text` (completion_text.py)."""
         cfg = (config or self.config).validate()
         cancel = cancel or CancelToken()
         adapters = adapters if adapters is not None else EMPTY
+        stream = TextStream(on_text) if on_text is not None else None
         async with self._lock:
             if self.closed:
                 raise SessionError("completion session is closed")
@@ -109,12 +114,13 @@ class CompletionSession:
             self._cut_hint = prompt.prefix_cut
             try:
                 await self.runner.use(adapters)
-                result = await self._generate(prompt.ids, prompt.heal, prefix, suffix, cfg, cancel)
+                result = await self._generate(prompt.ids, prompt.heal, prefix, suffix, cfg, cancel, stream)
             except SessionError:  # evicted or lost by the cloud: start over once, in full
                 await self.runner.reset()
                 self._cached = []
                 await self.runner.use(adapters)  # `use` itself may have been what found the session gone
-                result = _replace_evicted(await self._generate(prompt.ids, prompt.heal, prefix, suffix, cfg, cancel))
+                result = _replace_evicted(await self._generate(prompt.ids, prompt.heal, prefix, suffix, cfg, cancel,
+                                                               stream))
             return replace(result, adapters=adapters.names)
 
     async def close(self) -> None:
@@ -143,7 +149,7 @@ class CompletionSession:
         return logits
 
     async def _generate(self, ids: list[int], heal: str, prefix: str, suffix: str, cfg: EngineConfig,
-                        cancel: CancelToken) -> CompletionResult:
+                        cancel: CancelToken, stream: TextStream | None = None) -> CompletionResult:
         """Run the prompt, then sample. With token healing, the prompt lacks the prefix's last
         token (text `heal`): the first sampled token must start with `heal`, and the completion
         is the generated text after it."""
@@ -163,33 +169,24 @@ class CompletionSession:
         # Under healing the first token must re-create the healed text (the document holds it):
         # only tokens extending it are eligible, not even a stop.
         first = self.allowed & self.tokenizer.ids_starting_with(heal, self.allowed.numel()) if heal else None
-        ctx = StopContext.from_cursor(prefix, suffix)
+        completion = CompletionText(prefix, suffix, cfg.stop, stream)
         generated: list[int] = []
-        text, reason = "", None
-        while reason is None:
+        while True:
             next_id = sampler(logits, first if not generated else None)
             if next_id in self.fim.stop_ids:
                 reason = "eos"
                 break
             generated.append(next_id)
-            text = self.tokenizer.decode(generated)[len(heal):]
-            stop = check_text(text, ctx, cfg.stop)
-            if stop is not None:
-                text, reason = text[: stop.cut], stop.reason
-            elif len(generated) >= cfg.stop.max_tokens:
-                reason = "max_tokens"
-            else:
-                await _checkpoint(cancel)
-                logits = await self._run([next_id])
-        if reason in ("eos", "max_tokens"):  # the last line is complete now: rules apply to it
-            stop = check_text(text, ctx, cfg.stop, final=True)
-            if stop is not None:
-                text = text[: stop.cut]
-        if reason == "max_tokens":
-            text = text.rstrip("\ufffd")  # bytes of a character the cap cut in half
+            reason = completion.feed(self.tokenizer.decode(generated)[len(heal):],
+                                     at_limit=len(generated) >= cfg.stop.max_tokens)
+            if reason is not None:
+                break
+            await _checkpoint(cancel)
+            logits = await self._run([next_id])
+        text = completion.end(reason)
         t2 = time.perf_counter()
         return CompletionResult(
-            text=postprocess(text, suffix),
+            text=text,
             tokens=tuple(generated),
             stop_reason=reason,
             prompt_tokens=len(ids),

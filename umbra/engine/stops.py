@@ -15,6 +15,9 @@ multi-line mode   The completion ends where its code leaves the cursor's block. 
                     `end`, ...) is kept and ends the completion; a continuation (`else`,
                     `elif`, `except`, `finally`, `catch`) is kept and decoding goes on;
                     anything else is dropped.
+stop strings      (either mode; `StopConfig.strings`, OpenAI's `stop`) the completion ends
+                  just before the first occurrence of any of them, unless a line rule above
+                  ends it earlier.
 Tabs count as 4 columns."""
 
 from __future__ import annotations
@@ -49,17 +52,30 @@ class StopContext:
 @dataclass(frozen=True)
 class TextStop:
     cut: int  # the completion is text[:cut]
-    reason: str  # "newline" | "block_end"
+    reason: str  # "newline" | "block_end" | "stop_string"
 
 
 def check_text(text: str, ctx: StopContext, cfg: StopConfig, final: bool = False) -> TextStop | None:
     """Where the completion `text` (decoded so far) ends, or None to keep decoding. `final`
     says decoding has ended for another reason, so an unfinished last line is complete."""
+    rule = _line_rule(text, ctx, cfg, final)
+    hit = _stop_string(text, cfg.strings)
+    if hit is not None and (rule is None or hit.cut <= rule.cut):
+        return hit
+    return rule
+
+
+def _line_rule(text: str, ctx: StopContext, cfg: StopConfig, final: bool) -> TextStop | None:
     if not cfg.multiline:
         return _single_line(text, ctx)
     if cfg.stop_at_block_end:
         return _block_end(text, ctx, final)
     return None
+
+
+def _stop_string(text: str, strings: tuple[str, ...]) -> TextStop | None:
+    cuts = [at for s in strings if (at := text.find(s)) != -1]
+    return TextStop(min(cuts), "stop_string") if cuts else None
 
 
 def _single_line(text: str, ctx: StopContext) -> TextStop | None:
