@@ -191,7 +191,7 @@ export function clientView(state: ClientState, message = ''): StatusView {
         case 'disabled':
             return {
                 text: '$(circle-slash) Umbra',
-                tooltip: 'Umbra: off (umbra.enable): nothing is sent to the language server. Click to turn it on.',
+                tooltip: 'Umbra: off (umbra.enable): nothing is sent to the language server. Click for the menu to turn it on.',
                 severity: 'off',
             };
         case 'stopped':
