@@ -6,6 +6,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 SYSTEM_PACKAGES=(gnome-keyring dbus dbus-x11 libsecret-tools)
+# The test extras drive the language server from a real Neovim (tests/editors/test_neovim.py).
+[ "${1:-}" = dev ] && SYSTEM_PACKAGES+=(neovim)
 missing=()
 for pkg in "${SYSTEM_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
