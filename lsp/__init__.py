@@ -15,5 +15,9 @@ server (`umbra serve`), both over the split completion engine — never anything
     http_app.py   the FastAPI app: lifespan, error handlers, `run` under uvicorn
     api_auth.py   who may call the HTTP API: a per-start bearer token in a user-only file, and
                   loopback Host names only (DNS rebinding)
-    routes/       /v1/completions, /v1/sessions/{id}, /healthz
+    routes/       /v1/completions and /v1/models (OpenAI's API), /v1/infill (Umbra's own),
+                  /v1/sessions/{id}, /healthz
+    openai_schemas.py, openai_errors.py, event_stream.py   the OpenAI API's bodies, its error
+                  object, and server-sent events that stop their producer when the client goes
+    fields.py, disconnect.py   request field types; completions cancelled when the client goes
 See docs/ARCHITECTURE.md ("Language server and local HTTP server")."""

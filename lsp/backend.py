@@ -5,6 +5,7 @@ cloud (self-started or configured), the split engine, the warm sessions and the 
     await backend.start()                         # never raises: failures become a Status
     backend.setup_error                           # the set-up failure, if any (HTTP: fatal)
     result = await backend.complete(key, prefix, suffix, config)   # key None = throw-away session
+    results = await backend.complete_all(key, [Infill(prefix, suffix, config), ...], on_text=...)  # n choices, streamed
     await backend.forget(key); await backend.aclose()
 
 States: "starting" → "ready"; "unreachable" when a cloud call fails (CloudUnavailable) — the
@@ -19,11 +20,12 @@ mode is always "split"."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import torch
@@ -73,6 +75,15 @@ def privacy_mode(model: ClientModel) -> str:
         return "none"
     eps = model.bundle.manifest.epsilon
     return f"NOIR ε={'∞' if math.isinf(eps) else format(eps, 'g')}"
+
+
+@dataclass(frozen=True)
+class Infill:
+    """One completion to make: the text around the cursor, and its engine config (None: the server's)."""
+
+    prefix: str
+    suffix: str
+    config: EngineConfig | None = None
 
 
 def load_model(options: ModelOptions) -> ClientModel:
@@ -230,6 +241,17 @@ class Backend:
                        language: str | None = None) -> CompletionResult:
         """Complete between `prefix` and `suffix` in the key's warm session (None: a fresh one),
         with the adapters of `language` (the editor's id or an alias; routing.py)."""
+        (result,) = await self.complete_all(key, [Infill(prefix, suffix, config)], language)
+        return result
+
+    async def complete_all(self, key: str | None, infills: Sequence[Infill], language: str | None = None,
+                           on_text: Callable[[int, str], None] | None = None,
+                           on_result: Callable[[int, CompletionResult], None] | None = None
+                           ) -> list[CompletionResult]:
+        """The completions of `infills`, one after another in the key's warm session (None: one
+        fresh session for them all, so that they share their prompt's cache): one request, which
+        a newer one on the key cancels whole. `on_text(i, delta)` streams completion i
+        (CompletionSession.complete's `on_text`); `on_result(i, result)` is called as it ends."""
         await self._started.wait()
         if self.closed:
             raise NotReady("Umbra is shutting down")
@@ -237,20 +259,26 @@ class Backend:
             raise NotReady(self.status.message)
         if not self.serves(language):
             raise ValidationError(f"this server does not complete {language} (completion.languages)")
-        config = config or self.config
         try:
             engine = await self._engine()
             route, adapters = engine.route(self.options.languages.canonical(language))
 
-            def run(session):
-                return session.complete(prefix, suffix, config, adapters=adapters)
+            async def run(session) -> list[CompletionResult]:
+                results = []
+                for i, infill in enumerate(infills):
+                    result = with_route(await session.complete(
+                        infill.prefix, infill.suffix, infill.config or self.config, adapters=adapters,
+                        on_text=None if on_text is None else functools.partial(on_text, i)), route)
+                    if on_result is not None:
+                        on_result(i, result)
+                    results.append(result)
+                return results
 
             if key is None:
                 async with engine.session() as session:
-                    result = await run(session)
+                    results = await run(session)
             else:
-                result = await self.pool.run(key, engine.new_session, run)
-            result = with_route(result, route)
+                results = await self.pool.run(key, engine.new_session, run)
         except CloudUnavailable as exc:
             self.counts["unreachable"] += 1
             self._unreachable(exc)
@@ -271,10 +299,11 @@ class Backend:
                 self.link.flush_audit()
         self.counts["ok"] += 1
         self._recovered()
-        if (result.expert, result.access) != (self.status.expert, self.status.access):  # names only
-            self.status = replace(self.status, expert=result.expert, access=result.access)
+        last = results[-1]
+        if (last.expert, last.access) != (self.status.expert, self.status.access):  # names only
+            self.status = replace(self.status, expert=last.expert, access=last.access)
             self._on_status(self.status)
-        return result
+        return results
 
     async def forget(self, key: str) -> bool:
         """Close the key's session (document closed, HTTP DELETE); False if there was none."""

@@ -36,6 +36,12 @@ class Superseded(Cancelled):
     """A newer request on the same document / session replaced this one."""
 
 
+class ModelNotFound(UmbraError):
+    """An OpenAI-style request names a model this server does not serve (HTTP 404)."""
+
+    param = "model"  # the request field at fault (OpenAI's error object names it)
+
+
 @dataclass(frozen=True)
 class Fault:
     lsp_code: int  # JSON-RPC / LSP error code of the response
@@ -47,6 +53,7 @@ class Fault:
 _TABLE: list[tuple[type[BaseException], int, int]] = [
     (Unauthorized, LSPErrorCodes.RequestFailed, 401),  # local HTTP API only (lsp/api_auth.py)
     (MisdirectedHost, LSPErrorCodes.RequestFailed, 421),
+    (ModelNotFound, LSPErrorCodes.RequestFailed, 404),  # local HTTP API only (lsp/routes/models.py)
     (OptionsError, ErrorCodes.InvalidParams, 422),
     (Superseded, LSPErrorCodes.RequestCancelled, 409),
     (Cancelled, LSPErrorCodes.RequestCancelled, 499),

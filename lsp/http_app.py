@@ -6,7 +6,9 @@ connection) before the first request — or adopts one `run` has set up already,
 failure is one line, not a failed lifespan — and tears it down after the last; a set-up failure
 stops the server (a cloud that is merely unreachable does not: completions answer 503 until it
 is back). Errors map through lsp/errors.py: bad input 422, superseded 409, cloud unreachable
-503, cloud refused 502, no or wrong API token 401, non-loopback Host 421. Binds 127.0.0.1 unless
+503, cloud refused 502, no or wrong API token 401, non-loopback Host 421 — as
+`{"error": NAME, "detail": ...}` on Umbra's own routes, as OpenAI's error object (bad input
+400) on the OpenAI-compatible ones (lsp/openai_errors.py). Binds 127.0.0.1 unless
 told otherwise; who may call it is lsp/api_auth.py's business (a token file made at each start)."""
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from lsp.api_auth import ApiAuth, Unauthorized, default_token_file, new_token, r
 from lsp.backend import Backend
 from lsp.deps import require_host, require_token
 from lsp.errors import fault_for
-from lsp.routes import completions, health, sessions
+from lsp.routes import health, infill, models, openai_completions, sessions
 from lsp.settings import LocalSettings, get_settings
 from umbra.errors import UmbraError
 from umbra.listen import listen_socket, validation_error_response
@@ -97,7 +99,7 @@ def create_app(settings: LocalSettings | None = None, backend: Backend | None = 
     app.state.auth = auth or api_auth(settings or get_settings())
     app.state.token_file = token_file
     install_handlers(app)
-    for module in (completions, sessions):
+    for module in (openai_completions, models, infill, sessions):
         app.include_router(module.router, dependencies=[Depends(require_token)])
     app.include_router(health.router, dependencies=[Depends(require_host)])
     return app

@@ -17,7 +17,8 @@ Three sources, one schema:
   * `umbra serve`'s UMBRA_LOCAL_* environment variables (lsp/settings.py), nested with `__`
     (UMBRA_LOCAL_COMPLETION__MAX_TOKENS=32, lists and maps as JSON) or by their older flat names
     (UMBRA_LOCAL_MAX_TOKENS, UMBRA_LOCAL_CLOUD_URL, ...);
-  * the per-request overrides of POST /v1/completions: the `completion` part, validated per
+  * the per-request overrides of POST /v1/infill (and the OpenAI API's `max_tokens`,
+    `temperature`, `top_p`, ...): the `completion` part, validated per
     request (`CompletionOptions.with_overrides`).
 
 Every key is optional; a missing key or `null` means the default. JSON values must have their

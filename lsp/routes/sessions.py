@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse
 
 from lsp.backend import Backend
 from lsp.deps import get_backend
-from lsp.routes.completions import SESSION_PATTERN
+from lsp.fields import SESSION_PATTERN
 
 router = APIRouter()
 

@@ -7,7 +7,7 @@ import pytest
 
 from tiny_models import CODE_SNIPPETS, build_tiny_tokenizer
 from umbra.engine.config import PromptConfig
-from umbra.engine.fim import build_prompt, detect_format
+from umbra.engine.fim import build_prompt, detect_format, split_fim_text
 from umbra.engine.tokenizer import ClientTokenizer
 from umbra.errors import ConfigError
 
@@ -184,3 +184,18 @@ def test_token_healing_leaves_the_last_prefix_token_to_the_model(tokenizers, ord
     assert healed.ids == expected
     empty = build_prompt(tok, fmt, "", suffix, PromptConfig(order=order))
     assert empty.heal == "" and empty.prefix_tokens == 0
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("<fim_prefix>def f():\n    return <fim_suffix>\n\nf()\n<fim_middle>", ("def f():\n    return ", "\n\nf()\n")),
+    ("<|fim_prefix|>a = <|fim_suffix|>\n<|fim_middle|>", ("a = ", "\n")),
+    ("<PRE> x = <SUF>\ny = 2 <MID>", ("x =", "\ny = 2")),
+    ("# other.py\n<fim_prefix>a<fim_suffix>b<fim_middle>", ("# other.py\na", "b")),  # context before it
+    ("<fim_prefix><fim_suffix><fim_middle>", ("", "")),
+    ("def f():\n    return ", None),  # plain text: a prefix
+    ("<fim_prefix>a<fim_suffix>b<fim_middle>c", None),  # does not end with the middle marker
+    ("<fim_suffix>b<fim_prefix>a<fim_middle>", None),  # SPM order
+    ("<fim_prefix>a<fim_prefix><fim_suffix>b<fim_middle>", None),  # a marker twice
+])
+def test_split_fim_text(text, expected):
+    assert split_fim_text(text) == expected

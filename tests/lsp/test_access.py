@@ -91,7 +91,7 @@ async def test_http_composes_and_picks_up_rotation_and_revocation(bundle, lsp_mo
         async with httpx.AsyncClient(base_url=url, timeout=180,
                                      headers={"Authorization": f"Bearer {API_TOKEN}"}) as http:
             async def ask(language="python") -> dict:
-                r = await http.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX, "language": language})
+                r = await http.post("/v1/infill", json={"prefix": PREFIX, "suffix": SUFFIX, "language": language})
                 assert r.status_code == 200, r.text
                 return r.json()
 

@@ -139,7 +139,7 @@ async def test_http_concurrent_languages_with_aliases(bundle, lsp_model_dir, key
                 body = {"prefix": prefix, "suffix": suffix, "language": aliases[lang] if alias else lang}
                 if session:
                     body["session"] = session
-                r = await http.post("/v1/completions", json=body)
+                r = await http.post("/v1/infill", json=body)
                 assert r.status_code == 200, r.text
                 return r.json()
 
@@ -152,7 +152,7 @@ async def test_http_concurrent_languages_with_aliases(bundle, lsp_model_dir, key
             mixed = await asyncio.gather(*(ask(lang, None) for lang in DOCS for _ in range(2)))
             assert [r["completion"] for r in mixed] == [alone[lang]["completion"] for lang in DOCS for _ in range(2)]
             prefix, suffix = _split(*DOCS["python"])
-            plain = await http.post("/v1/completions", json={"prefix": prefix, "suffix": suffix, "language": "rust"})
+            plain = await http.post("/v1/infill", json={"prefix": prefix, "suffix": suffix, "language": "rust"})
             assert plain.status_code == 200 and plain.json()["expert"] is None and plain.json()["language"] == "rust"
-            none = await http.post("/v1/completions", json={"prefix": prefix, "suffix": suffix})
+            none = await http.post("/v1/infill", json={"prefix": prefix, "suffix": suffix})
             assert none.json()["completion"] == expected[None] and none.json()["expert"] is None

@@ -1,4 +1,5 @@
-"""The local completion HTTP server under uvicorn on a free 127.0.0.1 port, driven with httpx,
+"""The local completion HTTP server under uvicorn on a free 127.0.0.1 port, driven with httpx
+through Umbra's own API (POST /v1/infill; the OpenAI-compatible one is test_openai_api.py),
 completing through the real cloud service: results equal the monolithic baseline, sessions reuse
 the prefix, bad input is 422, a newer request on a session makes the older 409, a client that
 disconnects cancels its completion, a dead cloud is 503; no or a wrong API token is 401 and a
@@ -69,7 +70,7 @@ async def test_no_or_a_wrong_token_is_401_and_healthz_tells_only_readiness_witho
     async with httpx.AsyncClient(base_url=base_url, timeout=60) as anon:
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {API_TOKEN}"},
                         {"Authorization": API_TOKEN}):
-            r = await anon.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX}, headers=headers)
+            r = await anon.post("/v1/infill", json={"prefix": PREFIX, "suffix": SUFFIX}, headers=headers)
             assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", r.text
             assert "API token" in r.json()["detail"] and API_TOKEN not in r.text
             assert (await anon.delete("/v1/sessions/x", headers=headers)).status_code == 401
@@ -83,7 +84,7 @@ async def test_no_or_a_wrong_token_is_401_and_healthz_tells_only_readiness_witho
             r = await anon.get("/healthz", headers={"Host": host})
             assert r.status_code == 200, host
         for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1.nip.io:{port}"):  # DNS rebinding
-            for path in ("/healthz", "/v1/completions"):
+            for path in ("/healthz", "/v1/infill"):
                 r = await anon.request("GET" if path == "/healthz" else "POST", path, headers={
                     "Host": host, "Authorization": f"Bearer {API_TOKEN}"}, json={"prefix": "", "suffix": ""})
                 assert r.status_code == 421, (host, path, r.text)
@@ -91,7 +92,7 @@ async def test_no_or_a_wrong_token_is_401_and_healthz_tells_only_readiness_witho
 
 
 async def test_completion_equals_the_monolithic_result_and_sessions_reuse_the_prefix(http, mono):
-    first = await http.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX, "session": "s-reuse"})
+    first = await http.post("/v1/infill", json={"prefix": PREFIX, "suffix": SUFFIX, "session": "s-reuse"})
     assert first.status_code == 200, first.text
     body = first.json()
     assert body["completion"] == await mono.complete(PREFIX, SUFFIX, DEFAULTS) != ""
@@ -100,8 +101,8 @@ async def test_completion_equals_the_monolithic_result_and_sessions_reuse_the_pr
     assert not {"tokens", "ids", "token_ids"} & set(body)
 
     typed = PREFIX + "t"  # one keystroke
-    second = (await http.post("/v1/completions", json={"prefix": typed, "suffix": SUFFIX, "session": "s-reuse",
-                                                       "maxTokens": 8, "multiline": False})).json()
+    second = (await http.post("/v1/infill", json={"prefix": typed, "suffix": SUFFIX, "session": "s-reuse",
+                                                  "maxTokens": 8, "multiline": False})).json()
     assert second["completion"] == await mono.complete(typed, SUFFIX, CompletionOptions(max_tokens=8))
     assert second["reusedTokens"] > second["promptTokens"] // 2
     assert 0 < second["recomputedTokens"] < second["promptTokens"] // 2
@@ -113,7 +114,7 @@ async def test_completion_equals_the_monolithic_result_and_sessions_reuse_the_pr
 
 
 async def test_without_a_session_each_request_starts_fresh(http):
-    bodies = [(await http.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX})).json() for _ in range(2)]
+    bodies = [(await http.post("/v1/infill", json={"prefix": PREFIX, "suffix": SUFFIX})).json() for _ in range(2)]
     assert bodies[0]["completion"] == bodies[1]["completion"]
     assert bodies[1]["reusedTokens"] == 0 and bodies[1]["session"] is None
 
@@ -133,29 +134,29 @@ async def test_without_a_session_each_request_starts_fresh(http):
     ({"prefix": "x", "suffix": "", "maxTokens": 600}, "leaves no room"),  # the engine's own check
 ])
 async def test_bad_input_is_422_with_a_clear_message(http, body, where):
-    r = await http.post("/v1/completions", json=body)
+    r = await http.post("/v1/infill", json=body)
     assert r.status_code == 422 and where in r.json()["detail"], r.text
 
 
 async def test_overrides_take_snake_case_too_and_unknown_keys_are_a_warning(http, mono, caplog):
     with caplog.at_level(logging.WARNING, logger="umbra.lsp"):
-        r = await http.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX, "language": "python",
-                                                     "max_tokens": 8, "multiline": False, "beamWidth": 4})
+        r = await http.post("/v1/infill", json={"prefix": PREFIX, "suffix": SUFFIX, "language": "python",
+                                                "max_tokens": 8, "multiline": False, "beamWidth": 4})
     assert r.status_code == 200, r.text
     assert r.json()["completion"] == await mono.complete(PREFIX, SUFFIX, CompletionOptions(max_tokens=8))
     assert any("beamWidth" in record.getMessage() for record in caplog.records if record.name == "umbra.lsp")
 
 
 async def test_a_body_that_is_not_json_is_422(http):
-    r = await http.post("/v1/completions", content=b"prefix=x", headers={"content-type": "text/plain"})
+    r = await http.post("/v1/infill", content=b"prefix=x", headers={"content-type": "text/plain"})
     assert r.status_code == 422
 
 
 async def test_a_newer_request_on_a_session_makes_the_older_409(http, mono):
-    older = asyncio.ensure_future(http.post("/v1/completions", json={
+    older = asyncio.ensure_future(http.post("/v1/infill", json={
         "prefix": PREFIX, "suffix": SUFFIX, "session": "s-race", "maxTokens": 300}))
     await asyncio.sleep(0.2)  # the older one is decoding (300 tokens take well over a second here)
-    newer = await http.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX, "session": "s-race"})
+    newer = await http.post("/v1/infill", json={"prefix": PREFIX, "suffix": SUFFIX, "session": "s-race"})
     assert (await older).status_code == 409 and "newer request" in (await older).json()["detail"]
     assert newer.status_code == 200 and newer.json()["completion"] == await mono.complete(PREFIX, SUFFIX, DEFAULTS)
 
@@ -164,18 +165,18 @@ async def test_a_client_that_disconnects_cancels_its_completion(http, base_url, 
     before = (await http.get("/healthz")).json()["completions"].get("cancelled", 0)
     async with _authorized(base_url, timeout=0.3) as impatient:
         with pytest.raises(httpx.ReadTimeout):
-            await impatient.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX, "session": "s-gone",
-                                                          "maxTokens": 300})
+            await impatient.post("/v1/infill", json={"prefix": PREFIX, "suffix": SUFFIX, "session": "s-gone",
+                                                     "maxTokens": 300})
     deadline = time.monotonic() + 30
     while (await http.get("/healthz")).json()["completions"].get("cancelled", 0) == before:
         assert time.monotonic() < deadline, "the server did not cancel the abandoned completion"
         await asyncio.sleep(0.1)
-    after = (await http.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX, "session": "s-gone"})).json()
+    after = (await http.post("/v1/infill", json={"prefix": PREFIX, "suffix": SUFFIX, "session": "s-gone"})).json()
     assert after["completion"] == await mono.complete(PREFIX, SUFFIX, DEFAULTS)  # caches still consistent
 
 
 async def test_deleting_a_session(http):
-    assert (await http.post("/v1/completions", json={"prefix": "x = ", "suffix": "", "session": "s-del"})).status_code == 200
+    assert (await http.post("/v1/infill", json={"prefix": "x = ", "suffix": "", "session": "s-del"})).status_code == 200
     assert (await http.delete("/v1/sessions/s-del")).status_code == 204
     gone = await http.delete("/v1/sessions/s-del")
     assert gone.status_code == 404 and gone.json()["detail"] == "no such session"
@@ -186,9 +187,9 @@ async def test_an_unreachable_cloud_is_503_and_never_a_fallback(lsp_model_dir, s
         mp.setenv(TOKEN_ENV, cloud.token)
         with serving(_settings(lsp_model_dir, cloud.base_url, auth=False), token=None) as url:
             async with httpx.AsyncClient(base_url=url, timeout=120) as http:  # --no-auth: no token needed
-                assert (await http.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX})).status_code == 200
+                assert (await http.post("/v1/infill", json={"prefix": PREFIX, "suffix": SUFFIX})).status_code == 200
                 cloud.kill()
-                r = await http.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX, "session": "s"})
+                r = await http.post("/v1/infill", json={"prefix": PREFIX, "suffix": SUFFIX, "session": "s"})
                 assert r.status_code == 503 and "cloud unreachable" in r.json()["detail"]
                 assert "completion" not in r.json()
                 health = await http.get("/healthz")
@@ -209,9 +210,9 @@ async def test_with_auditing_on_each_session_is_recorded_when_it_ends(lsp_model_
         with serving(_settings(lsp_model_dir, cloud.base_url)) as url:
             async with _authorized(url) as http:
                 for prefix in (PREFIX, PREFIX + "t"):
-                    r = await http.post("/v1/completions", json={"prefix": prefix, "suffix": SUFFIX, "session": "a"})
+                    r = await http.post("/v1/infill", json={"prefix": prefix, "suffix": SUFFIX, "session": "a"})
                     assert r.status_code == 200
-                assert (await http.post("/v1/completions", json={"prefix": "x = ", "suffix": "", "session": "b"})).status_code == 200
+                assert (await http.post("/v1/infill", json={"prefix": "x = ", "suffix": "", "session": "b"})).status_code == 200
                 assert store.paths() == []  # sessions still open
                 assert (await http.delete("/v1/sessions/a")).status_code == 204
                 (first,) = store.records()
@@ -230,11 +231,11 @@ async def test_a_self_started_cloud_that_dies_is_started_again(lsp_model_dir, mo
         backend._probe_interval = 0.2
         async with _authorized(url) as http:
             body = {"prefix": PREFIX, "suffix": SUFFIX, "session": "s"}
-            assert (await http.post("/v1/completions", json=body)).json()["completion"] == await mono.complete(
+            assert (await http.post("/v1/infill", json=body)).json()["completion"] == await mono.complete(
                 PREFIX, SUFFIX, DEFAULTS)
             old = backend.link
             old.local.kill()
-            r = await http.post("/v1/completions", json=body)
+            r = await http.post("/v1/infill", json=body)
             assert r.status_code == 503 and "completion" not in r.json()
             deadline = time.monotonic() + 180
             while (health := (await http.get("/healthz")).json())["state"] != "ready":
@@ -242,20 +243,20 @@ async def test_a_self_started_cloud_that_dies_is_started_again(lsp_model_dir, mo
                 await asyncio.sleep(0.2)
             assert "restarted" in health["message"] and backend.link.url != old.url
             assert refuses_connections(old.url)
-            again = await http.post("/v1/completions", json=body)
+            again = await http.post("/v1/infill", json=body)
             assert again.status_code == 200 and again.json()["completion"] == await mono.complete(PREFIX, SUFFIX, DEFAULTS)
             assert again.json()["reusedTokens"] == 0  # the warm session lived in the dead cloud: rebuilt
             assert len(backend._restarts) == 1
 
             backend._restarts = [time.monotonic()] * 3  # as if it had died three times just now
             backend.link.local.kill()
-            assert (await http.post("/v1/completions", json=body)).status_code == 503
+            assert (await http.post("/v1/infill", json=body)).status_code == 503
             deadline = time.monotonic() + 60
             while (health := (await http.get("/healthz")).json())["state"] != "error":
                 assert time.monotonic() < deadline, health
                 await asyncio.sleep(0.2)
             assert "keeps exiting" in health["message"]
-            r = await http.post("/v1/completions", json=body)
+            r = await http.post("/v1/infill", json=body)
             assert r.status_code == 503 and "keeps exiting" in r.json()["detail"]
 
 
@@ -289,7 +290,7 @@ async def test_umbra_serve_with_a_self_started_cloud_stops_it_on_sigterm(lsp_mod
                 await asyncio.sleep(0.2)
             message = (await http.get("/healthz")).json()["message"]
             cloud_url = re.search(r"self-started cloud at (http://127\.0\.0\.1:\d+)", message).group(1)
-            r = await http.post("/v1/completions", json={"prefix": PREFIX, "suffix": SUFFIX})
+            r = await http.post("/v1/infill", json={"prefix": PREFIX, "suffix": SUFFIX})
             assert r.json()["completion"] == await mono.complete(PREFIX, SUFFIX, CompletionOptions())
         assert not refuses_connections(cloud_url)
         proc.send_signal(signal.SIGTERM)
@@ -339,7 +340,7 @@ async def test_umbra_serve_no_auth_and_token_file_flags(lsp_model_dir, tmp_path,
                     assert f"API token in {tmp_path / 't' / 'api.token'}" in log.read_text()
                     headers = {"Authorization": f"Bearer {(tmp_path / 't' / 'api.token').read_text().strip()}"}
                 async with httpx.AsyncClient(base_url=url, timeout=120, headers=headers) as http:
-                    r = await http.post("/v1/completions", json={"prefix": "x = ", "suffix": "", "maxTokens": 2})
+                    r = await http.post("/v1/infill", json={"prefix": "x = ", "suffix": "", "maxTokens": 2})
                     assert r.status_code == 200, r.text
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(timeout=60)

@@ -1,5 +1,7 @@
-"""`umbra serve` — the local completion HTTP server (lsp/http_app.py): POST /v1/completions,
-DELETE /v1/sessions/{id}, GET /healthz, on 127.0.0.1:8765 by default.
+"""`umbra serve` — the local completion HTTP server (lsp/http_app.py): OpenAI's completions API
+(POST /v1/completions, GET /v1/models; base URL http://127.0.0.1:8765/v1, the API token as the
+API key), Umbra's own POST /v1/infill, DELETE /v1/sessions/{id}, GET /healthz, on
+127.0.0.1:8765 by default.
 
 Settings come from UMBRA_LOCAL_* variables (lsp/settings.py), overridden by these flags. With
 no cloud URL the real cloud service is started on 127.0.0.1 for the server's lifetime. A

@@ -48,6 +48,30 @@ TEMPLATES = (
 )
 
 
+# How clients that lay out FIM prompts themselves (editor plugins such as Continue, for servers
+# whose API takes one prompt) write the markers as text: prefix, suffix and middle, PSM order.
+# StarCoder's spelling, Qwen2.5-Coder's / CodeGemma's, and CodeLlama's (with its spaces).
+TEXT_MARKERS = (
+    ("<fim_prefix>", "<fim_suffix>", "<fim_middle>"),
+    ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"),
+    ("<PRE> ", " <SUF>", " <MID>"),
+)
+
+
+def split_fim_text(text: str) -> tuple[str, str] | None:
+    """(prefix, suffix) of a prompt written as a PSM FIM template in text — `PRE prefix SUF
+    suffix MID`, each marker once, ending with MID (TEXT_MARKERS) — else None. Text before the
+    prefix marker (a plugin's context) stays in front of the prefix. Such text is never encoded
+    as control tokens (tokenizer.py): splitting it is how those prompts are completed as FIM."""
+    for pre, suf, mid in TEXT_MARKERS:
+        if text.endswith(mid) and all(text.count(marker) == 1 for marker in (pre, suf, mid)):
+            head, _, rest = text[: -len(mid)].partition(pre)
+            prefix, found, suffix = rest.partition(suf)
+            if found:
+                return head + prefix, suffix
+    return None
+
+
 @dataclass(frozen=True)
 class FimFormat:
     """A template resolved against one tokenizer: the ids the engine actually uses."""

@@ -1,4 +1,7 @@
-"""POST /v1/completions: one completion at the cursor between `prefix` and `suffix`.
+"""POST /v1/infill: Umbra's own completion API — one completion at the cursor between `prefix`
+and `suffix`, with what the engine did (reuse, timings, the expert that served). (Until the
+OpenAI-compatible API took POST /v1/completions — lsp/routes/openai_completions.py — this was
+POST /v1/completions; the body and response are unchanged.)
 
     {"prefix": "...", "suffix": "...", "language"?: "python", "session"?: "editor-1-file-7",
      "maxTokens"?: 64, "multiline"?: false, "temperature"?: 0.0, "topP"?: 1.0, "contextTokens"?: 1024}
@@ -21,36 +24,29 @@ language that `completion.languages` leaves out is a 422."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from fastapi import APIRouter, Depends, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from lsp.backend import Backend
 from lsp.deps import get_backend
+from lsp.disconnect import CLIENT_CLOSED, unless_disconnected
 from lsp.errors import Superseded
+from lsp.fields import DocumentText, LanguageId, SessionId
 from umbra.engine import CompletionResult
-from umbra.errors import UmbraError
 
 router = APIRouter()
 
-MAX_TEXT_CHARS = 1_000_000  # per prefix / suffix; the prompt keeps only `contextTokens` of them anyway
-SESSION_PATTERN = r"^[A-Za-z0-9._:-]+$"
-LANGUAGE_PATTERN = r"^[A-Za-z0-9._+#-]+$"  # editor ids and aliases: python, golang, c++, c#, objective-c
-CLIENT_CLOSED = 499  # nginx's "client closed request": nobody reads it, the log does
 
-
-class CompletionRequest(BaseModel):
+class InfillRequest(BaseModel):
     # Keys besides these are the request's `completion` overrides (`model_extra`), validated by
     # CompletionOptions.with_overrides.
     model_config = ConfigDict(extra="allow", strict=True)
 
-    prefix: str = Field(max_length=MAX_TEXT_CHARS)  # the document's text before the cursor
-    suffix: str = Field(max_length=MAX_TEXT_CHARS)  # the document's text after the cursor
-    # The document's language (routing of per-language experts), e.g. "python" or "golang".
-    language: str | None = Field(None, min_length=1, max_length=64, pattern=LANGUAGE_PATTERN)
-    # A warm session kept for prefix reuse; null = a throw-away session.
-    session: str | None = Field(None, min_length=1, max_length=128, pattern=SESSION_PATTERN)
+    prefix: DocumentText  # the document's text before the cursor
+    suffix: DocumentText  # the document's text after the cursor
+    language: LanguageId | None = None  # the document's language; null = none
+    session: SessionId | None = None  # a warm session kept for prefix reuse; null = a throw-away session
 
 
 def response_body(result: CompletionResult, session: str | None) -> dict:
@@ -72,39 +68,16 @@ def response_body(result: CompletionResult, session: str | None) -> dict:
     }
 
 
-@router.post("/v1/completions", response_model=None)
-async def create_completion(body: CompletionRequest, request: Request,
-                            backend: Backend = Depends(get_backend)) -> dict | Response:
+@router.post("/v1/infill", response_model=None)
+async def create_infill(body: InfillRequest, request: Request,
+                        backend: Backend = Depends(get_backend)) -> dict | Response:
     options = backend.options.completion.with_overrides(body.model_extra or {})  # OptionsError -> 422
     config = options.engine_config()  # ConfigError -> 422
     task = asyncio.ensure_future(backend.complete(body.session, body.prefix, body.suffix, config,
-                                                     language=body.language))
-    if not await _finished_unless_disconnected(request, task):
+                                                  language=body.language))
+    if not await unless_disconnected(request.receive, task):
         return Response(status_code=CLIENT_CLOSED)
     if task.cancelled():  # not by us: a newer request on the same session took over
         raise Superseded(f"a newer request on session {body.session} replaced this one")
     return response_body(task.result(), body.session)  # UmbraErrors -> the app's handler
 
-
-async def _finished_unless_disconnected(request: Request, task: asyncio.Task) -> bool:
-    """Wait for `task`; if the HTTP client goes away first, cancel it and return False."""
-    watcher = asyncio.ensure_future(_disconnect(request))
-    try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:  # the server is shutting down
-        task.cancel()
-        raise
-    finally:
-        watcher.cancel()
-    if task.done():
-        return True
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, UmbraError):
-        await task
-    return False
-
-
-async def _disconnect(request: Request) -> None:
-    """Returns once the client has disconnected (the body has been read already)."""
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
