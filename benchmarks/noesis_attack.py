@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
+
 from umbra.data.corpus import LANGS
 from umbra.evaluation.membership import auc, membership_result, roc_curve, write_roc_svg
 
@@ -51,8 +53,13 @@ def attack_sets(bench) -> dict[str, tuple]:
     return out
 
 
-async def attack(bench, results, seed: int, plots: Path | None = None) -> None:
-    plots = plots or Path(__file__).resolve().parents[1] / "docs" / "noesis"
+def scores_path(out: Path, name: str, seed: int, budget_key: str) -> Path:
+    return out / "mia-scores" / f"{name}-s{seed}-{budget_key}.npz"
+
+
+async def attack(bench, results, seed: int) -> None:
+    """Every (target, via) pair of every model; the calibrated scores are kept in
+    OUT/mia-scores/<model>-s<seed>-<budget>.npz, from which --write draws the ROC plots."""
     sets = attack_sets(bench)
     base = {}  # the public base model's scores: the calibration
     for name in MODELS:
@@ -60,7 +67,7 @@ async def attack(bench, results, seed: int, plots: Path | None = None) -> None:
         if all(results.done("mia", r, seed) for r in rows):
             continue
         shared, experts = await _model(bench, name, seed)
-        curves = {}
+        scores = {}
         for target in LANGS:
             members, nonmembers = sets[target]
             if target not in base:
@@ -72,10 +79,27 @@ async def attack(bench, results, seed: int, plots: Path | None = None) -> None:
                 raw = [(await bench.scores(b, routed)).log_likelihood for b in (members, nonmembers)]
                 m, n = raw[0] - base[target][0], raw[1] - base[target][1]
                 r = membership_result(m, n, seed=seed)
-                curves[f"{target} ← {via}"] = roc_curve(m, n)
+                scores[f"{target}<-{via}:members"], scores[f"{target}<-{via}:nonmembers"] = m, n
                 results.add({"table": "mia", "row": f"{name}:{target}<-{via}", "seed": seed, "auc": r.auc,
                              "auc_ci": list(r.auc_ci), "tpr_at_1pct": r.tpr_at_1pct, "tpr_ci": list(r.tpr_ci),
                              "raw_auc": auc(raw[0], raw[1]), "members": r.members, "nonmembers": r.nonmembers,
                              "budget": bench.budget.key()})
-        plots.mkdir(parents=True, exist_ok=True)
-        write_roc_svg(curves, plots / f"roc-{name}-s{seed}.svg", f"{name}, seed {seed}: cross-domain MIA (calibrated)")
+        path = scores_path(bench.out, name, seed, bench.budget.key())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(path, **scores)
+
+
+def write_plots(out: Path, plots: Path, seeds, budget_key: str) -> list[Path]:
+    """One ROC plot per (model, seed) whose scores were kept: plots/roc-<model>-s<seed>.svg."""
+    written = []
+    for name in MODELS:
+        for seed in seeds:
+            path = scores_path(out, name, seed, budget_key)
+            if not path.exists():
+                continue
+            kept = np.load(path)
+            pairs = sorted({k.split(":")[0] for k in kept.files})
+            curves = {p.replace("<-", " ← "): roc_curve(kept[f"{p}:members"], kept[f"{p}:nonmembers"]) for p in pairs}
+            written.append(write_roc_svg(curves, plots / f"roc-{name}-s{seed}.svg",
+                                         f"{name}, seed {seed}: cross-domain MIA (calibrated score)"))
+    return written

@@ -146,6 +146,10 @@ def attack(rows: list[dict]) -> list[str]:
         raw = _cell([100 * r["raw_auc"] for r in runs if "raw_auc" in r]) if any("raw_auc" in r for r in runs) else "—"
         lines.append(f"| {model} | {pair} | {auc_txt} | {tpr_txt} | {raw} | {runs[0]['members']} / "
                      f"{runs[0]['nonmembers']} | {len(runs)} |")
+    first = min((r["seed"] for rs in cells.values() for r in rs), default=None)
+    if first is not None:
+        models = sorted({row.split(":", 1)[0] for row in cells})
+        lines += ["", " ".join(f"![{m}, seed {first}](noesis/roc-{m}-s{first}.svg)" for m in models)]
     return lines
 
 
@@ -162,3 +166,6 @@ def write_report(out: Path, doc: Path, budget: Budget) -> None:
     budget_txt = "```\n" + json.dumps(asdict(budget), indent=1) + f"\n```\nbudget key `{key}`"
     text = replace_block(text, "noesis-budget", budget_txt)
     doc.write_text(text)
+    from noesis_attack import write_plots
+
+    write_plots(out, doc.parent / "noesis", sorted({r["seed"] for r in rows if r["table"] == "mia"}), key)
