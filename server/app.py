@@ -18,12 +18,16 @@ from server.lora import LoraStore
 from server.errors import install_handlers
 from server.metrics import Metrics
 from server.routes import health, lora, metrics, sessions, stream
-from server.sessions import ComputeWorker, Limits, SessionManager
+from server.edge import BodyGuard
+from server.scheduler import Scheduler
+from server.sessions import Limits, SessionManager
+from server.worker import ComputeWorker
 from server.settings import CloudSettings, get_settings
 from umbra.middle.runtime import MiddleRuntime
 from umbra.model.loader import Checkpoint, load_part
 from umbra.model.parts import SplitPlan
 from umbra.model.spec import load_spec
+from umbra.errors import UmbraError
 from umbra.wire import WIRE_DTYPE_NAMES
 
 log = logging.getLogger("umbra.cloud")
@@ -43,6 +47,18 @@ async def _sweep(state: CloudState) -> None:
     while True:
         await asyncio.sleep(state.settings.sweep_interval_seconds)
         await state.worker.run(state.manager.expire_idle)
+        await close_revoked_streams(state)
+
+
+async def close_revoked_streams(state: CloudState) -> None:
+    """Close every open stream whose token no longer authenticates (revoked): 4401."""
+    for websocket, authorization in list(state.streams.items()):
+        try:
+            state.tokens.authenticate(authorization)
+        except UmbraError:
+            state.streams.pop(websocket, None)
+            with contextlib.suppress(Exception):
+                await websocket.close(4401, "token revoked")
 
 
 @contextlib.asynccontextmanager
@@ -53,10 +69,13 @@ async def lifespan(app: FastAPI):
     try:
         blocks, ckpt = await worker.run(_load, settings)
         runtime = MiddleRuntime(blocks, settings.max_seq_len)
-        limits = Limits(settings.max_sessions_per_client, settings.session_idle_seconds, settings.kv_budget_bytes)
+        limits = Limits(settings.max_sessions_per_client, settings.session_idle_seconds, settings.kv_budget_bytes,
+                        settings.client_quota, settings.max_batch_rows, settings.decode_width)
         manager = SessionManager(runtime, limits, metrics, LoraStore(blocks) if settings.lora else None)
         state = CloudState(settings, runtime, manager, worker, TokenStore(settings.token_file), metrics,
-                           (blocks.stack.first, blocks.stack.last), list(ckpt.read_keys))
+                           (blocks.stack.first, blocks.stack.last), list(ckpt.read_keys),
+                           Scheduler(worker, manager, metrics, settings.max_frame_bytes,
+                                     settings.prefill_chunk_tokens), {})
         metrics.gauges.update({
             "umbra_cloud_sessions_active": lambda: len(manager.owners),
             "umbra_cloud_kv_bytes": lambda: manager.kv_bytes,
@@ -115,4 +134,5 @@ def create_app(settings: CloudSettings | None = None) -> FastAPI:
     for module in (health, sessions, stream, metrics, lora):
         app.include_router(module.router)
     app.add_middleware(LatencyMiddleware, metrics=app.state.metrics)
+    app.add_middleware(BodyGuard, limits=lambda: app.dependency_overrides.get(get_settings, get_settings)().edge_limits())
     return app

@@ -8,7 +8,9 @@ from fastapi import Depends, Request
 
 from server.auth import TokenStore
 from server.metrics import Metrics
-from server.sessions import ComputeWorker, SessionManager
+from server.scheduler import Scheduler
+from server.sessions import SessionManager
+from server.worker import ComputeWorker
 from server.settings import CloudSettings
 from umbra.middle.runtime import MiddleRuntime
 from umbra.wire import FrameTooLarge
@@ -26,6 +28,8 @@ class CloudState:
     metrics: Metrics
     layers: tuple[int, int]  # global block range [first, last) held by this service
     read_keys: list[str]  # checkpoint tensors read while loading (audit: middle blocks only)
+    scheduler: Scheduler | None = None  # FORWARD frames: batched decode, chunked prefill
+    streams: dict | None = None  # open WebSocket -> its Authorization header (revocation closes it)
 
 
 def get_state(request: Request) -> CloudState:

@@ -33,11 +33,26 @@ class BudgetExceeded(ValidationError):
     """One session alone needs more KV memory than the whole budget (HTTP 413)."""
 
 
+class BatchTooLarge(ValidationError):
+    """A frame holds more rows than `max_batch_rows` (HTTP 413)."""
+
+
+class ServerBusy(UmbraError):
+    """The server's KV budget is held by other clients' sessions (HTTP 503, retry later)."""
+
+
+class RequestTimeout(UmbraError):
+    """A request body or an idle stream took longer than the service waits (HTTP 408)."""
+
+
 # Most specific class first: the first isinstance match wins.
 _STATUS: list[tuple[type[BaseException], int]] = [
     (Unauthorized, 401),
     (FrameTooLarge, 413),
     (BudgetExceeded, 413),
+    (BatchTooLarge, 413),
+    (ServerBusy, 503),
+    (RequestTimeout, 408),
     (WireError, 400),
     (OutOfSync, 409),
     (SessionEvicted, 410),
@@ -56,7 +71,7 @@ def status_for(exc: BaseException) -> int:
 
 
 def message_for(exc: BaseException) -> str:
-    return str(exc) if status_for(exc) < 500 else "internal error"
+    return str(exc) if status_for(exc) < 500 or isinstance(exc, ServerBusy) else "internal error"
 
 
 def ws_close_code(status: int) -> int:
@@ -69,7 +84,7 @@ def error_body(exc: BaseException) -> dict:
 
 
 def log_unexpected(exc: BaseException, where: str) -> None:
-    if status_for(exc) >= 500:  # type and message only: never hidden states, tokens or payloads
+    if status_for(exc) >= 500 and not isinstance(exc, ServerBusy):  # type and message only: never hidden states, tokens or payloads
         log.error("%s failed: %s: %s", where, type(exc).__name__, exc)
 
 
@@ -77,6 +92,8 @@ def install_handlers(app: FastAPI) -> None:
     async def umbra_error(request: Request, exc: Exception) -> JSONResponse:
         log_unexpected(exc, request.url.path)
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
+        if isinstance(exc, ServerBusy):
+            headers = {"Retry-After": "1"}
         return JSONResponse(error_body(exc), status_code=status_for(exc), headers=headers)
 
     async def bad_request(request: Request, exc: Exception) -> JSONResponse:

@@ -17,6 +17,10 @@ _COUNTERS = {
     "umbra_cloud_bytes_in_total": "Frame bytes received.",
     "umbra_cloud_bytes_out_total": "Frame bytes sent.",
     "umbra_cloud_errors_total": "Requests or stream steps answered with an error.",
+    "umbra_cloud_budget_refusals_total": "Steps refused because other clients hold the whole KV budget.",
+    "umbra_cloud_decode_slabs_total": "Batched decode slabs run through the middle blocks.",
+    "umbra_cloud_decode_batched_steps_total": "Decode steps run inside batched slabs.",
+    "umbra_cloud_prefill_chunks_total": "Prefill chunks run (decode steps run between them).",
 }
 _GAUGES = {
     "umbra_cloud_sessions_active": "Open sessions.",

@@ -23,7 +23,9 @@ _FLAGS = {
     "tls_cert": "tls_cert", "tls_key": "tls_key", "max_seq_len": "max_seq_len",
     "max_frame_bytes": "max_frame_bytes", "max_sessions_per_client": "max_sessions_per_client",
     "session_idle_seconds": "session_idle_seconds", "kv_budget_bytes": "kv_budget_bytes",
-    "torch_threads": "torch_threads", "lora": "lora",
+    "torch_threads": "torch_threads", "lora": "lora", "kv_client_quota_bytes": "kv_client_quota_bytes",
+    "max_batch_rows": "max_batch_rows", "decode_width": "decode_width",
+    "prefill_chunk_tokens": "prefill_chunk_tokens", "max_connections_per_address": "max_connections_per_address",
 }
 
 
@@ -42,6 +44,11 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-sessions-per-client", type=int)
     p.add_argument("--session-idle-seconds", type=float)
     p.add_argument("--kv-budget-bytes", type=int)
+    p.add_argument("--kv-client-quota-bytes", type=int, help="one client's KV memory (default: budget / 4)")
+    p.add_argument("--max-batch-rows", type=int, help="rows (B) of one frame")
+    p.add_argument("--decode-width", type=int, help="rows of one batched decode slab")
+    p.add_argument("--prefill-chunk-tokens", type=int, help="batch x positions per prefill chunk")
+    p.add_argument("--max-connections-per-address", type=int, help="open connections per client IP")
     p.add_argument("--torch-threads", type=int)
     p.add_argument("--lora", action="store_true", default=None,
                    help="let each client train its own LoRA on the middle blocks (env UMBRA_CLOUD_LORA)")
@@ -60,9 +67,13 @@ def uvicorn_config(settings: CloudSettings):
     import uvicorn
 
     from server.app import create_app
+    from server.edge import edge_protocol
 
     return uvicorn.Config(
         create_app(settings),
+        http=edge_protocol(settings.edge_limits()),  # header deadline, connections per address
+        h11_max_incomplete_event_size=settings.max_header_bytes,
+        timeout_keep_alive=5,
         ssl_certfile=str(settings.tls_cert) if settings.tls_cert else None,
         ssl_keyfile=str(settings.tls_key) if settings.tls_key else None,
         ws_max_size=settings.max_frame_bytes + 1024,  # oversize stream messages: close 1009

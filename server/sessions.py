@@ -1,28 +1,31 @@
-"""Sessions of many clients over one MiddleRuntime: ownership, limits, idle expiry and a KV
-memory budget with LRU eviction — plus the single worker thread all of it runs on.
+"""Sessions of many clients over one MiddleRuntime: ownership, limits, idle expiry, and KV memory
+that is checked before it is spent — a per-client quota and a server-wide budget.
 
-`SessionManager` is deliberately not thread-safe: every call goes through `ComputeWorker`,
-whose one thread serializes all compute and all session bookkeeping (torch is compute-bound on
-a few cores, so there is nothing to gain from parallel steps, and the event loop never blocks).
+Every growth of a KV cache is admitted first: its size after the growth is known from the
+frame's header (batch x length x layers x kv heads x head dim), and a client over its quota makes
+room by losing its own least recently used sessions, never anybody else's. When the server's
+whole budget is held by other clients the step is refused with 503 (retry later); a session that
+alone needs more than the client's quota gets 413.
+
+`SessionManager` is deliberately not thread-safe: every call goes through the ComputeWorker
+(server/worker.py), whose one thread serializes all compute and all session bookkeeping.
 Evicted and expired sessions leave a tombstone visible only to their owner, who gets
 SessionEvicted (HTTP 410: re-prefill into a new session); anybody else gets 404."""
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import time
 from collections import Counter, OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
 
-from server.errors import BudgetExceeded, OutOfSync, TooManySessions
+from server.errors import BatchTooLarge, BudgetExceeded, OutOfSync, ServerBusy, TooManySessions
 from server.lora import LoraStore
 from server.metrics import Metrics
 from umbra.errors import SessionError, SessionEvicted, ValidationError
 from umbra.middle.runtime import MiddleRuntime
+from umbra.model.batch_decode import DecodeStep, decode_slab, slabs
 from umbra.wire import Frame
 
 _MAX_TOMBSTONES = 65536
@@ -33,22 +36,9 @@ class Limits:
     max_sessions_per_client: int = 64
     idle_seconds: float = 900.0
     kv_budget_bytes: int = 4 * 1024**3
-
-
-class ComputeWorker:
-    """One thread for every model call and session change, in submission order."""
-
-    def __init__(self, torch_threads: int | None = None):
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="umbra-compute")
-        if torch_threads:  # OpenMP's thread count is per calling thread: set it on the worker itself
-            self._pool.submit(torch.set_num_threads, torch_threads).result()
-
-    async def run(self, fn, *args, **kwargs):
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
-
-    def shutdown(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+    kv_client_quota_bytes: int = 1024**3  # one client's sessions together
+    max_batch_rows: int = 64  # rows (B) of one frame
+    decode_width: int = 16  # rows of one batched decode slab
 
 
 class SessionManager:
@@ -121,31 +111,129 @@ class SessionManager:
     def _total_bytes(self) -> int:
         return sum(s.nbytes for s in self.runtime.sessions.values())
 
-    def _enforce_budget(self, sid: str) -> None:
-        budget = self.limits.kv_budget_bytes
-        own = self.runtime.sessions[sid].nbytes
-        if own > budget:
-            self._drop(sid, tombstone=False)
-            raise BudgetExceeded(f"this session needs {own} bytes of KV cache, more than the server's "
-                                 f"whole budget of {budget} bytes; use a shorter context")
-        total = self._total_bytes()
-        for victim in [v for v in self.lru if v != sid]:  # least recently used first
-            if total <= budget:
-                break
-            total -= self.runtime.sessions[victim].nbytes
+    def client_bytes(self, owner: str) -> int:
+        return sum(self.runtime.sessions[sid].nbytes for sid, o in self.owners.items() if o == owner)
+
+    def _admit(self, owner: str, sid: str, batch: int, needed: int) -> None:
+        """Make room for session `sid` to hold `batch` x `needed` slots, before any allocation:
+        the owner's own LRU sessions go first; nobody else's ever do."""
+        cache = self.runtime.sessions[sid].cache
+        before, after = cache.nbytes, cache.bytes_after(batch, needed)
+        if after <= before:
+            return
+        quota, budget = self.limits.kv_client_quota_bytes, self.limits.kv_budget_bytes
+        if after > min(quota, budget):
+            raise BudgetExceeded(f"this session needs {after} bytes of KV cache, more than this client's "
+                                 f"quota of {min(quota, budget)} bytes; use a shorter context or a smaller batch")
+        # while the cache grows, old and new buffers are both alive: count both against the budget
+        own, total = self.client_bytes(owner), self._total_bytes()
+        victims = [v for v in self.lru if v != sid and self.owners[v] == owner]  # least recently used first
+        while victims and (own - before + after > quota or total + after > budget):
+            victim = victims.pop(0)
+            freed = self.runtime.sessions[victim].nbytes
             self._drop(victim, tombstone=True)
+            own, total = own - freed, total - freed
             self.metrics.inc("umbra_cloud_sessions_evicted_total")
         self.kv_bytes = total
+        if total + after > budget:
+            self.metrics.inc("umbra_cloud_budget_refusals_total")
+            raise ServerBusy("the server's KV memory is held by other clients' sessions; retry later")
+
+    def _check_rows(self, frame: Frame) -> None:
+        rows = frame.hidden.shape[0]
+        if rows > self.limits.max_batch_rows:
+            raise BatchTooLarge(f"a frame holds at most {self.limits.max_batch_rows} rows, got {rows}")
 
     # -- compute -----------------------------------------------------------------------------------
-    def forward(self, owner: str, sid: str, frame: Frame) -> torch.Tensor:
+    def begin(self, owner: str, sid: str, frame: Frame) -> int:
+        """Check a FORWARD frame against the session and reserve its whole KV growth (admitted
+        first); returns the session's length before it. The frame then runs in chunks."""
         state = self.own(owner, sid)
+        self._check_rows(frame)
         if frame.start is not None and frame.start != state.length:
             raise OutOfSync(f"session holds {state.length} positions but the step expects {frame.start}")
-        y = self.runtime.forward(sid, frame.hidden, frame.positions, frame.key_padding,
-                                 adapters=self._adapters(owner, training=False))
-        self.metrics.inc("umbra_cloud_tokens_processed_total", frame.hidden.shape[0] * frame.hidden.shape[1])
-        self._enforce_budget(sid)
+        self.runtime.validate(state, frame.hidden, frame.positions, frame.key_padding)
+        b, t = frame.hidden.shape[:2]
+        if state.cache is not None:
+            self._admit(owner, sid, b, state.length + t)
+            state.cache.reserve(b, state.length + t)
+            self.kv_bytes = self._total_bytes()
+        self.metrics.inc("umbra_cloud_tokens_processed_total", b * t)
+        return state.length
+
+    def forward_chunk(self, owner: str, sid: str, frame: Frame, a: int, b: int, start: int) -> torch.Tensor:
+        """Positions [a, b) of a frame admitted by `begin` (the session then holds start + a)."""
+        state = self.own(owner, sid)
+        if state.length != start + a:
+            raise OutOfSync(f"session holds {state.length} positions but the chunk expects {start + a}")
+        kp = frame.key_padding
+        kp = None if kp is None else kp[:, : start + b]
+        return self.runtime.forward(sid, frame.hidden[:, a:b], frame.positions[:, a:b], kp,
+                                    adapters=self._adapters(owner, training=False))
+
+    def rollback(self, owner: str, sid: str, start: int) -> None:
+        """Undo a frame that failed midway: the session keeps its first `start` positions."""
+        if self.owners.get(sid) == owner:
+            state = self.runtime.sessions[sid]
+            if state.cache is not None and state.length > start:
+                state.cache.truncate(start)
+
+    def batchable(self, owner: str, sid: str, frame: Frame) -> bool:
+        state = self.runtime.sessions.get(sid)
+        return (state is not None and state.cache is not None and frame.hidden.shape[1] == 1
+                and frame.hidden.shape[0] <= self.limits.decode_width
+                and self._adapters(owner, training=False) is None)
+
+    def decode_batch(self, items: list[tuple[str, str, Frame]]) -> list[torch.Tensor | Exception]:
+        """One decode step of each item (owner, session, T=1 frame), batched through the blocks
+        (umbra/model/batch_decode.py); each result equals the step run alone, bit for bit.
+        Items that cannot be batched (training sessions, adapters, wide frames) run alone here;
+        a failure is that item's result only. A session listed twice runs its steps in order."""
+        results: list[torch.Tensor | Exception | None] = [None] * len(items)
+        todo = list(range(len(items)))
+        while todo:
+            seen, later, run = set(), [], []
+            for i in todo:
+                (later if items[i][1] in seen else run).append(i)
+                seen.add(items[i][1])
+            self._decode_round(items, run, results)
+            todo = later
+        return results
+
+    def _decode_round(self, items, idx: list[int], results: list) -> None:
+        ready: list[int] = []
+        for i in idx:
+            owner, sid, frame = items[i]
+            try:
+                if not self.batchable(owner, sid, frame):
+                    results[i] = self._whole(owner, sid, frame)
+                    continue
+                self.begin(owner, sid, frame)
+                ready.append(i)
+            except Exception as exc:  # this item's error only
+                results[i] = exc
+        steps = []
+        for i in ready:
+            owner, sid, frame = items[i]
+            state = self.runtime.sessions[sid]
+            steps.append(DecodeStep(frame.hidden.to(self.runtime.dtype), frame.positions, state.cache,
+                                    frame.key_padding))
+        width = self.limits.decode_width
+        for group in slabs(steps, width):
+            outs = decode_slab(self.runtime.blocks.stack, [steps[j] for j in group], width)
+            self.metrics.inc("umbra_cloud_decode_slabs_total")
+            self.metrics.inc("umbra_cloud_decode_batched_steps_total", len(group))
+            for j, y in zip(group, outs):
+                i = ready[j]
+                results[i] = y.to(items[i][2].hidden.dtype)
+
+    def _whole(self, owner: str, sid: str, frame: Frame) -> torch.Tensor:
+        start = self.begin(owner, sid, frame)
+        try:
+            y = self.forward_chunk(owner, sid, frame, 0, frame.hidden.shape[1], start)
+        except Exception:
+            self.rollback(owner, sid, start)
+            raise
         return y[:, -frame.tail :] if frame.tail else y
 
     def backward(self, owner: str, sid: str, grad: torch.Tensor) -> torch.Tensor:

@@ -33,10 +33,31 @@ class CloudSettings(BaseSettings):
     max_sessions_per_client: int = 64  # open sessions per token name
     session_idle_seconds: float = 900.0  # sessions unused this long are expired (client re-prefills)
     sweep_interval_seconds: float = 5.0  # how often idle sessions are looked for
-    kv_budget_bytes: int = 4 * 1024**3  # all sessions' KV caches; over it, LRU sessions are evicted
+    kv_budget_bytes: int = 4 * 1024**3  # all sessions' KV caches together; checked before allocating
+    kv_client_quota_bytes: int | None = None  # one client's sessions (None: a quarter of the budget);
+    # over it the client's own LRU sessions are evicted, never another client's
+    max_batch_rows: int = 64  # rows (B) of one frame (413 over it)
+    decode_width: int = 16  # rows of one batched decode slab (continuous batching, server/scheduler.py)
+    prefill_chunk_tokens: int = 256  # batch x positions per prefill chunk; decode steps run between chunks
+    max_json_bytes: int = 64 * 1024  # body of the JSON routes (413 over it, before auth)
+    max_header_bytes: int = 16 * 1024  # request line + headers (h11_max_incomplete_event_size)
+    header_timeout_seconds: float = 10.0  # request headers must be complete within this (408)
+    body_timeout_seconds: float = 30.0  # a request body must be complete within this (408)
+    ws_idle_seconds: float = 300.0  # a stream with no message this long is closed (1001)
+    max_connections_per_address: int = 128  # open connections per client IP (429 over it)
     torch_threads: int | None = None  # intra-op threads of the compute worker (None: torch default)
     debug_routes: bool = False  # expose GET /v1/debug/loaded (loaded tensor names; tests, audits)
     lora: bool = False  # let each client train its own LoRA on the middle (server/lora.py, /v1/lora)
+
+    @property
+    def client_quota(self) -> int:
+        return self.kv_client_quota_bytes or max(1, self.kv_budget_bytes // 4)
+
+    def edge_limits(self):
+        from server.edge import EdgeLimits
+
+        return EdgeLimits(self.max_frame_bytes, self.max_json_bytes, self.header_timeout_seconds,
+                          self.body_timeout_seconds, self.max_connections_per_address)
 
     def plan_args(self) -> tuple[int, int] | None:
         if self.encoder_blocks is None and self.decoder_blocks is None:
@@ -52,11 +73,17 @@ class CloudSettings(BaseSettings):
             raise ConfigError("TLS needs both a certificate and a key")
         if self.dtype not in ("float32", "float16", "bfloat16"):
             raise ConfigError(f"dtype must be float32, float16 or bfloat16, got {self.dtype!r}")
-        for name in ("max_frame_bytes", "max_sessions_per_client", "kv_budget_bytes"):
+        for name in ("max_frame_bytes", "max_sessions_per_client", "kv_budget_bytes", "max_batch_rows",
+                     "decode_width", "prefill_chunk_tokens", "max_json_bytes", "max_header_bytes",
+                     "max_connections_per_address"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1")
-        if self.session_idle_seconds <= 0 or self.sweep_interval_seconds <= 0:
-            raise ConfigError("session_idle_seconds and sweep_interval_seconds must be > 0")
+        if self.kv_client_quota_bytes is not None and self.kv_client_quota_bytes < 1:
+            raise ConfigError("kv_client_quota_bytes must be >= 1")
+        for name in ("session_idle_seconds", "sweep_interval_seconds", "header_timeout_seconds",
+                     "body_timeout_seconds", "ws_idle_seconds"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be > 0")
         return self
 
 

@@ -40,7 +40,7 @@ def any_frames(draw):
         return draw(forward_frames())
     if kind == wire.Kind.ERROR:
         return wire.error_frame(draw(st.integers(400, 599)), draw(st.text(max_size=40)))
-    shape = tuple(draw(st.lists(st.integers(0, 4), min_size=3, max_size=3)))
+    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=3, max_size=3)))
     t = torch.randn(shape).to(draw(st.sampled_from(FLOATS)))
     return wire.Frame(kind, (t,))
 

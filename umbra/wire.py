@@ -135,6 +135,9 @@ def _check_float3(t: torch.Tensor, what: str) -> None:
 def check_structure(frame: Frame) -> None:
     """Per-kind tensor count, dtypes and shape consistency; raises WireError."""
     n = len(frame.tensors)
+    for t in frame.tensors:
+        if t.numel() == 0:
+            raise WireError(f"tensors must not be empty, got shape {list(t.shape)}")
     if frame.kind == Kind.FORWARD:
         if n not in (2, 3):
             raise WireError(f"a FORWARD frame holds 2 or 3 tensors, got {n}")
@@ -216,6 +219,8 @@ def _read_tensor(r: _Reader, i: int) -> torch.Tensor:
     if not 1 <= ndim <= _MAX_NDIM:
         raise WireError(f"tensor {i}: ndim must lie in [1, {_MAX_NDIM}], got {ndim}")
     dims = [r.unpack(_U32, f"tensor {i} shape")[0] for _ in range(ndim)]
+    if 0 in dims:  # no frame carries an empty tensor; [0, 2^32-1, ...] would overflow strides
+        raise WireError(f"tensor {i}: every dimension must be >= 1, got {dims}")
     dtype, np_dtype = _CODES[code]
     count = 1
     for d in dims:

@@ -40,7 +40,7 @@ async def forward(sid: str, request: Request, client: str = Depends(client_name)
                   settings: CloudSettings = Depends(get_settings)) -> Response:
     data = await read_body(request, settings.max_frame_bytes)
     state.metrics.inc("umbra_cloud_bytes_in_total", len(data), transport="http")
-    return _frame_response(state, await state.worker.run(forward_step, state, client, sid, data))
+    return _frame_response(state, await state.scheduler.step(client, sid, data))
 
 
 @router.post("/{sid}/backward")
@@ -68,9 +68,3 @@ async def truncate(sid: str, body: TruncateRequest, client: str = Depends(client
 async def close(sid: str, client: str = Depends(client_name), state: CloudState = Depends(get_state)) -> Response:
     await state.worker.run(state.manager.close, client, sid)
     return Response(status_code=204)
-
-
-def forward_step(state: CloudState, client: str, sid: str, data: bytes) -> bytes:
-    """Decode, run and encode one FORWARD frame (on the compute worker; shared with the stream)."""
-    frame = wire.decode(data, state.settings.max_frame_bytes, expect=wire.Kind.FORWARD)
-    return wire.encode(wire.hidden_frame(state.manager.forward(client, sid, frame)))

@@ -4,10 +4,13 @@ Handshake: `Authorization: Bearer` is checked and the session must belong to the
 an inference session; otherwise the upgrade is denied with the same HTTP status and JSON body
 as over HTTP (401, 404, 410, 422). After that, every binary message is a FORWARD frame and gets
 exactly one reply: a HIDDEN frame, or an ERROR frame carrying the HTTP-like status. When the
-session is gone (404, 410) the error frame is followed by a close with code 4000 + status."""
+session is gone (404, 410) or the token was revoked (401) the error frame is followed by a close
+with code 4000 + status; the sweeper closes a revoked token's idle streams with 4401 too. A
+stream with no message for `ws_idle_seconds` is closed with 1001 (going away)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -17,7 +20,6 @@ from starlette.websockets import WebSocketDisconnect
 
 from server.deps import CloudState
 from server.errors import error_body, log_unexpected, message_for, status_for, ws_close_code
-from server.routes.sessions import forward_step
 from umbra import wire
 from umbra.errors import UmbraError
 
@@ -36,25 +38,34 @@ async def stream(websocket: WebSocket, sid: str) -> None:
         await websocket.send_denial_response(JSONResponse(error_body(exc), status_code=status_for(exc)))
         return
     await websocket.accept()
+    state.streams[websocket] = websocket.headers.get("authorization")
     try:
         await _serve(websocket, state, client, sid)
     except (WebSocketDisconnect, OSError, RuntimeError):  # client went away mid-reply
         log.debug("stream closed by the client")
+    finally:
+        state.streams.pop(websocket, None)
 
 
 async def _serve(websocket: WebSocket, state: CloudState, client: str, sid: str) -> None:
     metrics = state.metrics
+    authorization = websocket.headers.get("authorization")
     while True:
-        message = await websocket.receive()
+        try:
+            message = await asyncio.wait_for(websocket.receive(), state.settings.ws_idle_seconds)
+        except TimeoutError:
+            await websocket.close(1001, "idle stream closed")
+            return
         if message["type"] == "websocket.disconnect":
             return
         data = message.get("bytes")
         t0 = time.perf_counter()
         try:
+            state.tokens.authenticate(authorization)  # a revoked token's stream ends here
             if data is None:
                 raise wire.WireError("the stream takes binary FORWARD frames only")
             metrics.inc("umbra_cloud_bytes_in_total", len(data), transport="ws")
-            reply = await state.worker.run(forward_step, state, client, sid, data)
+            reply = await state.scheduler.step(client, sid, data)
         except Exception as exc:  # every failure becomes an error frame, never a dead process
             status = status_for(exc)
             log_unexpected(exc, "stream step")
@@ -62,7 +73,7 @@ async def _serve(websocket: WebSocket, state: CloudState, client: str, sid: str)
             reply = wire.encode(wire.error_frame(status, message_for(exc)))
             await websocket.send_bytes(reply)
             metrics.inc("umbra_cloud_bytes_out_total", len(reply), transport="ws")
-            if status in (404, 410) or status >= 500:
+            if status in (401, 404, 410) or (status >= 500 and status != 503):
                 await websocket.close(ws_close_code(status) if status < 500 else 1011, _reason(message_for(exc)))
                 return
             continue

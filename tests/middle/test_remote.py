@@ -130,7 +130,8 @@ async def test_eviction_and_expiry_are_transparent(tiny_model_dirs, hf_models, c
     gen = torch.Generator().manual_seed(11)
     ids = [torch.randint(0, 512, (1, 30), generator=gen) for _ in range(2)]
     refs = [reference(hf, x) for x in ids]
-    settings = dict(kv_budget_bytes=int(1.5 * SESSION_BYTES), **ONE_THREAD)
+    settings = dict(kv_budget_bytes=int(1.5 * SESSION_BYTES), kv_client_quota_bytes=int(1.5 * SESSION_BYTES),
+                    **ONE_THREAD)
     with local_cloud_thread(d, settings=settings) as cloud:
         async with RemoteMiddle(cloud.base_url, cloud.token) as middle:
             a, b = [await SplitClient(clients[family], middle).open() for _ in range(2)]
@@ -163,7 +164,8 @@ async def test_key_padding_chunking_and_reprefill_match_local_middle(tiny_model_
     pad = torch.ones(2, n + 3, dtype=torch.bool)
     pad[1, :7] = False  # left padding of the second row
     pos = (pad.cumsum(1) - 1).clamp(min=0)
-    settings = dict(kv_budget_bytes=int(1.2 * SESSION_BYTES * 2), max_frame_bytes=16 * 1024, **ONE_THREAD)
+    settings = dict(kv_budget_bytes=int(1.2 * SESSION_BYTES * 2), kv_client_quota_bytes=int(1.2 * SESSION_BYTES * 2),
+                    max_frame_bytes=16 * 1024, **ONE_THREAD)
     with local_cloud_thread(d, settings=settings) as cloud:  # KV room for one B=2 session
         async with RemoteMiddle(cloud.base_url, cloud.token) as remote:
             sl, sr, other = await local.open_session(), await remote.open_session(), await remote.open_session()

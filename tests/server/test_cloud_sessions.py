@@ -22,7 +22,8 @@ def forward(http, token, sid, body):
 
 
 def test_lru_eviction_within_the_kv_budget(model_dir):
-    settings = dict(kv_budget_bytes=int(2.5 * SESSION_BYTES), torch_threads=1)
+    budget = int(2.5 * SESSION_BYTES)
+    settings = dict(kv_budget_bytes=budget, kv_client_quota_bytes=budget, torch_threads=1)
     with local_cloud_thread(model_dir, settings=settings) as cloud, \
             httpx.Client(base_url=cloud.base_url, timeout=30) as http:
         other = cloud.add_token("other")
@@ -40,11 +41,11 @@ def test_lru_eviction_within_the_kv_budget(model_dir):
         # a single session that needs more than the whole budget is refused, not thrashed
         big = open_session(http, cloud.token)
         r = forward(http, cloud.token, big, step(t=3 * 128))
-        assert r.status_code == 413 and "more than the server's whole budget" in r.json()["detail"]
+        assert r.status_code == 413 and "more than this client's quota" in r.json()["detail"]
 
         text = http.get("/metrics", headers=auth(cloud.token)).text
         assert metric(text, "umbra_cloud_sessions_evicted_total") == 1
-        assert metric(text, "umbra_cloud_sessions_active") == 2  # a and c
+        assert metric(text, "umbra_cloud_sessions_active") == 3  # a, c and big (refused before growing: empty)
         assert 0 < metric(text, "umbra_cloud_kv_bytes") <= metric(text, "umbra_cloud_kv_budget_bytes")
 
 

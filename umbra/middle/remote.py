@@ -28,6 +28,7 @@ import httpx
 import torch
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.protocol import State
 
 from umbra import wire
 from umbra.errors import CloudRejected, CloudUnavailable, ConfigError, SessionError, SessionEvicted, ValidationError
@@ -210,6 +211,8 @@ class RemoteMiddle:
             s.ws = None
 
     async def _ws_step(self, s: _Session, data: bytes) -> torch.Tensor:
+        if s.ws is not None and s.ws.state is not State.OPEN:  # the cloud closed it (idle, restart)
+            s.ws = None
         ws = s.ws or await self._ws_open(s)
         self._count("sent", data)
         self.stats.ws_messages += 1

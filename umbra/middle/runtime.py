@@ -48,6 +48,8 @@ class MiddleRuntime:
     def create(self, training: bool = False) -> str:
         sid = secrets.token_urlsafe(16)
         cache = None if training else self.blocks.stack.new_cache(self.dtype)
+        if cache is not None:
+            cache.max_capacity = self.max_seq_len  # never reserve slots the session cannot use
         self.sessions[sid] = SessionState(training=training, cache=cache)
         return sid
 

@@ -21,6 +21,7 @@ class KVCache:
         self.dtype = dtype
         self.length = 0  # slots filled (== tokens seen by this part of the model)
         self.batch = 0
+        self.max_capacity: int | None = None  # growth stops here (the owner's sequence limit)
         self._k: list[torch.Tensor] = []  # per layer [B, KV, capacity, hd]
         self._v: list[torch.Tensor] = []
 
@@ -32,6 +33,20 @@ class KVCache:
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self._k + self._v)
 
+    def _new_capacity(self, needed: int, current: int) -> int:
+        cap = max(_MIN_CAPACITY, needed, 2 * current)
+        return min(cap, max(self.max_capacity, needed)) if self.max_capacity else cap
+
+    def bytes_after(self, batch: int, needed: int) -> int:
+        """nbytes once `reserve(batch, needed)` has run; computed without allocating anything
+        (a budget check before the allocation)."""
+        current = self.capacity if batch == self.batch else 0  # reserve() starts over on a new batch size
+        if self._k and current and needed <= current:
+            return self.nbytes
+        cap = self._new_capacity(needed, current)
+        per_slot = self.num_kv_heads * self.head_dim * torch.empty((), dtype=self.dtype).element_size()
+        return 2 * self.num_layers * batch * cap * per_slot
+
     def reserve(self, batch: int, needed: int) -> None:
         """Make room for `needed` slots; keeps the filled prefix."""
         if self._k and batch != self.batch:
@@ -41,7 +56,7 @@ class KVCache:
         self.batch = batch
         if needed <= self.capacity:
             return
-        cap = max(_MIN_CAPACITY, needed, 2 * self.capacity)
+        cap = self._new_capacity(needed, self.capacity)
         shape = (batch, self.num_kv_heads, cap, self.head_dim)
         new_k = [torch.zeros(shape, dtype=self.dtype) for _ in range(self.num_layers)]
         new_v = [torch.zeros(shape, dtype=self.dtype) for _ in range(self.num_layers)]

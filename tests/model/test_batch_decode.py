@@ -1,0 +1,84 @@
+"""decode_slab: a session's step is bit-identical whatever else shares the slab and wherever it sits,
+and close to BlockStack.forward's own step (a GEMV's last bits)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tiny_models import FAMILIES
+from umbra.model.batch_decode import DecodeStep, decode_slab, slabs
+from umbra.model.loader import load_middle
+
+WIDTH = 8
+
+
+def _prefilled(middle, n: int, length: int, seed: int, dtype, padded: bool):
+    """`n` sessions, each prefilled with `length + i` random positions (ragged caches)."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(n):
+        t = length + i
+        cache = middle.stack.new_cache(dtype)
+        x = torch.randn(1, t, middle.spec.hidden_size, generator=g).to(dtype)
+        kp = None
+        if padded:
+            kp = torch.ones(1, t, dtype=torch.bool)
+            kp[0, : i % 3] = False
+        middle(x, torch.arange(t)[None], cache, kp)
+        out.append([cache, kp])
+    return out
+
+
+def _steps(middle, sessions, seed: int, dtype):
+    g = torch.Generator().manual_seed(seed)
+    steps = []
+    for session in sessions:
+        cache, kp = session
+        x = torch.randn(1, 1, middle.spec.hidden_size, generator=g).to(dtype)
+        if kp is not None:  # the session's mask so far plus this step's real slot
+            kp = session[1] = torch.cat([kp, torch.ones(1, 1, dtype=torch.bool)], 1)
+        steps.append(DecodeStep(x, torch.tensor([[cache.length]]), cache, kp))
+    return steps
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_a_step_is_the_same_alone_and_in_any_company(family, dtype, tiny_model_dirs):
+    middle = load_middle(tiny_model_dirs[family]).to(dtype)
+    n = 6
+    padded = family == "llama"  # one family with key-padding masks of their own per session
+    # alone: each session runs three steps in a slab of its own
+    alone_sessions = _prefilled(middle, n, 5, 0, dtype, padded)
+    alone = []
+    for step_seed in range(3):
+        steps = _steps(middle, alone_sessions, 100 + step_seed, dtype)
+        alone.append([decode_slab(middle.stack, [s], WIDTH)[0] for s in steps])
+    # together: the same sessions, all in one slab, in reversed order
+    shared_sessions = _prefilled(middle, n, 5, 0, dtype, padded)
+    for step_seed in range(3):
+        steps = _steps(middle, shared_sessions, 100 + step_seed, dtype)
+        order = list(reversed(range(n)))
+        outs = decode_slab(middle.stack, [steps[i] for i in order], WIDTH)
+        for i, out in zip(order, outs):
+            assert torch.equal(out, alone[step_seed][i]), (family, dtype, step_seed, i)
+    # the plain path (GEMV for one row) agrees up to rounding
+    ref_sessions = _prefilled(middle, n, 5, 0, dtype, padded)
+    tol = 1e-5 if dtype == torch.float32 else 0.05
+    for step_seed in range(3):
+        for (cache, _), s, want in zip(ref_sessions, _steps(middle, ref_sessions, 100 + step_seed, dtype),
+                                        alone[step_seed]):
+            got = middle(s.x, s.positions, cache, s.key_padding)
+            assert (got.float() - want.float()).abs().max() <= tol
+
+
+def test_slabs_pack_rows_in_order_and_refuse_oversize_steps(tiny_model_dirs):
+    middle = load_middle(tiny_model_dirs["qwen2-tied"])
+    cache = middle.stack.new_cache()
+
+    def step(rows):
+        return DecodeStep(torch.zeros(rows, 1, 64), torch.zeros(rows, 1, dtype=torch.int64), cache)
+
+    assert slabs([step(3), step(3), step(2), step(1), step(8)], 8) == [[0, 1, 2], [3], [4]]
+    with pytest.raises(Exception, match="at most 8 rows"):
+        slabs([step(9)], 8)

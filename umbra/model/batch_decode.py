@@ -1,0 +1,102 @@
+"""One decode step of many sessions through one BlockStack, as one batch (continuous batching).
+
+Every session brings its own KV cache, positions and key-padding mask; rows of all sessions are
+stacked into a slab of exactly `width` rows (zero rows pad the rest) and run together through the
+norms, projections and MLP, while attention runs per session over its own cache (ragged lengths,
+its own mask). The slab always has the same number of rows, so the GEMM kernels see one shape
+whatever the company: a session's output is bit-identical in fp32 (and in fp16/bf16) whether it
+runs alone or next to any other sessions, in any slot of the slab — the row-invariance test in
+tests/model/test_batch_decode.py checks it. (A plain `Linear` on [1,C] is a GEMV whose sums
+differ in the last bits from a GEMM's, which is why a single step is padded too.)
+
+Steps carrying adapters are not batched here (BlockStack.forward runs them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from umbra.errors import ValidationError
+from umbra.model.kvcache import KVCache
+from umbra.model.layers import Block, attention_mask
+from umbra.model.rope import apply_rope, rope_cos_sin
+from umbra.model.stack import BlockStack
+
+
+@dataclass
+class DecodeStep:
+    """One session's step: x [B,1,C], positions [B,1], key_padding [B, cached+1] or None."""
+
+    x: torch.Tensor
+    positions: torch.Tensor
+    cache: KVCache
+    key_padding: torch.Tensor | None = None
+
+    @property
+    def rows(self) -> int:
+        return self.x.shape[0]
+
+
+def slabs(steps: list[DecodeStep], width: int) -> list[list[int]]:
+    """Indices of `steps` grouped, in order, so that each group's rows fit in one slab."""
+    groups: list[list[int]] = [[]]
+    used = 0
+    for i, s in enumerate(steps):
+        if s.rows > width:
+            raise ValidationError(f"a batched decode step holds at most {width} rows, got {s.rows}")
+        if used + s.rows > width:
+            groups.append([])
+            used = 0
+        groups[-1].append(i)
+        used += s.rows
+    return [g for g in groups if g]
+
+
+@torch.no_grad()
+def decode_slab(stack: BlockStack, steps: list[DecodeStep], width: int) -> list[torch.Tensor]:
+    """Run one decode step of every session in `steps` (their rows together <= width); returns
+    each session's output [B,1,C] and advances each cache by one slot."""
+    rows = [s.rows for s in steps]
+    if sum(rows) > width:
+        raise ValidationError(f"{sum(rows)} rows do not fit a slab of {width}")
+    c = steps[0].x.shape[-1]
+    dtype = steps[0].cache.dtype
+    x = torch.zeros(width, 1, c, dtype=dtype)
+    positions = torch.zeros(width, 1, dtype=torch.int64)
+    bounds, r = [], 0
+    for s in steps:
+        x[r : r + s.rows] = s.x.to(dtype)
+        positions[r : r + s.rows] = s.positions
+        bounds.append((r, r + s.rows))
+        r += s.rows
+    starts = [s.cache.length for s in steps]
+    for s, start in zip(steps, starts):
+        s.cache.reserve(s.rows, start + 1)
+    cos, sin = rope_cos_sin(stack.inv_freq, positions, stack.spec.rope_attention_scaling, dtype)
+    masks: list[dict] = [{} for _ in steps]
+    for i, block in enumerate(stack.layers):
+        x = _block(block, x, cos, sin, steps, starts, bounds, masks, i)
+    for s, start in zip(steps, starts):
+        s.cache.length = start + 1
+    return [x[a:b] for a, b in bounds]
+
+
+def _block(block: Block, x, cos, sin, steps, starts, bounds, masks, layer: int) -> torch.Tensor:
+    attn = block.self_attn
+    h = block.input_layernorm(x)
+    w = x.shape[0]
+    q = attn.q_proj(h).view(w, 1, attn.num_heads, attn.head_dim).transpose(1, 2)  # [W,H,1,hd]
+    k = attn.k_proj(h).view(w, 1, attn.num_kv_heads, attn.head_dim).transpose(1, 2)  # [W,KV,1,hd]
+    v = attn.v_proj(h).view(w, 1, attn.num_kv_heads, attn.head_dim).transpose(1, 2)
+    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    y = torch.zeros_like(q)
+    for j, (s, start, (a, b)) in enumerate(zip(steps, starts, bounds)):
+        kk, vv = s.cache.write(layer, start, k[a:b], v[a:b])  # [B,KV,S,hd], this session's own
+        if block.window not in masks[j]:
+            masks[j][block.window] = attention_mask(start, 1, block.window, s.key_padding, x.device)
+        y[a:b] = F.scaled_dot_product_attention(q[a:b], kk, vv, attn_mask=masks[j][block.window],
+                                                enable_gqa=attn.gqa)
+    x = x + attn.o_proj(y.transpose(1, 2).reshape(w, 1, -1))
+    return x + block.mlp(block.post_attention_layernorm(x))
