@@ -35,6 +35,7 @@ class EdgeLimits:
     header_timeout_seconds: float = 10.0
     body_timeout_seconds: float = 30.0
     max_connections_per_address: int = 128
+    max_header_bytes: int = 16 * 1024
 
 
 def _raw_response(status: int, reason: bytes) -> bytes:
@@ -47,6 +48,7 @@ def edge_protocol(limits: EdgeLimits) -> type[H11Protocol]:
 
     class EdgeH11Protocol(H11Protocol):
         _header_timer: asyncio.TimerHandle | None = None
+        _head: bytearray | None = None  # the start of the next request, until its header block ends
 
         def connection_made(self, transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -75,10 +77,30 @@ def edge_protocol(limits: EdgeLimits) -> type[H11Protocol]:
                 self.transport.write(_raw_response(408, b"Request Timeout"))
                 self.transport.close()
 
+        def _header_block_too_big(self, data: bytes) -> bool:
+            """h11 bounds only an incomplete header block; one that arrives whole is measured here."""
+            if self._head is None:
+                return False
+            limit = limits.max_header_bytes
+            self._head += data[: limit + 4 - len(self._head)]
+            end = self._head.find(b"\r\n\r\n")
+            if end == -1 and len(self._head) <= limit:
+                return False
+            self._head = None
+            return end == -1 or end > limit
+
         def data_received(self, data: bytes) -> None:
+            if self.cycle is None or self.cycle.response_complete:
+                if self._head is None:
+                    self._head = bytearray()
+                if self._header_block_too_big(data):
+                    self.transport.write(_raw_response(431, b"Request Header Fields Too Large"))
+                    self.transport.close()
+                    return
             before = self.cycle
             super().data_received(data)
             if self.cycle is not before:  # a request's headers are complete
+                self._head = None
                 self._disarm()
             elif (self.cycle is None or self.cycle.response_complete) and self.conn.their_state == h11.IDLE \
                     and not self.transport.is_closing():

@@ -57,7 +57,7 @@ class CloudSettings(BaseSettings):
         from server.edge import EdgeLimits
 
         return EdgeLimits(self.max_frame_bytes, self.max_json_bytes, self.header_timeout_seconds,
-                          self.body_timeout_seconds, self.max_connections_per_address)
+                          self.body_timeout_seconds, self.max_connections_per_address, self.max_header_bytes)
 
     def plan_args(self) -> tuple[int, int] | None:
         if self.encoder_blocks is None and self.decoder_blocks is None:
