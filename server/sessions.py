@@ -128,6 +128,9 @@ class SessionManager:
         # while the cache grows, old and new buffers are both alive: count both against the budget
         own, total = self.client_bytes(owner), self._total_bytes()
         victims = [v for v in self.lru if v != sid and self.owners[v] == owner]  # least recently used first
+        if total - sum(self.runtime.sessions[v].nbytes for v in victims) + after > budget:
+            self.metrics.inc("umbra_cloud_budget_refusals_total")  # refuse before evicting in vain
+            raise ServerBusy("the server's KV memory is held by other clients' sessions; retry later")
         while victims and (own - before + after > quota or total + after > budget):
             victim = victims.pop(0)
             freed = self.runtime.sessions[victim].nbytes
