@@ -3,6 +3,8 @@ no cloud configured) and for tests.
 
     async with local_cloud(model_dir) as (base_url, token): ...
     with local_cloud_sync(model_dir, tls=True) as cloud: cloud.base_url, cloud.token, cloud.verify
+    with local_cloud_sync(model_dir, token_file=shared) as a, local_cloud_sync(model_dir, token_file=shared) as b:
+        ...   # two replicas accepting each other's tokens (deploy/nginx/ puts a balancer before them)
     with local_cloud_thread(model_dir) as cloud: ...   # same service in a thread of this process
 
 The service runs `python -m server` (or, for `local_cloud_thread`, uvicorn in a thread of this
@@ -42,6 +44,7 @@ class LocalCloud:
     workdir: Path  # private temp dir: token file, TLS pair, service log
     verify: Path | None = None  # certificate to trust (tls=True)
     server: object | None = None  # the uvicorn.Server when served in a thread
+    token_file: Path | None = None  # the token file it reads (default: workdir / "tokens.json")
 
     def __iter__(self):  # `as (base_url, token)`
         return iter((self.base_url, self.token))
@@ -59,21 +62,23 @@ class LocalCloud:
 
     def add_token(self, name: str) -> str:
         """Issue another client's token (the service re-reads its token file)."""
-        return TokenStore(self.workdir / "tokens.json").add(name)
+        return TokenStore(self.token_file or self.workdir / "tokens.json").add(name)
 
 
 def _env_value(value) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _start(workdir: Path, model_dir, plan: SplitPlan | None, tls: bool, settings: dict, timeout: float) -> LocalCloud:
-    token = TokenStore(workdir / "tokens.json").add("local")
+def _start(workdir: Path, model_dir, plan: SplitPlan | None, tls: bool, settings: dict, timeout: float,
+           token_file: Path | None = None) -> LocalCloud:
+    token_file = token_file or workdir / "tokens.json"
+    token = TokenStore(token_file).add("local")
     env = {k: v for k, v in os.environ.items() if not k.startswith("UMBRA_CLOUD_")}
     env.update({f"UMBRA_CLOUD_{k.upper()}": _env_value(v) for k, v in settings.items()})
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO), env.get("PYTHONPATH")]))
     ready = workdir / "ready.json"
     cmd = [sys.executable, "-m", "server", "--model-dir", str(model_dir), "--host", "127.0.0.1", "--port", "0",
-           "--token-file", str(workdir / "tokens.json"), "--ready-file", str(ready),
+           "--token-file", str(token_file), "--ready-file", str(ready),
            "--exit-with-parent", str(os.getpid())]
     if plan is not None:
         cmd += ["--encoder-blocks", str(plan.encoder_blocks), "--decoder-blocks", str(plan.decoder_blocks)]
@@ -85,7 +90,7 @@ def _start(workdir: Path, model_dir, plan: SplitPlan | None, tls: bool, settings
         cmd += ["--tls-cert", str(verify), "--tls-key", str(key)]
     with open(workdir / "cloud.log", "wb") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    cloud = LocalCloud("", token, proc, workdir, verify)
+    cloud = LocalCloud("", token, proc, workdir, verify, token_file=token_file)
     try:
         _wait_ready(cloud, ready, timeout)
     except BaseException:
@@ -136,11 +141,14 @@ def _stop(cloud: LocalCloud) -> None:
 
 @contextlib.contextmanager
 def local_cloud_sync(model_dir, plan: SplitPlan | None = None, *, tls: bool = False,
-                     settings: dict | None = None, startup_timeout: float = 120.0) -> Iterator[LocalCloud]:
+                     settings: dict | None = None, startup_timeout: float = 120.0,
+                     token_file: Path | None = None) -> Iterator[LocalCloud]:
     """Run the service for the duration of the block. `settings`: CloudSettings fields
-    (e.g. {"kv_budget_bytes": 10**6, "debug_routes": True}), passed as UMBRA_CLOUD_* variables."""
+    (e.g. {"kv_budget_bytes": 10**6, "debug_routes": True}), passed as UMBRA_CLOUD_* variables.
+    `token_file`: a token file shared with other replicas (its token is issued there), else a
+    private one in the temp directory."""
     with tempfile.TemporaryDirectory(prefix="umbra-cloud-") as tmp:
-        cloud = _start(Path(tmp), model_dir, plan, tls, settings or {}, startup_timeout)
+        cloud = _start(Path(tmp), model_dir, plan, tls, settings or {}, startup_timeout, token_file)
         try:
             yield cloud
         finally:
@@ -149,10 +157,12 @@ def local_cloud_sync(model_dir, plan: SplitPlan | None = None, *, tls: bool = Fa
 
 @contextlib.asynccontextmanager
 async def local_cloud(model_dir, plan: SplitPlan | None = None, *, tls: bool = False,
-                      settings: dict | None = None, startup_timeout: float = 120.0) -> AsyncIterator[LocalCloud]:
+                      settings: dict | None = None, startup_timeout: float = 120.0,
+                      token_file: Path | None = None) -> AsyncIterator[LocalCloud]:
     """Async variant of `local_cloud_sync` (start and stop run off the event loop)."""
     with tempfile.TemporaryDirectory(prefix="umbra-cloud-") as tmp:
-        cloud = await asyncio.to_thread(_start, Path(tmp), model_dir, plan, tls, settings or {}, startup_timeout)
+        cloud = await asyncio.to_thread(_start, Path(tmp), model_dir, plan, tls, settings or {}, startup_timeout,
+                                        token_file)
         try:
             yield cloud
         finally:

@@ -5,14 +5,21 @@ steps (T <= stream_max_tokens after a prefill) go over one WebSocket per session
 step costs one message each way and no HTTP round trip.
 
 Every inference session keeps the encoder outputs it sent (as sent: in the wire dtype) with
-their positions. When the cloud evicts or expires the session (410) or reports it out of sync
-(409), RemoteMiddle opens a new cloud session and sends history + the new step as one prefill,
-asking only for the new step's outputs; the caller never notices. A cancelled step leaves the
-cloud's cache length unknown, so the next call first truncates it back (and the `start` check
-of every frame catches any remaining race, which then re-prefills).
+their positions. When the cloud evicts or expires the session (410), does not know it (404: a
+balancer sent it to another replica) or reports it out of sync (409), RemoteMiddle opens a new
+cloud session and sends history + the new step as one prefill, asking only for the new step's
+outputs; the caller never notices. A cancelled step leaves the cloud's cache length unknown, so
+the next call first truncates it back (and the `start` check of every frame catches any
+remaining race, which then re-prefills).
 
-Transport failures (refused connection, dropped socket, dead cloud, 5xx) raise CloudUnavailable
-("cloud unreachable ..."); there is never a fallback. A 4xx is CloudRejected(status)."""
+Several replicas behind a balancer (deploy/nginx/): every request of a session, the WebSocket
+upgrade included, carries the header `X-Umbra-Session: <routing key>` (random, per session,
+kept across re-prefills), which the balancer hashes to keep the session on one replica. When
+the connection to the cloud fails mid-call (refused, reset, the stream dropped, or a gateway's
+502/504) the step is retried once on a fresh cloud session with one re-prefill: behind a
+balancer that lands on a live replica. A second failure in the same call raises
+CloudUnavailable ("cloud unreachable ..."); there is never a fallback. Timeouts and other 5xx
+raise at once. A 4xx is CloudRejected(status)."""
 
 from __future__ import annotations
 
@@ -36,8 +43,20 @@ from umbra.errors import CloudRejected, CloudUnavailable, ConfigError, SessionEr
 _MAX_REPREFILLS = 3  # per call; more means the cloud keeps evicting us at once
 
 
+ROUTING_HEADER = "X-Umbra-Session"  # the routing key a balancer hashes (deploy/nginx/)
+
+
 class _OutOfSync(CloudRejected):
     """409: the cloud's cache length differs from ours; recovered by a re-prefill."""
+
+
+class _UnknownSession(CloudRejected):
+    """404: the cloud (this replica) does not hold the session; recovered by a re-prefill."""
+
+
+class _ConnectionLost(CloudUnavailable):
+    """The connection failed mid-call (refused, reset, dropped stream, a gateway's 502/504): the
+    replica may be gone; recovered once per call by a re-prefill on a fresh cloud session."""
 
 
 @dataclass
@@ -48,7 +67,7 @@ class WireStats:
     bytes_received: int = 0
     http_requests: int = 0
     ws_messages: int = 0  # stream messages sent
-    reprefills: int = 0  # transparent recoveries after eviction / expiry / desync
+    reprefills: int = 0  # transparent recoveries after eviction / expiry / desync / a lost replica
 
     def reset(self) -> None:
         self.__init__()
@@ -57,6 +76,7 @@ class WireStats:
 @dataclass
 class _Session:
     training: bool
+    route: str  # routing key sent as ROUTING_HEADER with every request of this session
     remote: str | None = None  # cloud session id; None: (re)open and re-prefill before the next step
     chunks: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)  # sent (hidden, positions)
     key_padding: torch.Tensor | None = None  # latest full mask [B, length], if the caller used one
@@ -122,21 +142,28 @@ class RemoteMiddle:
             return SessionEvicted(detail)
         if status == 409:
             return _OutOfSync(detail, status)
+        if status == 404:
+            return _UnknownSession(f"the cloud does not know this session (HTTP 404): {detail}", status)
+        if status in (502, 504):  # only a gateway answers these: its replica failed
+            return _ConnectionLost(f"cloud unreachable behind its gateway (HTTP {status})")
         if status >= 500:
             return CloudUnavailable(f"cloud failed (HTTP {status}): {detail}")
         return CloudRejected(f"cloud rejected the request (HTTP {status}): {detail}", status)
 
     async def _request(self, method: str, path: str, content: bytes | None = None,
-                       body: dict | None = None) -> httpx.Response:
+                       body: dict | None = None, s: _Session | None = None) -> httpx.Response:
         if body is not None:
             content = json.dumps(body).encode()
         headers = {"Content-Type": wire.MEDIA_TYPE if body is None else "application/json"}
+        if s is not None:
+            headers[ROUTING_HEADER] = s.route
         self._count("sent", content or b"")
         self.stats.http_requests += 1
         try:
             r = await self._http.request(method, path, content=content, headers=headers)
         except httpx.TransportError as exc:
-            raise CloudUnavailable(f"cloud unreachable at {self.base_url}: {type(exc).__name__} {exc}") from exc
+            lost = CloudUnavailable if isinstance(exc, httpx.TimeoutException) else _ConnectionLost
+            raise lost(f"cloud unreachable at {self.base_url}: {type(exc).__name__} {exc}") from exc
         self._count("received", r.content)
         if r.status_code >= 400:
             try:
@@ -154,8 +181,8 @@ class RemoteMiddle:
                                 f"send fewer positions per call", 413)
         return data
 
-    async def _exchange(self, path: str, data: bytes, expect: wire.Kind) -> torch.Tensor:
-        r = await self._request("POST", path, data)
+    async def _exchange(self, s: _Session, path: str, data: bytes, expect: wire.Kind) -> torch.Tensor:
+        r = await self._request("POST", path, data, s=s)
         return wire.decode(r.content, expect=expect).tensors[0]
 
     async def connect(self) -> dict:
@@ -190,7 +217,8 @@ class RemoteMiddle:
     async def _ws_open(self, s: _Session) -> ClientConnection:
         url = "ws" + self.base_url[len("http"):] + f"/v1/sessions/{s.remote}/stream"
         try:
-            s.ws = await connect(url, additional_headers=self._auth, ssl=self._ssl if url.startswith("wss") else None,
+            s.ws = await connect(url, additional_headers={**self._auth, ROUTING_HEADER: s.route},
+                                 ssl=self._ssl if url.startswith("wss") else None,
                                  compression=None, proxy=None, open_timeout=self.connect_timeout,
                                  max_size=None, close_timeout=2)
         except InvalidStatus as exc:
@@ -199,8 +227,10 @@ class RemoteMiddle:
             except ValueError:
                 detail = ""
             raise self._rejection(exc.response.status_code, detail or str(exc)) from exc
-        except (OSError, InvalidHandshake, TimeoutError) as exc:
+        except TimeoutError as exc:
             raise CloudUnavailable(f"cloud unreachable at {self.base_url}: stream: {type(exc).__name__} {exc}") from exc
+        except (OSError, InvalidHandshake) as exc:
+            raise _ConnectionLost(f"cloud unreachable at {self.base_url}: stream: {type(exc).__name__} {exc}") from exc
         return s.ws
 
     def _drop_ws(self, s: _Session) -> None:
@@ -229,11 +259,11 @@ class RemoteMiddle:
             code, reason = (exc.rcvd.code, exc.rcvd.reason) if exc.rcvd else (None, "")
             if code is not None and 4400 <= code < 4500:
                 raise self._rejection(code - 4000, reason) from exc
-            raise CloudUnavailable(f"cloud unreachable at {self.base_url}: the stream dropped "
-                                   f"(close code {code})") from exc
+            raise _ConnectionLost(f"cloud unreachable at {self.base_url}: the stream dropped "
+                                  f"(close code {code})") from exc
         except OSError as exc:
             s.ws = None
-            raise CloudUnavailable(f"cloud unreachable at {self.base_url}: {exc}") from exc
+            raise _ConnectionLost(f"cloud unreachable at {self.base_url}: {exc}") from exc
         if isinstance(reply, str):
             raise wire.WireError("the cloud sent a text message on the stream")
         self._count("received", reply)
@@ -245,8 +275,8 @@ class RemoteMiddle:
         return frame.hidden
 
     # -- inference steps ---------------------------------------------------------------------------
-    async def _open_remote(self, training: bool) -> str:
-        return (await self._request("POST", "/v1/sessions", body={"training": training})).json()["session"]
+    async def _open_remote(self, s: _Session) -> str:
+        return (await self._request("POST", "/v1/sessions", body={"training": s.training}, s=s)).json()["session"]
 
     async def _resync(self, s: _Session) -> None:
         """Truncate the cloud to what we know it should hold (after a truncate or a cancelled step)."""
@@ -255,8 +285,8 @@ class RemoteMiddle:
         s.dirty = False
         if s.remote is not None:
             try:
-                await self._request("POST", f"/v1/sessions/{s.remote}/truncate", body={"length": s.length})
-            except (SessionError, CloudRejected):
+                await self._request("POST", f"/v1/sessions/{s.remote}/truncate", body={"length": s.length}, s=s)
+            except (SessionError, CloudRejected, _ConnectionLost):
                 s.remote = None  # gone or shorter than we think: re-prefill on the next step
 
     def _positions_per_frame(self, x: torch.Tensor, total: int) -> int:
@@ -282,7 +312,7 @@ class RemoteMiddle:
                 if want and start + a > 0 and b - a <= self.stream_max_tokens:
                     outs.append(await self._ws_step(s, data))
                 else:
-                    outs.append(await self._exchange(f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN))
+                    outs.append(await self._exchange(s, f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN))
             except (CloudRejected, CloudUnavailable):  # earlier frames (or this one) may have landed,
                 s.dirty = True  # or the cloud dropped the session (413): check and roll back next time
                 raise
@@ -292,26 +322,36 @@ class RemoteMiddle:
         t = x.shape[1]
         if key_padding is None and s.key_padding is not None:  # the mask so far, extended by T real slots
             key_padding = torch.cat([s.key_padding, torch.ones(x.shape[0], t, dtype=torch.bool)], 1)
+        lost = forgotten = False
         for _ in range(_MAX_REPREFILLS):
             try:
-                if s.remote is None:  # evicted, expired or out of sync: rebuild the cloud's cache
+                if s.remote is None:  # evicted, expired, unknown, out of sync or lost: rebuild the cloud's cache
                     self._drop_ws(s)
-                    s.remote = await self._open_remote(False)
+                    s.remote = await self._open_remote(s)
                     if s.chunks:
                         self.stats.reprefills += 1
                         hidden = torch.cat([h for h, _ in s.chunks], 1)
                         positions = torch.cat([p for _, p in s.chunks], 1)
                         await self._send(s, hidden, positions, key_padding, 0, want=False)
                 return await self._send(s, x, pos, key_padding, s.length, want=True)
-            except (SessionEvicted, _OutOfSync):
-                s.remote = None
+            except (SessionEvicted, _OutOfSync, _UnknownSession) as exc:
+                s.remote, forgotten = None, isinstance(exc, _UnknownSession)
+            except _ConnectionLost:
+                if lost:  # the retry failed too: the cloud is down, not one replica
+                    raise
+                lost, s.remote = True, None
+        if forgotten:
+            raise CloudRejected(f"the cloud did not know this session after every re-prefill: a balancer in front of "
+                                f"several replicas must keep a session on one (hash the {ROUTING_HEADER} header)", 404)
         raise CloudRejected("the cloud evicted this session on every re-prefill; its KV budget is too small", 507)
 
     # -- the Middle protocol -----------------------------------------------------------------------
     async def open_session(self, *, training: bool = False) -> str:
         await self.connect()
         handle = secrets.token_hex(8)
-        self._sessions[handle] = _Session(training, remote=await self._open_remote(training))
+        s = _Session(training, route=secrets.token_hex(12))
+        s.remote = await self._open_remote(s)
+        self._sessions[handle] = s
         return handle
 
     async def forward(self, hidden: torch.Tensor, positions: torch.Tensor, session: str,
@@ -324,10 +364,10 @@ class RemoteMiddle:
             if s.training:
                 data = self._frame_bytes(wire.forward_frame(x, pos, kp))
                 try:
-                    out = await self._exchange(f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN)
-                except SessionEvicted:  # stateless until backward: open a new one and retry
-                    s.remote = await self._open_remote(True)
-                    out = await self._exchange(f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN)
+                    out = await self._exchange(s, f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN)
+                except (SessionEvicted, _UnknownSession):  # stateless until backward: open a new one and retry
+                    s.remote = await self._open_remote(s)
+                    out = await self._exchange(s, f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN)
             else:
                 if s.dirty:
                     await self._resync(s)
@@ -351,9 +391,9 @@ class RemoteMiddle:
         async with s.lock:
             data = self._frame_bytes(wire.backward_frame(g))
             try:
-                grad = await self._exchange(f"/v1/sessions/{s.remote}/backward", data, wire.Kind.GRAD)
-            except SessionEvicted as exc:
-                s.remote = await self._open_remote(True)
+                grad = await self._exchange(s, f"/v1/sessions/{s.remote}/backward", data, wire.Kind.GRAD)
+            except (SessionEvicted, _UnknownSession) as exc:
+                s.remote = await self._open_remote(s)
                 raise CloudRejected(f"training session expired on the cloud; redo the forward ({exc})", 410) from exc
         return grad.to(grad_out.device, grad_out.dtype)
 
@@ -374,8 +414,8 @@ class RemoteMiddle:
         self._drop_ws(s)
         if s.remote is not None:
             try:
-                await self._request("DELETE", f"/v1/sessions/{s.remote}")
-            except SessionError:  # already evicted or expired
+                await self._request("DELETE", f"/v1/sessions/{s.remote}", s=s)
+            except (SessionError, _UnknownSession):  # already evicted or expired
                 pass
 
     async def aclose(self) -> None:
