@@ -6,8 +6,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 SYSTEM_PACKAGES=(gnome-keyring dbus dbus-x11 libsecret-tools)
-# The test extras drive the language server from a real Neovim (tests/editors/test_neovim.py).
-[ "${1:-}" = dev ] && SYSTEM_PACKAGES+=(neovim)
+# The test extras drive the language server from a real Neovim (tests/editors/test_neovim.py) and
+# balance two cloud replicas with a real nginx (tests/server/test_replicas.py: foreground, files in a temp dir).
+[ "${1:-}" = dev ] && SYSTEM_PACKAGES+=(neovim nginx)
 missing=()
 for pkg in "${SYSTEM_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -10,7 +10,10 @@ nginx configured by deploy/nginx/render.py, all on loopback:
 from __future__ import annotations
 
 import asyncio
+import re
+import shlex
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,12 +21,13 @@ import httpx
 import pytest
 
 from cloud_helpers import auth, metric
-from nginx_balancer import nginx_balancer, nginx_binary, render_command
+from nginx_balancer import RENDER, nginx_balancer, nginx_binary, render_command
 from server.launch import LocalCloud, local_cloud
 from tiny_models import build_tiny_model_dir
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig, StopConfig
 from umbra.engine.session import CompletionSession
 from umbra.middle.remote import RemoteMiddle
+from umbra.paths import repo_root
 
 CONFIG = EngineConfig(stop=StopConfig(max_tokens=12, multiline=True, stop_at_block_end=False))
 REPLICA = {"torch_threads": 1}
@@ -191,3 +195,16 @@ def test_render_checks_its_flags_and_nginx_accepts_tls(tmp_path):
         r = subprocess.run(render_command(["127.0.0.1:9001"], "127.0.0.1:8443", tmp_path, *bad),
                            capture_output=True, text=True, timeout=30)
         assert r.returncode == 2 and why in r.stderr, r.stderr
+
+
+def test_readme_shows_what_its_render_command_renders():
+    readme = (repo_root() / "README.md").read_text()
+    section = readme[readme.index("## Several cloud replicas"):]
+    command = re.search(r"^python deploy/nginx/render\.py (?:.*\\\n)*.*$", section, re.M).group(0)
+    args = shlex.split(command.replace("\\\n", " "))[2:]
+    out = args.index("-o")
+    del args[out:out + 2]
+    rendered = subprocess.run([sys.executable, str(RENDER), *args], capture_output=True, text=True, timeout=30)
+    assert rendered.returncode == 0, rendered.stderr
+    shown = re.search(r"```nginx\n(.*?)```", section, re.S).group(1)
+    assert shown == rendered.stdout, "README's nginx block is stale: paste the render command's output"
