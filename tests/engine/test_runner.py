@@ -1,6 +1,6 @@
 """Runners: the split runner (through LocalMiddle and through the real cloud service) gives the
-monolithic runner's logits at every step, across truncation and after a step cancelled while
-awaiting the cloud."""
+monolithic runner's logits at every step, across truncation, after a step cancelled while
+awaiting the cloud and after truncations cancelled while awaiting the cloud (rapid typing)."""
 
 from __future__ import annotations
 
@@ -62,27 +62,51 @@ async def test_split_through_the_real_cloud_equals_monolithic(client_model, clou
         assert (a - b).abs().max().item() <= TOL
 
 
-async def test_step_cancelled_while_awaiting_the_cloud_is_rolled_back(client_model, cloud):
-    middle = RemoteMiddle(cloud.base_url, cloud.token)
-    runner = SplitRunner(client_model.encoder, client_model.decoder, middle)
-    mono = _mono(client_model)
+async def _cancel_in_flight(task: asyncio.Task, in_flight) -> None:
+    """Cancel `task` once `in_flight()` says it is awaiting the cloud; it must end cancelled."""
+    while not in_flight():
+        await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def _resumes_like_monolithic(runner, middle, client_model) -> None:
+    """Left with 16 positions, the runner runs 4 more with every part in step and the monolithic
+    runner's logits; then it and its middle are closed."""
     try:
-        await runner.run(IDS[:16])
-        task = asyncio.create_task(runner.run(IDS[16:24]))
-        while runner.enc_cache.length == 16:  # the encoder ran; the middle call is in flight
-            await asyncio.sleep(0)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        assert runner.length == 16 and runner.enc_cache.length == 24  # parts disagree until the next call
         got = await runner.run(IDS[16:20])
         assert runner.enc_cache.length == runner.dec_cache.length == runner.length == 20
     finally:
         await runner.close()
         await middle.aclose()
+    mono = _mono(client_model)
     await mono.run(IDS[:16])
     ref = await mono.run(IDS[16:20])
     assert (got - ref).abs().max().item() <= TOL
+
+
+async def test_step_cancelled_while_awaiting_the_cloud_is_rolled_back(client_model, cloud):
+    middle = RemoteMiddle(cloud.base_url, cloud.token)
+    runner = SplitRunner(client_model.encoder, client_model.decoder, middle)
+    await runner.run(IDS[:16])
+    # the encoder ran; the middle call is in flight
+    await _cancel_in_flight(asyncio.create_task(runner.run(IDS[16:24])), lambda: runner.enc_cache.length != 16)
+    assert runner.length == 16 and runner.enc_cache.length == 24  # parts disagree until the next call
+    await _resumes_like_monolithic(runner, middle, client_model)
+
+
+async def test_truncations_cancelled_while_awaiting_the_cloud_leave_no_part_longer(client_model, cloud):
+    middle = RemoteMiddle(cloud.base_url, cloud.token)
+    runner = SplitRunner(client_model.encoder, client_model.decoder, middle)
+    await runner.run(IDS[:24])
+    for length in (20, 16):  # keystrokes in a row, each cancelled by the next
+        await _cancel_in_flight(asyncio.create_task(runner.truncate(length)),  # the cloud's truncate in flight
+                                lambda: middle._sessions[runner.session].length == length)
+        assert runner.length == length
+    await runner.truncate(18)  # longer than what is left: nothing to cut
+    assert runner.length == 16
+    await _resumes_like_monolithic(runner, middle, client_model)
 
 
 async def test_reset_opens_a_new_middle_session(client_model, local_middle):

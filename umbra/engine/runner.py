@@ -19,7 +19,8 @@ sent) once, truncation never cuts it, and `length` counts the token positions af
 
 If a step fails or is cancelled half-way (e.g. while awaiting the cloud), the parts may hold
 different lengths; the runner remembers its last consistent length and rolls every part back
-to it before the next call."""
+to it before the next call. A truncation cancelled half-way counts as done: the parts not yet
+cut are cut before the next call (so no part is ever asked to grow back)."""
 
 from __future__ import annotations
 
@@ -140,7 +141,9 @@ class _Parts(abc.ABC):
             self.dec_cache.clear()
             self.mid_out.truncate(0)
             self.prompt_length = self.length = 0
+            self._dirty = True  # until the middle is emptied too (see `truncate`)
             await self._mid_truncate(0)
+            self._dirty = False
         elif dec_key != self._dec_key and self._total():  # decoder side only: rebuild it locally
             self.dec_cache.clear()
             pos = _positions(0, self._total())
@@ -175,8 +178,11 @@ class _Parts(abc.ABC):
     async def truncate(self, length: int) -> None:
         await self._sync()
         if length < self.length:
+            # `length` is what every part holds from now on: cancelled while the middle truncates,
+            # the parts are cut to it by the next call's `_sync` (never one left longer than the rest)
+            self.length, self._dirty = length, True
             await self._truncate_parts(self.prompt_length + length)
-            self.length = length
+            self._dirty = False
 
     def _forget(self) -> None:
         """Empty every client-side cache; the adapter set stays (the next run starts from its prompt)."""
