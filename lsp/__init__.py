@@ -8,9 +8,12 @@ server (`umbra serve`), both over the split completion engine — never anything
                   configured (token from the OS keyring or the environment); umbra/connect.py's
                   CloudLink does the rest (restart, /healthz probe, audit tap)
     backend.py    Backend: model + cloud + engine + sessions + status, shared by both servers
-    sessions.py   SessionPool: one warm session per document / session id, LRU, newer cancels older
+    sessions.py   SessionPool: one warm session per document / session id, LRU; a newer request
+                  cancels the older ones and runs alone (counted: decodes running, started, most at once)
+    typeahead.py  TypeAhead: typing the first characters of the completion just shown is answered
+                  with its rest, without a decode (per document, LRU-bounded)
     documents.py  open documents with LSP line breaks and position encodings
-    server.py     the pygls language server (stdio), `umbra/status` notifications
+    server.py     the pygls language server (stdio), `umbra/status` notifications, `umbra/stats`
     settings.py   LocalSettings of the HTTP server: the schema from UMBRA_LOCAL_*, plus its own
     http_app.py   the FastAPI app: lifespan, error handlers, `run` under uvicorn
     api_auth.py   who may call the HTTP API: a per-start bearer token in a user-only file, and

@@ -5,7 +5,9 @@ cloud (self-started or configured), the split engine, the warm sessions and the 
     await backend.start()                         # never raises: failures become a Status
     backend.setup_error                           # the set-up failure, if any (HTTP: fatal)
     result = await backend.complete(key, prefix, suffix, config)   # key None = throw-away session
+    result = await backend.complete(uri, prefix, suffix, typeahead=True)  # the editor's: typed-ahead text served
     results = await backend.complete_all(key, [Infill(prefix, suffix, config), ...], on_text=...)  # n choices, streamed
+    backend.stats()                               # counters for `umbra/stats` (no text)
     await backend.forget(key); await backend.aclose()
 
 States: "starting" → "ready"; "unreachable" when a cloud call fails (CloudUnavailable) — the
@@ -34,6 +36,7 @@ from lsp.cloud import cloud_config
 from lsp.errors import NotReady
 from lsp.options import InitializationOptions, ModelOptions
 from lsp.sessions import SessionPool
+from lsp.typeahead import TypeAhead
 from umbra.connect import CloudLink, open_middle
 from umbra.engine import ClientModel, CompletionEngine, CompletionResult, EngineConfig
 from umbra.engine.engine import with_route
@@ -106,7 +109,9 @@ class Backend:
         self.link: CloudLink | None = None  # the cloud and the Middle to it (umbra/connect.py), audit tap included
         self.engine: CompletionEngine | None = None
         self.pool = SessionPool(max_sessions)
-        self.counts: Counter[str] = Counter()  # completions "ok" / "cancelled" / "unreachable" / "failed"
+        self.typeahead = TypeAhead()
+        # completions "ok" / "cancelled" / "unreachable" / "failed" / "typeahead" (served without a decode)
+        self.counts: Counter[str] = Counter()
         self.closed = False
         self._on_status = on_status or (lambda status: None)
         self._probe_interval = probe_interval
@@ -238,11 +243,47 @@ class Backend:
                                                                       for w in wanted}
 
     async def complete(self, key: str | None, prefix: str, suffix: str, config: EngineConfig | None = None,
-                       language: str | None = None) -> CompletionResult:
+                       language: str | None = None, typeahead: bool = False) -> CompletionResult:
         """Complete between `prefix` and `suffix` in the key's warm session (None: a fresh one),
-        with the adapters of `language` (the editor's id or an alias; routing.py)."""
+        with the adapters of `language` (the editor's id or an alias; routing.py). With
+        `typeahead` (the language server) and a key, text typed into the key's last completions
+        is answered with their rest, without a decode (lsp/typeahead.py); the key's running
+        request is cancelled all the same, since this one replaces it."""
+        if typeahead and key is not None:
+            self._check_ready(language)
+            hit = self.typeahead.lookup(key, prefix, suffix, config=config, language=language)
+            if hit is not None:
+                self.pool.supersede(key)
+                self.counts["typeahead"] += 1
+                self._served(hit)
+                return hit
         (result,) = await self.complete_all(key, [Infill(prefix, suffix, config)], language)
+        if typeahead and key is not None:
+            self.typeahead.remember(key, prefix, suffix, result, config=config, language=language)
         return result
+
+    def _check_ready(self, language: str | None) -> None:
+        if self.closed:
+            raise NotReady("Umbra is shutting down")
+        if self.setup_error is not None:
+            raise NotReady(self.status.message)
+        if not self.serves(language):
+            raise ValidationError(f"this server does not complete {language} (completion.languages)")
+
+    def _served(self, result: CompletionResult) -> None:
+        """Name the expert and access that served `result` in the status (names only)."""
+        if (result.expert, result.access) != (self.status.expert, self.status.access):
+            self.status = replace(self.status, expert=result.expert, access=result.access)
+            self._on_status(self.status)
+
+    def stats(self) -> dict:
+        """The counters of `umbra/stats` (counts only, never text): requests inside a document's
+        session now, decodes started, the most ever at once in one document's session, completions
+        by outcome, warm sessions and kept type-ahead completions."""
+        pool = self.pool.stats()
+        return {"decodes": {"running": pool.running, "started": pool.started, "maxPerDocument": pool.max_per_key},
+                "completions": {k: self.counts[k] for k in ("ok", "cancelled", "typeahead", "failed", "unreachable")},
+                "sessions": len(self.pool), "typeaheadEntries": len(self.typeahead)}
 
     async def complete_all(self, key: str | None, infills: Sequence[Infill], language: str | None = None,
                            on_text: Callable[[int, str], None] | None = None,
@@ -253,12 +294,7 @@ class Backend:
         a newer one on the key cancels whole. `on_text(i, delta)` streams completion i
         (CompletionSession.complete's `on_text`); `on_result(i, result)` is called as it ends."""
         await self._started.wait()
-        if self.closed:
-            raise NotReady("Umbra is shutting down")
-        if self.setup_error is not None:
-            raise NotReady(self.status.message)
-        if not self.serves(language):
-            raise ValidationError(f"this server does not complete {language} (completion.languages)")
+        self._check_ready(language)
         try:
             engine = await self._engine()
             route, adapters = engine.route(self.options.languages.canonical(language))
@@ -299,14 +335,12 @@ class Backend:
                 self.link.flush_audit()
         self.counts["ok"] += 1
         self._recovered()
-        last = results[-1]
-        if (last.expert, last.access) != (self.status.expert, self.status.access):  # names only
-            self.status = replace(self.status, expert=last.expert, access=last.access)
-            self._on_status(self.status)
+        self._served(results[-1])
         return results
 
     async def forget(self, key: str) -> bool:
         """Close the key's session (document closed, HTTP DELETE); False if there was none."""
+        self.typeahead.forget(key)
         closed = await self.pool.close(key)
         if self.link is not None:
             self.link.flush_audit()

@@ -15,8 +15,14 @@ Features
   textDocument/completion         for editors without inline completion: one item whose edit
                  replaces the identifier before the cursor with itself + the completion;
                  `data` carries the request's token statistics (never token ids)
+  umbra/stats                     (custom request, no params) the server's counters, counts only:
+                 {"decodes": {"running", "started", "maxPerDocument"}, "completions": {"ok",
+                 "cancelled", "typeahead", "failed", "unreachable"}, "sessions", "typeaheadEntries"}
 Each document has one warm CompletionSession (prefix reuse across keystrokes); `$/cancelRequest`
-and a newer request on the same document cancel the running one (lsp/sessions.py).
+and a newer request on the same document cancel the running one, and only the newest request of
+a document runs (lsp/sessions.py): rapid typing never queues stale decodes. A cancelled request
+is answered RequestCancelled. Typing the first characters of the completion just shown is
+answered with its rest, without a decode (lsp/typeahead.py).
 Errors go through one table (lsp/errors.py). A cloud that cannot be reached yields an empty
 result: the `umbra/status` notification says so once, and nothing is sent any other way."""
 
@@ -44,6 +50,7 @@ from umbra.engine import CompletionResult
 from umbra.errors import CloudUnavailable, UmbraError, ValidationError
 
 STATUS_METHOD = "umbra/status"
+STATS_METHOD = "umbra/stats"
 log = logging.getLogger("umbra.lsp")
 
 
@@ -86,7 +93,7 @@ class UmbraLanguageServer(LanguageServer):
         if not self.backend.serves(language or None):
             return None
         try:
-            return await self.backend.complete(uri, prefix, suffix, language=language or None)
+            return await self.backend.complete(uri, prefix, suffix, language=language or None, typeahead=True)
         except CloudUnavailable:
             return None  # the status notification said so; an error per keystroke would be noise
         except Exception as exc:  # noqa: BLE001 — mapped in one place
@@ -115,6 +122,12 @@ def create_server() -> UmbraLanguageServer:
     async def shutdown(ls: UmbraLanguageServer, params: None) -> None:
         if ls.backend is not None:
             await ls.backend.aclose()
+
+    @ls.feature(STATS_METHOD)
+    def stats(ls: UmbraLanguageServer, params: object) -> dict:
+        if ls.backend is None:
+            raise lsp_error(NotReady("the server is not initialized"))
+        return ls.backend.stats()
 
     @ls.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: UmbraLanguageServer, params: types.DidOpenTextDocumentParams) -> None:

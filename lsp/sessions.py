@@ -3,9 +3,16 @@
     result = await pool.run(key, engine.new_session, lambda s: s.complete(prefix, suffix))
 
 - Prefix reuse: consecutive requests on a key share the session's KV caches (client and cloud).
-- A newer request on a key cancels the older one still running (its task gets CancelledError
-  at the engine's next cancellation point; the session's caches stay consistent — the engine
-  rolls back a half-done step). `superseded(task)` tells a caller why its task was cancelled.
+- One request per key in its session: a newer request on a key cancels every older one still
+  running or waiting (each gets CancelledError at the engine's next cancellation point, i.e.
+  within the decode step in flight; the session's caches stay consistent — the engine rolls
+  back a half-done step) and enters the session only once they have all unwound. Under rapid
+  typing the keystrokes in between never decode: only the newest request runs.
+  `superseded(task)` tells a caller why its task was cancelled; `supersede(key)` cancels a key's
+  requests for a newer answer that needs no decode (the type-ahead, lsp/typeahead.py).
+- Counted (`stats()`): requests inside a session now, decodes started, and the most ever inside
+  one key's session at once — 1 by construction, kept so that a test and `umbra/stats` can
+  check it from the outside.
 - Bounded: past `max_sessions` the least recently used session is cancelled and closed (its
   key simply starts over, in full, next time). Each session also holds one cloud session,
   and the cloud caps those per client.
@@ -17,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from umbra.engine import CompletionSession
@@ -27,13 +35,23 @@ T = TypeVar("T")
 log = logging.getLogger("umbra.lsp")
 
 
+@dataclass(frozen=True)
+class PoolStats:
+    running: int  # requests inside their key's session now (prefill or decode), all keys
+    started: int  # requests that entered their key's session since the pool was made
+    max_per_key: int  # the most ever inside one key's session at the same time (one, or zero before any)
+
+
 class SessionPool:
     def __init__(self, max_sessions: int = 16):
         if max_sessions < 1:
             raise ValueError("max_sessions must be >= 1")
         self.max_sessions = max_sessions
         self._sessions: OrderedDict[str, CompletionSession] = OrderedDict()
-        self._running: dict[str, asyncio.Task] = {}
+        self._requests: dict[str, set[asyncio.Task]] = {}  # per key: running, unwinding or waiting to enter
+        self._inside: dict[str, int] = {}  # per key: requests inside its session now
+        self._started = 0
+        self._max_per_key = 0
         self._superseded: set[asyncio.Task] = set()
         self._closing: set[asyncio.Task] = set()
 
@@ -43,36 +61,52 @@ class SessionPool:
     def __contains__(self, key: str) -> bool:
         return key in self._sessions
 
+    def stats(self) -> PoolStats:
+        return PoolStats(sum(self._inside.values()), self._started, self._max_per_key)
+
     def superseded(self, task: asyncio.Task) -> bool:
         """True if `task` was cancelled because a newer request on its key replaced it."""
         return task in self._superseded
 
+    def supersede(self, key: str) -> None:
+        """Cancel the key's requests other than the current task's: a newer answer replaces them."""
+        me = asyncio.current_task()
+        self._cancel((t for t in self._requests.get(key, ()) if t is not me), superseded=True)
+
     async def run(self, key: str, new_session: Callable[[], CompletionSession],
                   fn: Callable[[CompletionSession], Awaitable[T]]) -> T:
-        """`fn(session)` on the key's session (made with `new_session` if absent), in the current task."""
+        """`fn(session)` on the key's session (made with `new_session` if absent), in the current
+        task, once every older request on the key has been cancelled and has unwound."""
         me = asyncio.current_task()
-        older = self._running.get(key)
-        if older is not None and older is not me and not older.done():
-            self._superseded.add(older)
-            older.add_done_callback(self._superseded.discard)
-            older.cancel()
-        self._running[key] = me
+        requests = self._requests.setdefault(key, set())
+        older = [t for t in requests if not t.done()]
+        self._cancel(older, superseded=True)
+        requests.add(me)
         try:
+            if older:  # they stop at their next cancellation point; a newer request cancels this wait
+                await asyncio.wait(older)
             session = self._sessions.get(key)
             if session is None or session.closed:
                 session = self._sessions[key] = new_session()
                 self._evict()
             self._sessions.move_to_end(key)
-            return await fn(session)
+            inside = self._inside[key] = self._inside.get(key, 0) + 1
+            self._started += 1
+            self._max_per_key = max(self._max_per_key, inside)
+            try:
+                return await fn(session)
+            finally:
+                self._inside[key] -= 1
+                if not self._inside[key]:
+                    del self._inside[key]
         finally:
-            if self._running.get(key) is me:
-                del self._running[key]
+            requests.discard(me)
+            if not requests and self._requests.get(key) is requests:
+                del self._requests[key]
 
     async def close(self, key: str) -> bool:
-        """Cancel the key's running request and close its session; False if it had none."""
-        task = self._running.pop(key, None)
-        if task is not None and not task.done():
-            task.cancel()
+        """Cancel the key's requests and close its session; False if it had none."""
+        self._cancel(self._requests.pop(key, ()))
         session = self._sessions.pop(key, None)
         if session is None:
             return False
@@ -80,19 +114,25 @@ class SessionPool:
         return True
 
     async def close_all(self) -> None:
-        for task in list(self._running.values()):
-            if not task.done():
-                task.cancel()
-        self._running.clear()
+        for requests in self._requests.values():
+            self._cancel(requests)
+        self._requests.clear()
         sessions, self._sessions = list(self._sessions.values()), OrderedDict()
         await asyncio.gather(*(_close(s) for s in sessions), *self._closing, return_exceptions=True)
+
+    def _cancel(self, tasks: Iterable[asyncio.Task], *, superseded: bool = False) -> None:
+        for task in list(tasks):
+            if task.done():
+                continue
+            if superseded and task not in self._superseded:
+                self._superseded.add(task)
+                task.add_done_callback(self._superseded.discard)
+            task.cancel()
 
     def _evict(self) -> None:
         while len(self._sessions) > self.max_sessions:
             key, session = self._sessions.popitem(last=False)
-            task = self._running.pop(key, None)
-            if task is not None and not task.done():
-                task.cancel()
+            self._cancel(self._requests.pop(key, ()))
             closing = asyncio.ensure_future(_close(session))  # waits for the cancelled request's lock
             self._closing.add(closing)
             closing.add_done_callback(self._closing.discard)

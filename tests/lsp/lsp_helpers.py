@@ -55,7 +55,7 @@ class StatusLog:
 
         @client.feature(STATUS)
         def on_status(ls, params):
-            self.items.append(_plain(params))
+            self.items.append(plain(params))
             self._changed.set()
 
     @property
@@ -79,14 +79,15 @@ class StatusLog:
                 pass
 
 
-def _plain(value):
-    """pygls hands custom notifications' params over as namedtuples: back to plain JSON values."""
+def plain(value):
+    """pygls hands custom notifications' params (and custom requests' results) over as namedtuples:
+    back to plain JSON values."""
     if hasattr(value, "_asdict"):
-        return {k: _plain(v) for k, v in value._asdict().items()}
+        return {k: plain(v) for k, v in value._asdict().items()}
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value
 
 

@@ -1,7 +1,9 @@
 """The real language server (`python -m lsp`) over stdio, driven by pytest-lsp, completing through
 the real cloud service it starts itself on loopback: inline completion and completion equal the
 monolithic result, unknown initializationOptions are a warning, typing reuses the prefix,
-cancellation and supersession leave the session consistent, bad requests are LSP errors."""
+cancellation and supersession leave the session consistent, 50 keystrokes sent without waiting
+run one decode at a time and answer the last (the server's own `umbra/stats` counters), typing
+the completion just shown is answered with its rest without a decode, bad requests are LSP errors."""
 
 from __future__ import annotations
 
@@ -18,12 +20,15 @@ from lsp_helpers import (
     insert,
     offset_of,
     open_document,
+    plain,
 )
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient
 
+from lsp.documents import Document
 from lsp.options import CompletionOptions
+from lsp.server import STATS_METHOD
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"),
               pytest.mark.filterwarnings("error::pytest_lsp.LspSpecificationWarning")]
@@ -70,6 +75,10 @@ def _send(client: LanguageClient, params: types.InlineCompletionParams, msg_id: 
     """Send an inline completion request now (pytest-lsp's async variant sends only when awaited)."""
     return asyncio.wrap_future(client.protocol.send_request(types.TEXT_DOCUMENT_INLINE_COMPLETION, params,
                                                             msg_id=msg_id))
+
+
+async def _stats(client: LanguageClient) -> dict:
+    return plain(await client.protocol.send_request_async(STATS_METHOD, None))
 
 
 async def _expected(mono: Monolithic, text: str, line: int, character: int) -> str:
@@ -144,10 +153,11 @@ async def test_typing_a_character_reuses_the_prefix(client: LanguageClient, mono
     first = (await client.text_document_completion_async(_completion(uri, *CURSOR))).items[0]
     assert first.data["reusedTokens"] == 0 and first.data["recomputedTokens"] == first.data["promptTokens"]
 
-    insert(client, uri, 2, *CURSOR, "x")  # incremental sync: one keystroke at the cursor
-    edited = SOURCE[: offset_of(SOURCE, *CURSOR)] + "x" + SOURCE[offset_of(SOURCE, *CURSOR):]
+    char = "z" if first.text_edit.new_text.startswith("x") else "x"  # not the shown text: no type-ahead
+    insert(client, uri, 2, *CURSOR, char)  # incremental sync: one keystroke at the cursor
+    edited = SOURCE[: offset_of(SOURCE, *CURSOR)] + char + SOURCE[offset_of(SOURCE, *CURSOR):]
     second = (await client.text_document_completion_async(_completion(uri, CURSOR[0], CURSOR[1] + 1))).items[0]
-    assert second.text_edit.new_text == "x" + await _expected(mono, edited, CURSOR[0], CURSOR[1] + 1)
+    assert second.text_edit.new_text == char + await _expected(mono, edited, CURSOR[0], CURSOR[1] + 1)
     assert second.data["reusedTokens"] > second.data["promptTokens"] // 2
     assert 0 < second.data["recomputedTokens"] < second.data["promptTokens"] // 2
 
@@ -199,3 +209,76 @@ async def test_requests_on_closed_or_unknown_documents_and_bad_positions_are_inv
     with pytest.raises(JsonRpcException) as err:
         await client.text_document_completion_async(_completion("file:///short.py", 5, 0))
     assert err.value.code == INVALID_PARAMS and "line 5 is outside the document" in err.value.message
+
+
+def _type(client: LanguageClient, uri: str, text: str, at: int, char: str, version: int) -> tuple[str, types.Position]:
+    """Type `char` at offset `at` of `text` (one incremental didChange); the new text and cursor."""
+    pos = Document(text).position(at)
+    insert(client, uri, version, pos.line, pos.character, char)
+    text = text[:at] + char + text[at:]
+    return text, Document(text).position(at + 1)
+
+
+async def test_fifty_keystrokes_without_waiting_run_one_decode_at_a_time_and_answer_the_last(
+        client: LanguageClient, mono):
+    uri = "file:///rapid.py"
+    open_document(client, uri, SOURCE)
+    text, at = SOURCE, offset_of(SOURCE, *CURSOR)
+    before = await _stats(client)
+    pending, answered = [], []
+    typed = "x * 2 + self.x - 1 if x else y  # the point's y, a longer comment"[:50]
+    for i, char in enumerate(typed):  # 50 didChange + inlineCompletion pairs, none awaited
+        text, cursor = _type(client, uri, text, at + i, char, version=2 + i)
+        future = _send(client, _inline(uri, cursor.line, cursor.character))
+        future.add_done_callback(lambda f, i=i: answered.append(i))
+        pending.append(future)
+    results = await asyncio.gather(*pending, return_exceptions=True)
+    after = await _stats(client)
+
+    assert len(typed) == 50 and answered[-1] == 49  # the last request is the last answered: none after it
+    expected = await _expected(mono, text, cursor.line, cursor.character)
+    assert [i.insert_text for i in results[-1].items] == [expected]  # a real answer, for the final text
+    cancelled = [r for r in results[:-1] if isinstance(r, JsonRpcException)]
+    assert all(r.code == REQUEST_CANCELLED for r in cancelled)
+    assert all(isinstance(r, (JsonRpcException, types.InlineCompletionList)) for r in results[:-1])
+    assert after["decodes"]["maxPerDocument"] == 1 and after["decodes"]["running"] == 0
+    started = after["decodes"]["started"] - before["decodes"]["started"]
+    outcomes = {k: after["completions"][k] - before["completions"][k] for k in after["completions"]}
+    assert 1 <= started <= 50 and sum(outcomes.values()) == 50
+    assert outcomes["failed"] == outcomes["unreachable"] == outcomes["typeahead"] == 0
+    assert outcomes["cancelled"] == len(cancelled) >= 25  # most keystrokes never ran a decode to its end
+    await asyncio.sleep(0.5)
+    assert await _stats(client) == after  # nothing started after the last answer
+
+
+async def test_typing_the_shown_completion_is_answered_with_its_rest_without_a_decode(client: LanguageClient, mono):
+    uri = "file:///typeahead.py"
+    open_document(client, uri, SOURCE)
+    at = offset_of(SOURCE, *CURSOR)
+    shown = (await client.text_document_inline_completion_async(_inline(uri, *CURSOR))).items[0].insert_text
+    assert shown == await _expected(mono, SOURCE, *CURSOR) and len(shown) >= 3
+    before = await _stats(client)
+    text = SOURCE
+    for i in range(2):  # type the first two characters of what is shown
+        text, cursor = _type(client, uri, text, at + i, shown[i], version=2 + i)
+        result = await client.text_document_inline_completion_async(_inline(uri, cursor.line, cursor.character))
+        assert [item.insert_text for item in result.items] == [shown[i + 1:]]
+        assert result.items[0].range == types.Range(start=cursor, end=cursor)
+    served = await _stats(client)
+    assert served["decodes"]["started"] == before["decodes"]["started"]  # no decode, no cloud round trip
+    assert served["completions"]["typeahead"] == before["completions"]["typeahead"] + 2
+    assert served["completions"]["ok"] == before["completions"]["ok"]
+
+    other = "#" if shown[2] != "#" else "@"  # a character the completion does not go on with: a decode
+    text, cursor = _type(client, uri, text, at + 2, other, version=4)
+    result = await client.text_document_inline_completion_async(_inline(uri, cursor.line, cursor.character))
+    expected = await mono.complete(text[: at + 3], text[at + 3:], COMPLETION)
+    assert [item.insert_text for item in result.items] == ([expected] if expected else [])
+    missed = await _stats(client)
+    assert missed["decodes"]["started"] == served["decodes"]["started"] + 1
+    assert missed["completions"]["typeahead"] == served["completions"]["typeahead"]
+
+    client.text_document_did_close(types.DidCloseTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri=uri)))
+    closed = await _stats(client)  # answered after didClose was handled: the document's completions are gone
+    assert closed["typeaheadEntries"] < missed["typeaheadEntries"]

@@ -74,3 +74,32 @@ async def test_least_recently_used_sessions_are_evicted_and_closed(engine):
     assert await pool.close("a") is True and await pool.close("a") is False and sessions["a"].closed
     await pool.close_all()
     assert sessions["c"].closed
+
+
+async def test_fifty_requests_without_waiting_run_one_at_a_time_and_the_last_completes(engine):
+    pool = SessionPool()
+    long = EngineConfig(stop=StopConfig(max_tokens=300, multiline=True))
+    inside, peak = [], [0]  # requests inside the key's session, measured by the requests themselves
+
+    def request(i):
+        async def fn(session):
+            inside.append(i)
+            peak[0] = max(peak[0], len(inside))
+            try:
+                return await session.complete(PREFIX + "t" * i, SUFFIX, long if i < 49 else None)
+            finally:
+                inside.remove(i)
+        return fn
+
+    tasks = []
+    for i in range(50):
+        tasks.append(asyncio.ensure_future(pool.run("a", engine.new_session, request(i))))
+        if i % 7 == 0:
+            await asyncio.sleep(0)  # some start decoding before the next arrives
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert peak[0] == 1 and not inside
+    assert all(isinstance(r, asyncio.CancelledError) for r in results[:-1])
+    assert results[-1].text == (await engine.complete(PREFIX + "t" * 49, SUFFIX)).text
+    stats = pool.stats()
+    assert stats.running == 0 and stats.max_per_key == 1 and 1 <= stats.started <= 50
+    await pool.close_all()
