@@ -115,17 +115,26 @@ def _wait_ready(cloud: LocalCloud, ready: Path, timeout: float) -> None:
     info = json.loads(ready.read_text())
     cloud.base_url = f"{info['scheme']}://127.0.0.1:{info['port']}"
     verify = ssl.create_default_context(cafile=str(cloud.verify)) if cloud.verify else True
+    why = wait_healthy(cloud.base_url, cloud.process, deadline, verify)
+    if why is not None:
+        raise fail(why)
+
+
+def wait_healthy(base_url: str, process: subprocess.Popen, deadline: float,
+                 verify: ssl.SSLContext | bool = True) -> str | None:
+    """Poll `base_url`/healthz until it answers 200 (None), `process` exits or time.monotonic()
+    passes `deadline` (why not, in words). Also used for a balancer in front of replicas."""
     with httpx.Client(verify=verify, timeout=5.0) as client:
         while True:
-            if cloud.process.poll() is not None:
-                raise fail(f"exited with status {cloud.process.returncode}")
+            if process.poll() is not None:
+                return f"exited with status {process.returncode}"
             try:
-                if client.get(cloud.base_url + "/healthz").status_code == 200:
-                    return
+                if client.get(base_url + "/healthz").status_code == 200:
+                    return None
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline:
-                raise fail(f"/healthz not ready after {timeout:.0f}s")
+                return "/healthz not ready in time"
             time.sleep(0.1)
 
 

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-import httpx
-
+from server.launch import wait_healthy
 from umbra.paths import repo_root
 
 RENDER = repo_root() / "deploy" / "nginx" / "render.py"
@@ -116,16 +115,6 @@ def nginx_balancer(replicas: list[str], run_dir: Path, timeout: float = 30.0) ->
 
 
 def _wait_listening(balancer: Balancer, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    with httpx.Client(timeout=2.0) as client:
-        while True:
-            if balancer.process.poll() is not None:
-                raise AssertionError(f"nginx exited with status {balancer.process.returncode}\n{balancer.logs()}")
-            try:
-                if client.get(balancer.base_url + "/healthz").status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"nginx not serving /healthz after {timeout:.0f}s\n{balancer.logs()}")
-            time.sleep(0.05)
+    why = wait_healthy(balancer.base_url, balancer.process, time.monotonic() + timeout)
+    if why is not None:
+        raise AssertionError(f"nginx not serving the replicas' /healthz: {why}\n{balancer.logs()}")

@@ -14,6 +14,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,13 +148,25 @@ async def _scenario(model, replicas: tuple[LocalCloud, LocalCloud], lb) -> tuple
     return dead, docs
 
 
+def _settled_log(lb, timeout: float = 10.0) -> list:
+    """The access log once nginx has logged the streams just closed (it logs a WebSocket when it
+    ends): every routing key with an upgrade line, or what is there after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        accesses = [a for a in lb.accesses() if a.session is not None]
+        if {a.session for a in accesses if a.method == "GET"} == {a.session for a in accesses} \
+                or time.monotonic() > deadline:
+            return accesses
+        time.sleep(0.05)
+
+
 def _check_routing(lb, replicas, dead: int, docs: list[Document]) -> None:
     """From the balancer's log: each routing key went to one replica (HTTP and WebSocket upgrades
     alike) until its replica died, then to the survivor only."""
     name = [_address(r) for r in replicas]
     served: dict[str, list[str]] = {}
     upgrades: set[str] = set()
-    for access in lb.accesses():
+    for access in _settled_log(lb):
         if access.session is None:
             continue
         assert access.uri.startswith("/v1/sessions"), access
