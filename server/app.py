@@ -80,6 +80,7 @@ async def lifespan(app: FastAPI):
             "umbra_cloud_sessions_active": lambda: len(manager.owners),
             "umbra_cloud_kv_bytes": lambda: manager.kv_bytes,
             "umbra_cloud_kv_budget_bytes": lambda: limits.kv_budget_bytes,
+            "umbra_cloud_decode_pending": lambda: state.scheduler.pending_decodes,
         })
         app.state.cloud = state
         log.warning("middle blocks [%d, %d) loaded from %s; hidden size %d",

@@ -26,6 +26,7 @@ _GAUGES = {
     "umbra_cloud_sessions_active": "Open sessions.",
     "umbra_cloud_kv_bytes": "Bytes held by session KV caches and saved activations.",
     "umbra_cloud_kv_budget_bytes": "KV memory budget.",
+    "umbra_cloud_decode_pending": "Decode steps waiting for the next batch.",
 }
 _HIST = ("umbra_cloud_request_seconds", "Request and stream-step latency.")
 

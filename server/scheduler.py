@@ -31,7 +31,7 @@ class Scheduler:
                  max_frame_bytes: int, prefill_chunk_tokens: int):
         self.worker, self.manager, self.metrics = worker, manager, metrics
         self.max_frame_bytes, self.chunk_tokens = max_frame_bytes, prefill_chunk_tokens
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # sid -> (lock, [holders + waiters])
         self._pending: list[tuple[str, str, wire.Frame, asyncio.Future]] = []
         self._pending_lock = threading.Lock()
         self._queued = False
@@ -52,13 +52,21 @@ class Scheduler:
     # -- per-session order -----------------------------------------------------------------------
     @asynccontextmanager
     async def _session(self, sid: str):
-        lock = self._locks.setdefault(sid, asyncio.Lock())
+        lock, users = self._locks.setdefault(sid, (asyncio.Lock(), [0]))
+        users[0] += 1
         try:
             async with lock:
                 yield
         finally:
-            if not lock.locked() and not getattr(lock, "_waiters", None):
+            users[0] -= 1
+            if users[0] == 0:  # nobody holds or waits for it: forget the session's lock
                 self._locks.pop(sid, None)
+
+    @property
+    def pending_decodes(self) -> int:
+        """Decode steps waiting for the next batch (a gauge: the queue the batch will take)."""
+        with self._pending_lock:
+            return len(self._pending)
 
     # -- decode: continuous batching -------------------------------------------------------------
     async def _decode(self, client: str, sid: str, frame: wire.Frame) -> torch.Tensor:

@@ -5,6 +5,7 @@ evict only the client's own sessions, least recently used first."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import httpx
 import torch
@@ -39,22 +40,60 @@ async def run_session(cloud, sid: str, i: int) -> list[bytes]:
 
 
 def test_concurrent_sessions_equal_sequential_ones_bit_for_bit(model_dir):
+    """Sessions in lockstep: each round the compute worker is held (a job waiting on a gate) while
+    every session sends its step, and released once all of them are pending — so the round runs
+    as one batch whatever the machine's speed, and each reply must equal the session run alone."""
     with local_cloud_thread(model_dir, settings=dict(torch_threads=1, decode_width=8)) as cloud, \
             httpx.Client(base_url=cloud.base_url, timeout=30) as http:
+        worker = cloud.server.config.app.state.cloud.worker
         sids = [open_session(http, cloud.token) for _ in range(2 * SESSIONS)]
         sequential = [asyncio.run(run_session(cloud, sids[i], i)) for i in range(SESSIONS)]
         before = http.get("/metrics", headers=auth(cloud.token)).text
 
-        async def together():
-            return await asyncio.gather(*(run_session(cloud, sids[SESSIONS + i], i) for i in range(SESSIONS)))
+        async def pending() -> float:
+            async with httpx.AsyncClient(base_url=cloud.base_url, timeout=30) as h:
+                return metric((await h.get("/metrics", headers=auth(cloud.token))).text, "umbra_cloud_decode_pending")
 
-        concurrent = asyncio.run(together())
+        async def lockstep() -> list[list[bytes]]:
+            url = cloud.base_url.replace("http", "ws") + "/v1/sessions/{}/stream"
+            streams = [await connect(url.format(sids[SESSIONS + i]), additional_headers=auth(cloud.token),
+                                     max_size=None) for i in range(SESSIONS)]
+            sent = [frames(i) for i in range(SESSIONS)]
+            replies: list[list[bytes]] = [[] for _ in range(SESSIONS)]
+            try:
+                for k in range(STEPS + 1):
+                    gate, running = threading.Event(), threading.Event()
+                    held = worker.submit(lambda: (running.set(), gate.wait(30)))
+                    if not await asyncio.to_thread(running.wait, 30):  # the worker is held from here on
+                        raise AssertionError("the compute worker never picked up the holding job")
+                    try:
+                        for ws, fs in zip(streams, sent):
+                            await ws.send(fs[k])
+                        if k > 0:  # decode steps: wait until every session's step is queued
+                            for _ in range(600):
+                                if await pending() == SESSIONS:
+                                    break
+                                await asyncio.sleep(0.05)
+                            else:
+                                raise AssertionError(f"round {k}: {await pending()} of {SESSIONS} steps pending")
+                    finally:
+                        gate.set()
+                    held.result(timeout=30)
+                    for r, ws in zip(replies, streams):
+                        r.append(await ws.recv())
+            finally:
+                for ws in streams:
+                    await ws.close()
+            return replies
+
+        concurrent = asyncio.run(lockstep())
         after = http.get("/metrics", headers=auth(cloud.token)).text
     assert all(wire.decode(r).kind == wire.Kind.HIDDEN for rs in concurrent for r in rs)
     assert concurrent == sequential  # every reply's bytes
     steps = metric(after, "umbra_cloud_decode_batched_steps_total") - metric(before, "umbra_cloud_decode_batched_steps_total")
     slabs = metric(after, "umbra_cloud_decode_slabs_total") - metric(before, "umbra_cloud_decode_slabs_total")
-    assert steps == SESSIONS * STEPS and slabs < steps  # some slabs carried several sessions
+    assert steps == SESSIONS * STEPS
+    assert slabs == STEPS * -(-SESSIONS // 8)  # each round: 12 pending steps in ceil(12 / decode_width) slabs
 
 
 def test_quota_evicts_the_clients_own_lru_sessions_only(model_dir):
