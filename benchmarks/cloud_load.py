@@ -1,11 +1,14 @@
 """Cloud service under load: aggregate decode steps/s and step latency p50/p99 at 1, 8, 32 and 64
-concurrent sessions (each a 32-position prefill, then decode steps over its WebSocket), and the
+concurrent sessions (each a 32-position prefill, then decode steps over its WebSocket; the rate
+counts the decode phase, which starts once every session has prefilled), and the
 latency of a small client's decode step while another client's 512-token prefill (B=8 x 64)
-runs, against its idle latency. Real service in its own process (python -m server) on loopback,
-a tiny random model; client and service share this machine's cores.
+runs, against its idle latency. Real service in its own process (python -m server) on loopback
+serving the middle blocks of the embedded default model (or --model DIR, or --tiny: a tiny random
+model); client and service share this machine's cores. Frames carry random hidden states of the
+model's width (the cloud's cost does not depend on their values).
 
     python benchmarks/cloud_load.py                 # print the table
-    python benchmarks/cloud_load.py --write         # and write it into docs/benchmarks.md
+    python benchmarks/cloud_load.py --write --note "machine idle"   # and write it into docs/benchmarks.md
     python benchmarks/cloud_load.py --steps 8 --rounds 1   # quick"""
 
 from __future__ import annotations
@@ -27,38 +30,60 @@ from doc_markers import write_block  # noqa: E402
 from server.launch import local_cloud  # noqa: E402
 from tiny_models import build_tiny_model  # noqa: E402
 from umbra import wire  # noqa: E402
+from umbra.model.spec import load_spec  # noqa: E402
 
-C = 64
+C = 64  # hidden size of the model served (set in main_async)
 
 
 async def _open(http, token) -> str:
     r = await http.post("/v1/sessions", json={}, headers={"Authorization": f"Bearer {token}"})
+    if r.status_code not in (200, 201):
+        raise RuntimeError(f"opening a session: HTTP {r.status_code} {r.text}")
     return r.json()["session"]
 
 
-async def _session(cloud, http, steps: int, lat: list[float], prefill: int = 32) -> None:
+async def _session(cloud, http, steps: int, lat: list[float], prefill: int = 32,
+                   ready: asyncio.Barrier | None = None, decode_times: list[float] | None = None) -> None:
+    """Open, prefill, then (after `ready`, when given: every session prefilled) `steps` decode
+    steps, each frame built before its clock starts; the decode phase's end goes to decode_times."""
     from websockets.asyncio.client import connect
 
     sid = await _open(http, cloud.token)
     url = cloud.base_url.replace("http", "ws") + f"/v1/sessions/{sid}/stream"
+    frames = [wire.encode(wire.forward_frame(torch.randn(1, 1, C), torch.tensor([[prefill + s]])))
+              for s in range(steps)]
     async with connect(url, additional_headers={"Authorization": f"Bearer {cloud.token}"}, max_size=None) as ws:
         await ws.send(wire.encode(wire.forward_frame(torch.randn(1, prefill, C), torch.arange(prefill)[None])))
         await ws.recv()
-        for s in range(steps):
-            frame = wire.encode(wire.forward_frame(torch.randn(1, 1, C), torch.tensor([[prefill + s]])))
+        if ready is not None:
+            await ready.wait()
+        for frame in frames:
             t0 = time.perf_counter()
             await ws.send(frame)
             reply = await ws.recv()
             lat.append(time.perf_counter() - t0)
             if wire.decode(reply).kind != wire.Kind.HIDDEN:
                 raise RuntimeError("step failed")
+        if decode_times is not None:
+            decode_times.append(time.perf_counter())
+    await http.delete(f"/v1/sessions/{sid}", headers={"Authorization": f"Bearer {cloud.token}"})
 
 
 async def load(cloud, http, n: int, steps: int) -> tuple[float, float, float]:
+    """Aggregate decode steps/s over the decode phase (every session prefilled first, then all
+    decode together), step latency p50 and p99."""
     lat: list[float] = []
-    t0 = time.perf_counter()
-    await asyncio.gather(*(_session(cloud, http, steps, lat) for _ in range(n)))
-    wall = time.perf_counter() - t0
+    ends: list[float] = []
+    start: list[float] = []
+    ready = asyncio.Barrier(n + 1)
+
+    async def clock():
+        await ready.wait()
+        start.append(time.perf_counter())
+
+    await asyncio.gather(clock(), *(_session(cloud, http, steps, lat, ready=ready, decode_times=ends)
+                                    for _ in range(n)))
+    wall = max(ends) - start[0]
     lat.sort()
     return n * steps / wall, statistics.median(lat), lat[min(len(lat) - 1, int(0.99 * len(lat)))]
 
@@ -89,10 +114,17 @@ async def during_prefill(cloud, http, steps: int) -> tuple[float, float]:
 async def main_async(args) -> str:
     import httpx
 
+    global C
     with tempfile.TemporaryDirectory() as tmp:
-        build_tiny_model("qwen2-tied", Path(tmp))
-        settings = dict(torch_threads=1, decode_width=64, max_sessions_per_client=256)
-        async with local_cloud(Path(tmp), settings=settings) as cloud:
+        model = args.model
+        if args.tiny:
+            build_tiny_model("qwen2-tied", Path(tmp))
+            model = Path(tmp)
+        C = load_spec(model).hidden_size
+        settings = dict(torch_threads=1, max_sessions_per_client=256)
+        if args.decode_width:
+            settings["decode_width"] = args.decode_width
+        async with local_cloud(model, settings=settings) as cloud:
             async with httpx.AsyncClient(base_url=cloud.base_url, timeout=120) as http:
                 rows, one = [], None
                 results: dict[int, list] = {n: [] for n in args.sessions}
@@ -106,9 +138,14 @@ async def main_async(args) -> str:
                     one = one or rate
                     rows.append(f"| {n} | {rate:.0f} | {rate / one:.1f}x | {p50 * 1e3:.1f} | {p99 * 1e3:.1f} |")
                 idle, busy = await during_prefill(cloud, http, args.steps * 2)
+    shown = args.model.resolve()
+    shown = shown.relative_to(_REPO) if shown.is_relative_to(_REPO) else shown
+    what = "a tiny random model (qwen2-tied)" if args.tiny else f"`{shown}`"
+    width = f"decode width {args.decode_width}" if args.decode_width else "the service's default decode width"
     return "\n".join([
-        "Tiny random model (qwen2-tied, hidden 64), service and clients on this machine's 2 cores, which "
-        "two single-threaded background benchmarks also used: absolute numbers are pessimistic.",
+        f"Middle blocks of {what} (hidden {C}), {width}, {args.steps} decode steps per session after a "
+        f"32-position prefill, medians of {args.rounds} interleaved rounds; service (1 torch thread) and "
+        f"clients on this machine's cores. {args.note}".rstrip(),
         "",
         "| sessions | decode steps/s (all) | vs 1 session | step p50 ms | step p99 ms |",
         "|---:|---:|---:|---:|---:|",
@@ -124,6 +161,10 @@ def main() -> None:
     p.add_argument("--sessions", type=int, nargs="+", default=[1, 8, 32, 64])
     p.add_argument("--steps", type=int, default=16)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--model", type=Path, default=_REPO / "models" / "umbra-code-tiny")
+    p.add_argument("--tiny", action="store_true", help="a tiny random model instead of --model")
+    p.add_argument("--decode-width", type=int, default=None, help="the service's decode_width (default: its own)")
+    p.add_argument("--note", default="", help="the machine's state, written under the table")
     p.add_argument("--write", action="store_true")
     args = p.parse_args()
     body = asyncio.run(main_async(args))
