@@ -13,9 +13,11 @@
 - Counted (`stats()`): requests inside a session now, decodes started, and the most ever inside
   one key's session at once — 1 by construction, kept so that a test and `umbra/stats` can
   check it from the outside.
-- Bounded: past `max_sessions` the least recently used session is cancelled and closed (its
-  key simply starts over, in full, next time). Each session also holds one cloud session,
-  and the cloud caps those per client.
+- Bounded: past `max_sessions` the least recently used idle session is closed (its key simply
+  starts over, in full, next time). A request is never cancelled to make room: while every
+  session has a request in it, the pool holds more than `max_sessions` and closes the extra
+  idle ones as those requests end. Each session also holds one cloud session, and the cloud
+  caps those per client.
 - `close(key)` (didClose, DELETE) and `close_all()` (shutdown) release sessions and their cloud
   sessions."""
 
@@ -103,6 +105,7 @@ class SessionPool:
             requests.discard(me)
             if not requests and self._requests.get(key) is requests:
                 del self._requests[key]
+            self._evict()  # the pool may have grown past its bound while every session was busy
 
     async def close(self, key: str) -> bool:
         """Cancel the key's requests and close its session; False if it had none."""
@@ -130,10 +133,11 @@ class SessionPool:
             task.cancel()
 
     def _evict(self) -> None:
-        while len(self._sessions) > self.max_sessions:
-            key, session = self._sessions.popitem(last=False)
-            self._cancel(self._requests.pop(key, ()))
-            closing = asyncio.ensure_future(_close(session))  # waits for the cancelled request's lock
+        """Close the least recently used idle sessions past `max_sessions` (busy ones stay)."""
+        excess = len(self._sessions) - self.max_sessions
+        idle = [key for key in self._sessions if not self._requests.get(key)][:max(0, excess)]
+        for key in idle:
+            closing = asyncio.ensure_future(_close(self._sessions.pop(key)))
             self._closing.add(closing)
             closing.add_done_callback(self._closing.discard)
 

@@ -76,6 +76,29 @@ async def test_least_recently_used_sessions_are_evicted_and_closed(engine):
     assert sessions["c"].closed
 
 
+async def test_more_keys_busy_at_once_than_the_bound_cancels_none_and_the_pool_shrinks_back(engine):
+    pool = SessionPool(max_sessions=16)
+    started, release = [], asyncio.Event()
+
+    async def held(session):  # every request stays inside its session until all 20 are in
+        started.append(session)
+        await release.wait()
+        return await session.complete(PREFIX, SUFFIX)
+
+    tasks = [asyncio.ensure_future(pool.run(f"doc{i}", engine.new_session, held)) for i in range(20)]
+    while len(started) < 20:
+        await asyncio.sleep(0.01)
+    assert len(pool) == 20 and not any(t.done() for t in tasks)  # over the bound while all are busy
+    release.set()
+    results = await asyncio.gather(*tasks)  # none cancelled
+    expected = (await engine.complete(PREFIX, SUFFIX)).text
+    assert [r.text for r in results] == [expected] * 20
+    assert len(pool) == 16  # the least recently used idle ones closed as requests ended
+    await asyncio.sleep(0.05)
+    assert sum(s.closed for s in started) == 4
+    await pool.close_all()
+
+
 async def test_fifty_requests_without_waiting_run_one_at_a_time_and_the_last_completes(engine):
     pool = SessionPool()
     long = EngineConfig(stop=StopConfig(max_tokens=300, multiline=True))
