@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hmac
 import os
+import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,12 +62,17 @@ class ApiAuth:
         return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode())
 
 
+# RFC 9110/3986 Host: `[IPv6]` or a name/IPv4 (no brackets, colons, '@' or '/'), then `:port`.
+_HOST = re.compile(r"(?:\[(?P<ip6>[0-9a-f:.]+)\]|(?P<name>[^\[\]:/@\s]+))(?::\d{0,5})?")
+
+
 def host_name(header: str) -> str:
-    """The host part of a Host header: 'localhost:8765' -> 'localhost', '[::1]:8765' -> '::1'."""
-    header = header.strip().lower()
-    if header.startswith("["):
-        return header[1: header.find("]")] if "]" in header else header
-    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+    """The host part of a Host header: 'localhost:8765' -> 'localhost', '[::1]:8765' -> '::1';
+    '' when the header is not one host (e.g. '[::1].evil.example', which only starts with one)."""
+    match = _HOST.fullmatch(header.strip().lower())
+    if match is None:
+        return ""
+    return match.group("ip6") or match.group("name")
 
 
 def new_token() -> str:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from lsp.cloud import cloud_config
+from lsp.documents import well_formed
 from lsp.errors import NotReady
 from lsp.options import InitializationOptions, ModelOptions
 from lsp.sessions import SessionPool
@@ -249,6 +250,7 @@ class Backend:
         `typeahead` (the language server) and a key, text typed into the key's last completions
         is answered with their rest, without a decode (lsp/typeahead.py); the key's running
         request is cancelled all the same, since this one replaces it."""
+        prefix, suffix = well_formed(prefix), well_formed(suffix)
         if typeahead and key is not None:
             self._check_ready(language)
             hit = self.typeahead.lookup(key, prefix, suffix, config=config, language=language)
@@ -295,6 +297,7 @@ class Backend:
         (CompletionSession.complete's `on_text`); `on_result(i, result)` is called as it ends."""
         await self._started.wait()
         self._check_ready(language)
+        infills = [Infill(well_formed(i.prefix), well_formed(i.suffix), i.config) for i in infills]
         try:
             engine = await self._engine()
             route, adapters = engine.route(self.options.languages.canonical(language))

@@ -7,7 +7,11 @@ copy splits lines with `str.splitlines`, which also breaks at form feeds, "\\x1c
 the wrong line — so the server keeps this copy and completes from it.
 
 A column past the end of its line means the end of the line (LSP); a line past the end of the
-document is invalid in a request (ValidationError) and means the end of the document in an edit."""
+document is invalid in a request (ValidationError) and means the end of the document in an edit.
+
+JSON can carry lone UTF-16 surrogates ("\\ud800") that no encoder accepts; `well_formed` replaces
+each with U+FFFD (one code unit in UTF-16 and UTF-32, three bytes in UTF-8 like the surrogate:
+positions stay where they were) before text reaches a tokenizer."""
 
 from __future__ import annotations
 
@@ -20,6 +24,12 @@ from umbra.errors import ValidationError
 
 _BREAK = re.compile(r"\r\n|\r|\n")
 _IDENTIFIER_TAIL = re.compile(r"[A-Za-z0-9_]*\Z")
+_SURROGATE = re.compile("[\ud800-\udfff]")  # in a str every surrogate is a lone one (JSON pairs combine)
+
+
+def well_formed(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD (encodable as UTF-8)."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def _width(char: str, encoding: str) -> int:

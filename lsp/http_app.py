@@ -5,7 +5,9 @@ protocol; both are thin over lsp/backend.py. The lifespan sets the backend up (m
 connection) before the first request — or adopts one `run` has set up already, so that a set-up
 failure is one line, not a failed lifespan — and tears it down after the last; a set-up failure
 stops the server (a cloud that is merely unreachable does not: completions answer 503 until it
-is back). Errors map through lsp/errors.py: bad input 422, superseded 409, cloud unreachable
+is back). Before any of that, umbra/edge.py bounds what a connection costs before its token is
+looked at: bodies over `max_body_bytes` 413 (from Content-Length alone when declared), slow
+headers or bodies 408, oversized headers 431. Errors map through lsp/errors.py: bad input 422, superseded 409, cloud unreachable
 503, cloud refused 502, no or wrong API token 401, non-loopback Host 421 — as
 `{"error": NAME, "detail": ...}` on Umbra's own routes, as OpenAI's error object (bad input
 400) on the OpenAI-compatible ones (lsp/openai_errors.py). Binds 127.0.0.1 unless
@@ -30,6 +32,7 @@ from lsp.deps import require_host, require_token
 from lsp.errors import fault_for
 from lsp.routes import health, infill, models, openai_completions, sessions
 from lsp.settings import LocalSettings, get_settings
+from umbra.edge import BodyGuard, edge_protocol
 from umbra.errors import UmbraError
 from umbra.listen import listen_socket, validation_error_response
 
@@ -102,6 +105,8 @@ def create_app(settings: LocalSettings | None = None, backend: Backend | None = 
     for module in (openai_completions, models, infill, sessions):
         app.include_router(module.router, dependencies=[Depends(require_token)])
     app.include_router(health.router, dependencies=[Depends(require_host)])
+    # Outermost: bodies are bounded before parsing and before the token is checked.
+    app.add_middleware(BodyGuard, limits=lambda: app.dependency_overrides.get(get_settings, get_settings)().edge_limits())
     return app
 
 
@@ -109,7 +114,10 @@ def uvicorn_config(settings: LocalSettings, backend: Backend | None = None, auth
                    token_file: Path | None = None):
     import uvicorn
 
+    limits = settings.edge_limits()
     return uvicorn.Config(create_app(settings, backend, auth, token_file), log_level="warning", lifespan="on",
+                          http=edge_protocol(limits),  # header deadline and size, connections per address
+                          h11_max_incomplete_event_size=limits.max_header_bytes,
                           access_log=False)  # URLs carry session ids: keep them out of logs
 
 

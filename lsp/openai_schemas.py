@@ -27,13 +27,13 @@ StopString = Annotated[str, Field(min_length=1, max_length=MAX_STOP_CHARS)]
 
 
 class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     include_usage: bool = False  # a last chunk with `usage` and no choices, before [DONE]
 
 
 class CompletionRequest(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True, populate_by_name=True)
+    model_config = ConfigDict(extra="allow", strict=True, populate_by_name=True, allow_inf_nan=False)
 
     model: str = Field(min_length=1, max_length=256)  # as GET /v1/models lists it
     # The text before the cursor (or a FIM template in text: umbra/engine/fim.py split_fim_text);

@@ -46,6 +46,7 @@ from pydantic.alias_generators import to_camel
 
 from lsp.errors import OptionsError
 from umbra.engine import EngineConfig, PromptConfig, SamplingConfig, StopConfig
+from umbra.engine.config import MAX_TEMPERATURE
 from umbra.engine.routing import LANGUAGE_ALIASES, canonical_language
 from umbra.errors import ConfigError
 
@@ -66,7 +67,8 @@ class _Options(BaseModel):
     """Base of every section: camelCase JSON names (snake_case accepted too), frozen, unknown
     keys ignored (`convert` warns about them first)."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="ignore")
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="ignore",
+                              allow_inf_nan=False)
 
 
 class ModelOptions(_Options):
@@ -125,7 +127,7 @@ class CompletionOptions(_Options):
     # false: complete the current line; true: the block at the cursor.
     multiline: bool = False
     # Sampling temperature; 0 = greedy.
-    temperature: float = Field(0.0, ge=0)
+    temperature: float = Field(0.0, ge=0, le=MAX_TEMPERATURE)
     # Nucleus sampling mass (with temperature > 0).
     top_p: float = Field(1.0, gt=0, le=1)
     # Tokens of file context (prefix + suffix) in the prompt.

@@ -23,7 +23,8 @@ and a newer request on the same document cancel the running one, and only the ne
 a document runs (lsp/sessions.py): rapid typing never queues stale decodes. A cancelled request
 is answered RequestCancelled. Typing the first characters of the completion just shown is
 answered with its rest, without a decode (lsp/typeahead.py).
-Errors go through one table (lsp/errors.py). A cloud that cannot be reached yields an empty
+Malformed messages, requests after `shutdown` and a second `initialize` are answered with
+LSP errors (lsp/protocol.py); the server keeps serving. Errors go through one table (lsp/errors.py). A cloud that cannot be reached yields an empty
 result: the `umbra/status` notification says so once, and nothing is sent any other way."""
 
 from __future__ import annotations
@@ -33,19 +34,19 @@ import logging
 import os
 import signal
 import sys
-import threading
 import traceback
 from importlib.metadata import PackageNotFoundError, version
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
-from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
+from pygls.io_ import StdinAsyncReader, StdoutWriter
 from pygls.lsp.server import LanguageServer
 
 from lsp.backend import Backend, Status
 from lsp.documents import Documents, identifier_before
 from lsp.errors import NotReady, fault_for
 from lsp.options import InitializationOptions
+from lsp.protocol import UmbraProtocol, read_frames, strict_converter
 from umbra.engine import CompletionResult
 from umbra.errors import CloudUnavailable, UmbraError, ValidationError
 
@@ -72,11 +73,17 @@ def _version() -> str:
 
 class UmbraLanguageServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("umbra", _version(), text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__("umbra", _version(), text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+                         protocol_cls=UmbraProtocol, converter_factory=strict_converter)
         self.documents = Documents()
         self.options: InitializationOptions | None = None
         self.backend: Backend | None = None
         self._starting: asyncio.Task | None = None
+
+    @property
+    def initialized(self) -> bool:
+        """`initialize` has succeeded (a second one is refused: lsp/protocol.py)."""
+        return self.options is not None
 
     def send_status(self, status: Status) -> None:
         self.protocol.notify(STATUS_METHOD, status.to_json())
@@ -205,8 +212,7 @@ def _stats(result: CompletionResult) -> dict:
 async def _serve(ls: UmbraLanguageServer, stdin, stdout) -> None:
     ls.protocol.set_writer(StdoutWriter(stdout))
     try:
-        await run_async(stop_event=threading.Event(), reader=StdinAsyncReader(stdin, ls.thread_pool),
-                        protocol=ls.protocol, logger=log, error_handler=ls.report_server_error)
+        await read_frames(StdinAsyncReader(stdin, ls.thread_pool), ls.protocol)
     finally:  # end of input, `exit`, or a signal: the self-started cloud must not outlive us
         if ls.backend is not None:
             await ls.backend.aclose()

@@ -6,7 +6,7 @@ Never a token here (see lsp/cloud.py).
 Variables name a field of the schema, nested with `__`; lists and maps are JSON:
 
     UMBRA_LOCAL_PORT=8765                         # server-only fields: host, port, max_sessions,
-    UMBRA_LOCAL_COMPLETION__MAX_TOKENS=32         #   auth, token_file
+    UMBRA_LOCAL_COMPLETION__MAX_TOKENS=32         #   auth, token_file, max_body_bytes
     UMBRA_LOCAL_COMPLETION__LANGUAGES='["python", "go"]'
     UMBRA_LOCAL_LANGUAGES__ALIASES='{"golang": "go"}'
     UMBRA_LOCAL_COMPLETION='{"maxTokens": 32, "multiline": true}'   # a whole section as JSON
@@ -41,6 +41,7 @@ from lsp.options import (
     section,
     warn_unknown,
 )
+from umbra.edge import EdgeLimits
 
 PREFIX = "UMBRA_LOCAL_"
 DELIMITER = "__"
@@ -72,6 +73,8 @@ class LocalSettings(BaseSettings):
     max_sessions: int = Field(16, ge=1)  # warm sessions kept (LRU); each holds one cloud session
     auth: bool = True  # require the bearer token made at start (lsp/api_auth.py); false: anyone local
     token_file: Path | None = None  # where that token is written (default $XDG_RUNTIME_DIR/umbra/serve-PORT.token)
+    # Largest request body (413 past it, before the token is looked at: umbra/edge.py).
+    max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024)
 
     # -- the shared schema: exactly InitializationOptions' fields (lsp/options.py) ----------------
     model: ModelOptions = Field(default_factory=ModelOptions)
@@ -93,6 +96,10 @@ class LocalSettings(BaseSettings):
     def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
                                    file_secret_settings):
         return init_settings, env_settings, FlatEnvSource(settings_cls), dotenv_settings, file_secret_settings
+
+    def edge_limits(self) -> EdgeLimits:
+        """What a connection may cost before its token is checked (bodies, headers, their time)."""
+        return EdgeLimits(max_json_bytes=self.max_body_bytes)
 
     def options(self) -> InitializationOptions:
         """The backend's options (OptionsError if the engine refuses them)."""

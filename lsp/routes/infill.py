@@ -41,7 +41,7 @@ router = APIRouter()
 class InfillRequest(BaseModel):
     # Keys besides these are the request's `completion` overrides (`model_extra`), validated by
     # CompletionOptions.with_overrides.
-    model_config = ConfigDict(extra="allow", strict=True)
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
 
     prefix: DocumentText  # the document's text before the cursor
     suffix: DocumentText  # the document's text after the cursor

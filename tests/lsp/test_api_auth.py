@@ -14,6 +14,9 @@ from lsp.api_auth import default_token_file, host_name, new_token, remove_token_
     ("127.0.0.1:8765", "127.0.0.1"), ("localhost", "localhost"), ("LOCALHOST:1", "localhost"),
     ("[::1]:8765", "::1"), ("[::1]", "::1"), ("evil.example:80", "evil.example"), ("", ""),
     ("127.0.0.1.nip.io:8765", "127.0.0.1.nip.io"),
+    # not one host: a rebinding page's name that only starts like a loopback one is no loopback name
+    ("[::1].evil.example", ""), ("[::1].evil.example:80", ""), ("[::1]evil", ""), ("[::1]:80x", ""),
+    ("localhost:80:81", ""), ("::1", ""), ("user@localhost", ""), ("localhost/x", ""), ("[::1", ""),
 ])
 def test_host_name(header, name):
     assert host_name(header) == name

@@ -9,11 +9,13 @@ token to a user-only file, and stops the cloud and removes the file on SIGTERM."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import re
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -145,6 +147,43 @@ async def test_overrides_take_snake_case_too_and_unknown_keys_are_a_warning(http
     assert r.status_code == 200, r.text
     assert r.json()["completion"] == await mono.complete(PREFIX, SUFFIX, CompletionOptions(max_tokens=8))
     assert any("beamWidth" in record.getMessage() for record in caplog.records if record.name == "umbra.lsp")
+
+
+@pytest.mark.parametrize("value", [b"1e39", b"Infinity", b"-Infinity", b"NaN", b"1e-300", b"101"])
+async def test_a_temperature_out_of_range_is_4xx_on_both_apis(http, lsp_model_dir, value):
+    model = lsp_model_dir.name.encode()
+    for path, body in (("/v1/infill", b'{"prefix": "x = ", "suffix": "", "temperature": %s}'),
+                       ("/v1/completions", b'{"model": "%s", "prompt": "x = ", "max_tokens": 4, "temperature": %%s}'
+                        % model)):
+        r = await http.post(path, content=body % value, headers={"content-type": "application/json"})
+        assert r.status_code in (400, 422) and "temperature" in r.text, (path, value, r.status_code, r.text)
+
+
+async def test_bodies_are_bounded_before_the_token_is_looked_at(base_url):
+    port = int(base_url.rsplit(":", 1)[1])
+    head = (b"POST /v1/infill HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % (port, 300 * 1024 * 1024))
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:  # no token, 300 MB declared
+        sock.sendall(head + b"{" * 4096)  # answered before the body is sent
+        assert sock.recv(4096).startswith(b"HTTP/1.1 413 ")
+    chunked = (b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nTransfer-Encoding: chunked\r\n\r\n" % port)
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:  # no length: cut at the limit
+        sock.sendall(chunked)
+        chunk = b"%x\r\n%s\r\n" % (1024 * 1024, b" " * 1024 * 1024)
+        with contextlib.suppress(OSError):  # the server may close while we are still sending
+            for _ in range(12):  # 12 MiB, past the 8 MiB limit
+                sock.sendall(chunk)
+        assert sock.recv(4096).startswith(b"HTTP/1.1 413 ")
+
+
+async def test_a_host_that_only_starts_like_loopback_is_421(base_url):
+    port = base_url.rsplit(":", 1)[1]
+    async with _authorized(base_url) as client:
+        for host in ("[::1].evil.example", f"[::1].evil.example:{port}", "[::1]evil", "localhost.evil.example"):
+            r = await client.post("/v1/infill", headers={"Host": host}, json={"prefix": "", "suffix": ""})
+            assert r.status_code == 421, (host, r.text)
+        for host in (f"[::1]:{port}", f"localhost:{port}"):
+            assert (await client.get("/v1/models", headers={"Host": host})).status_code == 200, host
 
 
 async def test_a_body_that_is_not_json_is_422(http):

@@ -36,6 +36,9 @@ class PromptConfig:
             raise ConfigError(f"cut_slack must lie in [0, 1), got {self.cut_slack}")
 
 
+MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-4, 100.0
+
+
 @dataclass(frozen=True)
 class SamplingConfig:
     temperature: float = 0.0  # 0 = greedy (argmax)
@@ -43,8 +46,10 @@ class SamplingConfig:
     seed: int | None = 0  # seed of the per-request generator; None = fresh entropy each request
 
     def validate(self) -> None:
-        if self.temperature < 0:
-            raise ConfigError(f"temperature must be >= 0, got {self.temperature}")
+        # Bounded both ways: logits / temperature must stay finite in float32 (1e39 is inf there).
+        if not (self.temperature == 0 or MIN_TEMPERATURE <= self.temperature <= MAX_TEMPERATURE):
+            raise ConfigError(f"temperature must be 0 (greedy) or between {MIN_TEMPERATURE} and {MAX_TEMPERATURE:g}, "
+                              f"got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
             raise ConfigError(f"top_p must lie in (0, 1], got {self.top_p}")
 

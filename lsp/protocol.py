@@ -1,0 +1,120 @@
+"""The language server's JSON-RPC edge: every request gets an answer, a result or an LSP error.
+
+pygls (2.1) drops what it cannot handle without a word: a frame that is not JSON, a request
+whose params do not structure (a negative or fractional position), anything after `shutdown`;
+and it runs a second `initialize` as the first. Here, in a protocol subclass and our own read
+loop (in place of pygls's `run_async`, the same framing):
+
+  body not JSON (or not UTF-8)          ParseError (-32700), id null
+  not a JSON-RPC 2.0 object             InvalidRequest (-32600), its id if it has one
+  params that do not fit the method     InvalidParams (-32602); integers must be JSON integers
+                                        (cattrs would truncate 1.5 to 1)
+  a request after `shutdown`            InvalidRequest; notifications but `exit` are dropped
+  a second `initialize`                 InvalidRequest; the server keeps its first session
+A malformed notification has nobody to answer: it is logged (its type, not its content) and
+dropped. The server keeps reading in every case."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+import cattrs
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pygls.protocol import LanguageServerProtocol, default_converter
+
+log = logging.getLogger("umbra.lsp")
+
+PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
+_CONTENT_LENGTH = re.compile(rb"content-length:\s*(\d+)\s*", re.IGNORECASE)
+
+
+def _strict_int(value, _type) -> int:
+    if type(value) is not int:  # not bool, not float: JSON integers only
+        raise ValueError(f"expected an integer, got {type(value).__name__}")
+    return value
+
+
+def strict_converter() -> cattrs.Converter:
+    """pygls's converter, with integers that must be JSON integers."""
+    converter = default_converter()
+    converter.register_structure_hook(int, _strict_int)
+    return converter
+
+
+class UmbraProtocol(LanguageServerProtocol):
+    def receive(self, body: bytes) -> None:
+        """Handle one frame's body: answer it, or an error response naming what is wrong with it."""
+        try:
+            data = json.loads(body)
+        except ValueError:  # JSONDecodeError and UnicodeDecodeError
+            return self.reply_error(None, PARSE_ERROR, "the message is not valid JSON")
+        if not isinstance(data, dict) or data.get("jsonrpc") != "2.0":
+            return self.reply_error(_id(data), INVALID_REQUEST, "not a JSON-RPC 2.0 message")
+        method = data.get("method")
+        request = "id" in data and method is not None
+        if (method is not None and not isinstance(method, str)) or \
+                (method is None and "id" in data and not {"result", "error"} & data.keys()):
+            return self.reply_error(_id(data), INVALID_REQUEST, "neither a request, a notification nor a response")
+        try:
+            message = self.structure_message(data)
+        except (JsonRpcException, ValueError, TypeError) as exc:
+            if not request:
+                log.warning("dropped a malformed message (%s)", type(exc).__name__)
+                return None
+            return self.reply_error(_id(data), INVALID_PARAMS, f"invalid params for {method}")
+        self.handle_message(message)
+        return None
+
+    def handle_message(self, message) -> None:
+        method = getattr(message, "method", None)
+        is_request = method is not None and getattr(message, "id", None) is not None
+        if self._shutdown and method != types.EXIT:
+            if is_request:
+                self.reply_error(message.id, INVALID_REQUEST, "the server is shutting down (shutdown was requested)")
+            return
+        if is_request and method == types.INITIALIZE and self._server.initialized:
+            self.reply_error(message.id, INVALID_REQUEST, "the server is already initialized")
+            return
+        super().handle_message(message)
+
+    def reply_error(self, msg_id, code: int, message: str) -> None:
+        # A plain dict: pygls's message classes leave out a null id, which JSON-RPC requires here.
+        self._send_data({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}})
+
+
+def _id(data) -> int | str | None:
+    """The request id to answer with: a JSON-RPC id (integer or string), else null."""
+    msg_id = data.get("id") if isinstance(data, dict) else None
+    return msg_id if isinstance(msg_id, str) or type(msg_id) is int else None
+
+
+async def read_frames(reader, protocol: UmbraProtocol) -> None:
+    """Read `Content-Length` frames from `reader` (pygls's StdinAsyncReader) into `protocol` until
+    end of input or `exit`; headers other than Content-Length are ignored."""
+    while True:
+        length = None
+        while True:  # one frame's header block
+            line = await reader.readline()
+            if not line:
+                return
+            if not line.strip():
+                break
+            match = _CONTENT_LENGTH.fullmatch(line)
+            if match:
+                length = int(match.group(1))
+        if length is None:
+            log.warning("dropped a frame without Content-Length")
+            continue
+        body = await reader.readexactly(length) if length else b""
+        if len(body) < length:
+            return
+        try:
+            protocol.receive(body)
+        except SystemExit:
+            raise
+        except Exception as exc:  # noqa: BLE001 — a bug in a handler must not stop the server
+            log.error("handling a message failed: %s", type(exc).__name__)
+
