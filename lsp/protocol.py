@@ -37,10 +37,17 @@ def _strict_int(value, _type) -> int:
     return value
 
 
+def _strict_bool(value, _type) -> bool:
+    if type(value) is not bool:
+        raise ValueError(f"expected a boolean, got {type(value).__name__}")
+    return value
+
+
 def strict_converter() -> cattrs.Converter:
-    """pygls's converter, with integers that must be JSON integers."""
+    """pygls's converter, with integers and booleans that must be JSON integers and booleans."""
     converter = default_converter()
     converter.register_structure_hook(int, _strict_int)
+    converter.register_structure_hook(bool, _strict_bool)  # bool is an int: it needs its own hook
     return converter
 
 
