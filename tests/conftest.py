@@ -42,6 +42,26 @@ def tiny_model_dirs(tmp_path_factory) -> dict[str, Path]:
     return dirs
 
 
+def _fim_model(tmp_path_factory, family: str) -> Path:
+    from tiny_models import build_tiny_model_dir
+
+    d = tmp_path_factory.mktemp(f"tiny-fim-{family}")
+    build_tiny_model_dir(d, family=family, style="starcoder")
+    return d
+
+
+@pytest.fixture(scope="session")
+def fim_qwen2_dir(tmp_path_factory) -> Path:
+    """A saved tiny qwen2 (tied embeddings) with a StarCoder-style FIM tokenizer; read-only."""
+    return _fim_model(tmp_path_factory, "qwen2-tied")
+
+
+@pytest.fixture(scope="session")
+def fim_llama_dir(tmp_path_factory) -> Path:
+    """A saved tiny llama with a StarCoder-style FIM tokenizer; read-only."""
+    return _fim_model(tmp_path_factory, "llama")
+
+
 @pytest.fixture(scope="session")
 def hf_models(tiny_model_dirs):
     """family -> transformers reference model loaded from the same directory (eager attention)."""

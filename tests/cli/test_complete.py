@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from server.launch import local_cloud_sync
-from tiny_models import build_tiny_model_dir
 from umbra.cli.complete_cmd import parse_position, split_at
 from umbra.cli.main import main
 from umbra.errors import ConfigError
@@ -25,10 +24,8 @@ GEN = ["--max-tokens", "6", "--multiline", "--threads", "1"]
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("tiny-cli-model")
-    build_tiny_model_dir(d, family="llama", style="starcoder")
-    return d
+def model_dir(fim_llama_dir) -> Path:
+    return fim_llama_dir
 
 
 @pytest.fixture(scope="module")

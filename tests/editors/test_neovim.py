@@ -26,7 +26,6 @@ from pathlib import Path
 import pytest
 
 from lsp.options import CompletionOptions, InitializationOptions, section
-from tiny_models import build_tiny_model_dir
 from umbra.paths import repo_root
 
 sys.path.append(str(Path(__file__).parents[1] / "lsp"))  # the lsp tests' helpers, shared
@@ -64,10 +63,8 @@ def _umbra_bin() -> Path:
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("nvim-tiny-model")
-    build_tiny_model_dir(d, family="llama", style="starcoder")
-    return d
+def model_dir(fim_llama_dir) -> Path:
+    return fim_llama_dir
 
 
 @pytest.fixture(scope="module")

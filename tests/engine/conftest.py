@@ -7,16 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tiny_models import build_tiny_model_dir
 from umbra.engine import ClientModel
 from umbra.middle.local import LocalMiddle
 
 
 @pytest.fixture(scope="session")
-def tiny_dir(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("tiny-fim")
-    build_tiny_model_dir(d, family="qwen2-tied", style="starcoder")
-    return d
+def tiny_dir(fim_qwen2_dir) -> Path:
+    return fim_qwen2_dir
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,6 @@ import pytest
 from cloud_helpers import auth, metric
 from nginx_balancer import RENDER, nginx_balancer, nginx_binary, render_command
 from server.launch import LocalCloud, local_cloud
-from tiny_models import build_tiny_model_dir
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig, StopConfig
 from umbra.engine.session import CompletionSession
 from umbra.middle.remote import RemoteMiddle
@@ -37,10 +36,8 @@ KILL_AT = 2  # the victim's stream messages in round 2 before the kill: it dies 
 
 
 @pytest.fixture(scope="module")
-def fim_dir(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("tiny-fim")
-    build_tiny_model_dir(d, family="qwen2-tied", style="starcoder")
-    return d
+def fim_dir(fim_qwen2_dir) -> Path:
+    return fim_qwen2_dir
 
 
 @pytest.fixture(scope="module")

@@ -8,16 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tiny_models import CODE_SNIPPETS, build_tiny_model_dir
+from tiny_models import CODE_SNIPPETS
 from umbra.data.corpus import Document, write_documents
 from umbra.tuning.config import TuneConfig
 
 
 @pytest.fixture(scope="session")
-def base_dir(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("tune-base")
-    build_tiny_model_dir(d, family="qwen2-tied", style="starcoder")
-    return d
+def base_dir(fim_qwen2_dir) -> Path:
+    return fim_qwen2_dir
 
 
 @pytest.fixture(scope="module")
