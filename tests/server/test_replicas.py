@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
@@ -36,13 +35,8 @@ KILL_AT = 2  # the victim's stream messages in round 2 before the kill: it dies 
 
 
 @pytest.fixture(scope="module")
-def fim_dir(fim_qwen2_dir) -> Path:
-    return fim_qwen2_dir
-
-
-@pytest.fixture(scope="module")
-def model(fim_dir) -> ClientModel:
-    return ClientModel.load(fim_dir)
+def model(fim_qwen2_dir) -> ClientModel:
+    return ClientModel.load(fim_qwen2_dir)
 
 
 def _prompts(i: int) -> list[tuple[str, str]]:
@@ -81,11 +75,11 @@ def _address(cloud: LocalCloud) -> str:
     return cloud.base_url.removeprefix("http://")
 
 
-async def test_sessions_stick_spread_and_survive_a_replica_killed_mid_decode(model, fim_dir, tmp_path):
+async def test_sessions_stick_spread_and_survive_a_replica_killed_mid_decode(model, fim_qwen2_dir, tmp_path):
     nginx_binary()  # fails naming the package when nginx is missing
     tokens = tmp_path / "tokens.json"  # one token file: each replica accepts every client's token
-    async with local_cloud(fim_dir, settings=REPLICA, token_file=tokens) as a, \
-            local_cloud(fim_dir, settings=REPLICA, token_file=tokens) as b:
+    async with local_cloud(fim_qwen2_dir, settings=REPLICA, token_file=tokens) as a, \
+            local_cloud(fim_qwen2_dir, settings=REPLICA, token_file=tokens) as b:
         replicas = (a, b)
         with nginx_balancer([_address(a), _address(b)], tmp_path / "nginx") as lb:
             try:
