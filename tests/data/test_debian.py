@@ -81,8 +81,9 @@ def test_deb_go_sources_from_an_ar_written_here(tmp_path):
     assert got["github.com/foo/bar/bar.go"] == GO
 
 
-@pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="dpkg-deb not installed")
 def test_deb_go_sources_from_dpkg_deb(tmp_path):
+    if shutil.which("dpkg-deb") is None:
+        pytest.fail("dpkg-deb is not on PATH: it comes with Debian's `dpkg` package", pytrace=False)
     root = tmp_path / "pkg"
     for rel, data in _deb_files().items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)

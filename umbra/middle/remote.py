@@ -27,7 +27,6 @@ import asyncio
 import json
 import secrets
 import ssl
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -38,6 +37,8 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.protocol import State
 
 from umbra import wire
+from umbra.middle.remote_session import RemoteSession
+from umbra.middle.remote_session import WireStats
 from umbra.errors import CloudRejected, CloudUnavailable, ConfigError, SessionError, SessionEvicted, ValidationError
 
 _MAX_REPREFILLS = 3  # per call; more means the cloud keeps evicting us at once
@@ -57,49 +58,6 @@ class _UnknownSession(CloudRejected):
 class _ConnectionLost(CloudUnavailable):
     """The connection failed mid-call (refused, reset, dropped stream, a gateway's 502/504): the
     replica may be gone; recovered once per call by a re-prefill on a fresh cloud session."""
-
-
-@dataclass
-class WireStats:
-    """Payload bytes on the wire (frames and JSON bodies; no HTTP/WS/TLS framing)."""
-
-    bytes_sent: int = 0
-    bytes_received: int = 0
-    http_requests: int = 0
-    ws_messages: int = 0  # stream messages sent
-    reprefills: int = 0  # transparent recoveries after eviction / expiry / desync / a lost replica
-
-    def reset(self) -> None:
-        self.__init__()
-
-
-@dataclass
-class _Session:
-    training: bool
-    route: str  # routing key sent as ROUTING_HEADER with every request of this session
-    remote: str | None = None  # cloud session id; None: (re)open and re-prefill before the next step
-    chunks: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)  # sent (hidden, positions)
-    key_padding: torch.Tensor | None = None  # latest full mask [B, length], if the caller used one
-    ws: ClientConnection | None = None
-    dirty: bool = False  # a step was cancelled in flight: the cloud may hold more than `length`
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    length: int = 0  # positions in `chunks`
-
-    def append(self, hidden: torch.Tensor, positions: torch.Tensor) -> None:
-        self.chunks.append((hidden, positions))
-        self.length += hidden.shape[1]
-
-    def keep(self, length: int) -> None:
-        kept, n = [], 0
-        for h, p in self.chunks:
-            if n >= length:
-                break
-            take = min(h.shape[1], length - n)
-            kept.append((h[:, :take], p[:, :take]))
-            n += take
-        self.chunks, self.length = kept, n
-        if self.key_padding is not None:
-            self.key_padding = self.key_padding[:, :length]
 
 
 class RemoteMiddle:
@@ -124,7 +82,7 @@ class RemoteMiddle:
         self._ssl = ssl.create_default_context(cafile=str(verify)) if verify else None
         self._http = httpx.AsyncClient(base_url=self.base_url, headers=self._auth, verify=self._ssl or True,
                                        timeout=httpx.Timeout(timeout, connect=connect_timeout))
-        self._sessions: dict[str, _Session] = {}
+        self._sessions: dict[str, RemoteSession] = {}
         self._background: set[asyncio.Task] = set()
 
     # -- plumbing ----------------------------------------------------------------------------------
@@ -151,7 +109,7 @@ class RemoteMiddle:
         return CloudRejected(f"cloud rejected the request (HTTP {status}): {detail}", status)
 
     async def _request(self, method: str, path: str, content: bytes | None = None,
-                       body: dict | None = None, s: _Session | None = None) -> httpx.Response:
+                       body: dict | None = None, s: RemoteSession | None = None) -> httpx.Response:
         if body is not None:
             content = json.dumps(body).encode()
         headers = {"Content-Type": wire.MEDIA_TYPE if body is None else "application/json"}
@@ -181,7 +139,7 @@ class RemoteMiddle:
                                 f"send fewer positions per call", 413)
         return data
 
-    async def _exchange(self, s: _Session, path: str, data: bytes, expect: wire.Kind) -> torch.Tensor:
+    async def _exchange(self, s: RemoteSession, path: str, data: bytes, expect: wire.Kind) -> torch.Tensor:
         r = await self._request("POST", path, data, s=s)
         return wire.decode(r.content, expect=expect).tensors[0]
 
@@ -207,14 +165,14 @@ class RemoteMiddle:
     async def __aexit__(self, *exc) -> None:
         await self.aclose()
 
-    def _session(self, handle: str) -> _Session:
+    def _session(self, handle: str) -> RemoteSession:
         s = self._sessions.get(handle)
         if s is None:
             raise SessionError("unknown session")
         return s
 
     # -- stream ------------------------------------------------------------------------------------
-    async def _ws_open(self, s: _Session) -> ClientConnection:
+    async def _ws_open(self, s: RemoteSession) -> ClientConnection:
         url = "ws" + self.base_url[len("http"):] + f"/v1/sessions/{s.remote}/stream"
         try:
             s.ws = await connect(url, additional_headers={**self._auth, ROUTING_HEADER: s.route},
@@ -233,14 +191,14 @@ class RemoteMiddle:
             raise _ConnectionLost(f"cloud unreachable at {self.base_url}: stream: {type(exc).__name__} {exc}") from exc
         return s.ws
 
-    def _drop_ws(self, s: _Session) -> None:
+    def _drop_ws(self, s: RemoteSession) -> None:
         if s.ws is not None:
             task = asyncio.ensure_future(s.ws.close())
             self._background.add(task)
             task.add_done_callback(self._background.discard)
             s.ws = None
 
-    async def _ws_step(self, s: _Session, data: bytes) -> torch.Tensor:
+    async def _ws_step(self, s: RemoteSession, data: bytes) -> torch.Tensor:
         if s.ws is not None and s.ws.state is not State.OPEN:  # the cloud closed it (idle, restart)
             s.ws = None
         ws = s.ws or await self._ws_open(s)
@@ -275,10 +233,10 @@ class RemoteMiddle:
         return frame.hidden
 
     # -- inference steps ---------------------------------------------------------------------------
-    async def _open_remote(self, s: _Session) -> str:
+    async def _open_remote(self, s: RemoteSession) -> str:
         return (await self._request("POST", "/v1/sessions", body={"training": s.training}, s=s)).json()["session"]
 
-    async def _resync(self, s: _Session) -> None:
+    async def _resync(self, s: RemoteSession) -> None:
         """Truncate the cloud to what we know it should hold (after a truncate or a cancelled step)."""
         if s.dirty:  # the stream may still owe us a reply: start a fresh one
             self._drop_ws(s)
@@ -298,7 +256,7 @@ class RemoteMiddle:
         room = limit - 256 - b * total  # header, shapes, text; key padding of up to `total` slots
         return max(1, room // (b * (x.shape[2] * x.element_size() + 8)))
 
-    async def _send(self, s: _Session, x, pos, key_padding, start: int, want: bool) -> torch.Tensor | None:
+    async def _send(self, s: RemoteSession, x, pos, key_padding, start: int, want: bool) -> torch.Tensor | None:
         """Run positions [start, start+T) through the cloud session, in as many frames as the
         cloud's size limit needs; returns the outputs if `want` (else asks for 1 per frame)."""
         t, outs = x.shape[1], []
@@ -318,7 +276,7 @@ class RemoteMiddle:
                 raise
         return torch.cat(outs, 1) if want else None
 
-    async def _step(self, s: _Session, x, pos, key_padding) -> torch.Tensor:
+    async def _step(self, s: RemoteSession, x, pos, key_padding) -> torch.Tensor:
         t = x.shape[1]
         if key_padding is None and s.key_padding is not None:  # the mask so far, extended by T real slots
             key_padding = torch.cat([s.key_padding, torch.ones(x.shape[0], t, dtype=torch.bool)], 1)
@@ -349,7 +307,7 @@ class RemoteMiddle:
     async def open_session(self, *, training: bool = False) -> str:
         await self.connect()
         handle = secrets.token_hex(8)
-        s = _Session(training, route=secrets.token_hex(12))
+        s = RemoteSession(training, route=secrets.token_hex(12))
         s.remote = await self._open_remote(s)
         self._sessions[handle] = s
         return handle
