@@ -83,6 +83,7 @@ class ClientBundle:
 
 
 CLIENT_WEIGHTS_DP = "client_weights_dp"  # manifest privacy key: the DP record of DP-tuned client weights
+STUNING = "stuning"  # manifest privacy key: the STuning record of `umbra tune` (umbra/privacy/mode.py)
 
 
 def default_bundle_dir(base_dir: str | Path) -> Path:
@@ -270,10 +271,13 @@ def load_bundle(
 
 
 def save_client_weights(bundle: ClientBundle, encoder: ClientEncoder | None = None,
-                        decoder: ClientDecoder | None = None, dp: dict | None = None) -> Manifest:
+                        decoder: ClientDecoder | None = None, dp: dict | None = None,
+                        stuning: dict | None = None) -> Manifest:
     """Write (e.g. split-fine-tuned) client weights back, vocab rows in public order again. `dp`:
     the DP record of the training that produced them (NOESIS `--family full`), kept in the
-    manifest's privacy section as `client_weights_dp`; weights written without one drop an old one."""
+    manifest's privacy section as `client_weights_dp`; `stuning`: the STuning record of `umbra
+    tune` (its trajectory and `cloud_lora`), kept as `stuning` — the privacy mode's key
+    (umbra/privacy/mode.py). Weights written without one drop an old one of each."""
     encoder, decoder = encoder or bundle.encoder, decoder or bundle.decoder
     table, client = _client_tensors(encoder, decoder)
     table[EMBED_KEY] = public_rows(table[EMBED_KEY], bundle.permutation)
@@ -293,6 +297,10 @@ def save_client_weights(bundle: ClientBundle, encoder: ClientEncoder | None = No
             change.manifest.privacy.pop(CLIENT_WEIGHTS_DP, None)
         else:
             change.manifest.privacy[CLIENT_WEIGHTS_DP] = dp
+        if stuning is None:
+            change.manifest.privacy.pop(STUNING, None)
+        else:
+            change.manifest.privacy[STUNING] = stuning
     bundle.manifest = Manifest.read(bundle.dir)
     return bundle.manifest
 
