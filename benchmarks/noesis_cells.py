@@ -14,7 +14,6 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
 
 from umbra.data.corpus import LANGS, Document, read_documents
 from umbra.engine import ClientModel
@@ -159,11 +158,4 @@ def _num(x: float):
     return "inf" if math.isinf(x) else x
 
 
-def mean_ci(values: list[float]) -> tuple[float, float]:
-    """Mean and the half-width of its 95 % t-interval over seeds (nan with one seed)."""
-    v = np.asarray(values, dtype=float)
-    if len(v) < 2:
-        return float(v.mean()), float("nan")
-    t = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776}.get(len(v), 1.96)
-    return float(v.mean()), float(t * v.std(ddof=1) / math.sqrt(len(v)))
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from doc_markers import replace_block
-from noesis_cells import Budget, mean_ci
+from noesis_cells import Budget
+from seed_stats import mean_ci
 from umbra.data.corpus import LANGS
 
 ROWS2 = {"base": ("Base model, no tuning", "—"), "share_nothing": ("(i) Share Nothing (experts only)", "0 (nothing shared)"),
