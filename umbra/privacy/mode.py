@@ -1,0 +1,270 @@
+"""The privacy mode in force: what protects a client's traffic, named by one canonical key, and
+what the attack tables measured for it (DESIGN invariant 6; docs/privacy/mode.md).
+
+    mode = mode_of(model)                  # a ClientModel: its bundle's ε and STuning record
+    mode.summary                           # "NOIR ε=1024 · STuned 300 steps, gradient σ=0.1 · strongest attack 8.0 % (baseline 9.2 %)"
+    mode.defended                          # measured, and every attack within 1 point of the frequency baseline
+    mode.details                           # the measured figures as JSON (umbra/status, GET /healthz)
+
+The key (`config_key`) names a client configuration, the same for the product (which reads it
+from a bundle's manifest) and for the benchmark that measures it (which computes it from the
+configuration it tuned): INDVocab ε (None: no bundle; inf: permutation only), and from the
+STuning record `manifest.privacy["stuning"]` — `TuneConfig.trajectory()` plus `cloud_lora`, as
+`umbra tune` writes it (`stuning_record`) — the steps, the gradient noise σ, the inversion
+penalty λ, whether the embedding was trained, whether the cloud trained a LoRA, and, verbatim
+(sorted JSON), the sub-records `private_path` and `adversary` when present and enabled. A
+sub-record is enabled when its `"enabled"` entry is true; `stuning_record` writes that entry from
+the config's `enabled` property (dataclass properties are not in `asdict`); a sub-record with no
+`"enabled"` entry counts as enabled, so an unknown setting never borrows another configuration's
+figures. Everything else (learning rate, batch, context, seed) is left out of the key: the
+tables measure a configuration's kind, not its run.
+
+Measured figures are package data, `umbra/privacy/measured.json`, written by
+`benchmarks/measured_modes.py` from the tables of docs/privacy/attacks.md and utility.md (a later
+grid rewrites it in the same format):
+
+    {"source": "how the file was made",
+     "configurations": {
+        KEY: {"label": "NOIR ε=1024 · …",          # the label of the configuration
+              "attacks": {NAME: percent, …},        # token recovery of every attack measured on its traffic
+              "baseline": percent,                  # the frequency-only baseline of that run
+              "holds": bool,                        # every attack <= baseline + 1 point (checked on load)
+              "top1": percent | null,               # next-token top-1 of the same configuration; null: not measured
+              "client_alone_top1": percent | null,  # the client's blocks alone, middle skipped, tuned the same
+              "fclean_top1": percent | null,        # NOIR's fClean: the same tuning without INDVocab / LTokenizer
+              "seeds": int,                         # seeds behind the figures
+              "adaptive": bool,                     # whether an adaptive attacker (shadow client) was among them
+              "source": "docs/…"}}}                 # the doc tables the figures come from
+
+Torch-free and pure: the CLI's parser, the servers and the benchmarks import it."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from umbra.errors import ValidationError
+
+STUNING_KEY = "stuning"  # the manifest privacy entry (umbra.privacy.bundle.STUNING; that module needs torch)
+HOLD_MARGIN = 1.0  # points above the frequency-only baseline an attack may reach and the mode still hold
+CONTROL_MARGIN = 10.0  # points above the client-blocks-alone control a private mode must complete
+SUBRECORDS = ("private_path", "adversary")  # STuning sub-configs taken into the key verbatim when enabled
+OPT_IN_NOTE = "sent undefended by your setting"
+
+
+# -- the key ---------------------------------------------------------------------------------
+def _num(value: Any) -> str:
+    x = float(value)
+    if math.isnan(x):
+        raise ValidationError("a privacy configuration has no NaN")
+    return "inf" if math.isinf(x) else format(x, ".12g")
+
+
+def _enabled(sub: Any) -> bool:
+    return isinstance(sub, Mapping) and bool(sub.get("enabled", True))
+
+
+def config_key(epsilon: float | None, stuning: Mapping | None) -> str:
+    """The canonical, stable name of a client configuration (see the module doc). `epsilon` None:
+    no bundle (then `stuning` must be None: only a bundle is STuned)."""
+    if epsilon is None:
+        if stuning is not None:
+            raise ValidationError("a STuning record needs a bundle (an INDVocab ε)")
+        return "none"
+    key = f"eps={_num(epsilon)}"
+    if stuning is None:
+        return key
+    try:
+        parts = [f"steps={int(stuning['steps'])}",
+                 f"sigma={_num(stuning.get('gradient_noise', {}).get('noise_multiplier', 0.0))}",
+                 f"lambda={_num(stuning.get('inversion_penalty', {}).get('weight', 0.0))}",
+                 f"train_embedding={str(bool(stuning.get('train_embedding', False))).lower()}",
+                 f"cloud_lora={str(bool(stuning.get('cloud_lora', False))).lower()}"]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValidationError(f"a malformed STuning record ({exc})") from None
+    for name in SUBRECORDS:
+        sub = stuning.get(name)
+        if _enabled(sub):
+            parts.append(f"{name}={json.dumps(sub, sort_keys=True, separators=(',', ':'))}")
+    return f"{key};stuning:{';'.join(parts)}"
+
+
+def stuning_record(config: Any, cloud_lora: bool) -> dict:
+    """What `umbra tune` records in the manifest: `config.trajectory()` (a TuneConfig), `cloud_lora`,
+    and for each sub-config of SUBRECORDS with an `enabled` property, that flag in its record."""
+    record = dict(config.trajectory())
+    record["cloud_lora"] = bool(cloud_lora)
+    for name in SUBRECORDS:
+        sub = getattr(config, name, None)
+        if isinstance(record.get(name), Mapping) and hasattr(sub, "enabled"):
+            record[name] = {**record[name], "enabled": bool(sub.enabled)}
+    return record
+
+
+def config_label(epsilon: float | None, stuning: Mapping | None) -> str:
+    """A person's name for the configuration: "none", "NOIR ε=1024", "NOIR ε=1024 · STuned 300 steps, gradient σ=0.1"."""
+    if epsilon is None:
+        return "none"
+    label = f"NOIR ε={'∞' if math.isinf(float(epsilon)) else format(float(epsilon), 'g')}"
+    if stuning is None:
+        return label
+    how = [f"STuned {int(stuning['steps'])} steps"]
+    sigma = float(stuning.get("gradient_noise", {}).get("noise_multiplier", 0.0))
+    weight = float(stuning.get("inversion_penalty", {}).get("weight", 0.0))
+    if sigma > 0:
+        how.append(f"gradient σ={sigma:g}")
+    if weight > 0:
+        how.append(f"inversion penalty λ={weight:g}")
+    if stuning.get("train_embedding"):
+        how.append("embedding trained")
+    if stuning.get("cloud_lora"):
+        how.append("cloud LoRA")
+    how += [name.replace("_", " ") for name in SUBRECORDS if _enabled(stuning.get(name))]
+    return f"{label} · {', '.join(how)}"
+
+
+# -- measured figures ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Measured:
+    """What the attack and utility tables measured for one configuration (percentages)."""
+
+    label: str
+    attacks: Mapping[str, float]  # attack name -> token recovery rate
+    baseline: float  # frequency-only baseline
+    top1: float | None = None  # next-token top-1; None: not measured
+    client_alone_top1: float | None = None  # the client's blocks alone, tuned the same
+    fclean_top1: float | None = None  # fClean
+    seeds: int = 1
+    adaptive: bool = False  # an adaptive attacker among the attacks
+    source: str = ""
+
+    @property
+    def holds(self) -> bool:
+        """Every attack within HOLD_MARGIN points of the frequency-only baseline."""
+        return bool(self.attacks) and all(v <= self.baseline + HOLD_MARGIN for v in self.attacks.values())
+
+    @property
+    def strongest(self) -> tuple[str, float]:
+        return max(self.attacks.items(), key=lambda kv: kv[1])
+
+    @property
+    def below_control(self) -> bool:
+        """Completes below the client-blocks-alone control + CONTROL_MARGIN (the cloud does not pay)."""
+        return (self.top1 is not None and self.client_alone_top1 is not None
+                and self.top1 < self.client_alone_top1 + CONTROL_MARGIN)
+
+    @classmethod
+    def from_json(cls, key: str, d: Mapping) -> Measured:
+        try:
+            attacks = {str(k): float(v) for k, v in d["attacks"].items()}
+            m = cls(label=str(d["label"]), attacks=attacks, baseline=float(d["baseline"]),
+                    top1=_opt(d.get("top1")), client_alone_top1=_opt(d.get("client_alone_top1")),
+                    fclean_top1=_opt(d.get("fclean_top1")), seeds=int(d["seeds"]), adaptive=bool(d["adaptive"]),
+                    source=str(d["source"]))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValidationError(f"measured.json: configuration {key!r} is malformed ({exc})") from None
+        if not attacks or m.seeds < 1:
+            raise ValidationError(f"measured.json: configuration {key!r} has no attacks or no seeds")
+        if bool(d.get("holds")) != m.holds:
+            raise ValidationError(f"measured.json: configuration {key!r} says holds={d.get('holds')} but its "
+                                  f"attacks say {m.holds}")
+        return m
+
+    def to_json(self) -> dict:
+        return {"label": self.label, "attacks": dict(self.attacks), "baseline": self.baseline, "holds": self.holds,
+                "top1": self.top1, "client_alone_top1": self.client_alone_top1, "fclean_top1": self.fclean_top1,
+                "seeds": self.seeds, "adaptive": self.adaptive, "source": self.source}
+
+
+def _opt(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+@lru_cache(maxsize=1)
+def measured_table() -> Mapping[str, Measured]:
+    """The package's measured configurations, by key (ValidationError if the file is malformed)."""
+    text = resources.files("umbra.privacy").joinpath("measured.json").read_text(encoding="utf-8")
+    return parse_measured(json.loads(text))
+
+
+def parse_measured(data: Mapping) -> dict[str, Measured]:
+    configurations = data.get("configurations") if isinstance(data, Mapping) else None
+    if not isinstance(configurations, Mapping):
+        raise ValidationError("measured.json has no 'configurations' object")
+    return {key: Measured.from_json(key, d) for key, d in configurations.items()}
+
+
+# -- the mode --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PrivacyMode:
+    key: str
+    label: str
+    measured: Measured | None = field(default=None, compare=False)
+    # Sent to a cloud not on this machine although not `defended`, because the user opted in
+    # (umbra/privacy/cloud_policy.py).
+    opted_in: bool = False
+
+    @classmethod
+    def of(cls, epsilon: float | None, stuning: Mapping | None,
+           table: Mapping[str, Measured] | None = None) -> PrivacyMode:
+        key = config_key(epsilon, stuning)
+        return cls(key, config_label(epsilon, stuning), (measured_table() if table is None else table).get(key))
+
+    @property
+    def defended(self) -> bool:
+        return self.measured is not None and self.measured.holds
+
+    @property
+    def summary(self) -> str:
+        """One line for status bars (see the module doc for examples)."""
+        head = f"{self.label} — {OPT_IN_NOTE}" if self.opted_in else self.label
+        m = self.measured
+        if m is None:
+            return f"{head} · not measured"
+        name, worst = m.strongest
+        if not m.holds:
+            return f"{head} · cloud reads ~{worst:.1f} % of tokens"
+        if m.below_control:
+            return (f"{head} · attacks held; completes below the client-blocks-alone control "
+                    f"({m.top1:.1f} % vs {m.client_alone_top1:.1f} %)")
+        return f"{head} · strongest attack {worst:.1f} % (baseline {m.baseline:.1f} %)"
+
+    @property
+    def header(self) -> str:
+        """`summary` in ASCII, for an HTTP header (X-Umbra-Privacy): ε → eps, σ → sigma, λ → lambda."""
+        text = self.summary
+        for a, b in (("ε=∞", "eps=inf"), ("ε", "eps"), ("σ", "sigma"), ("λ", "lambda"), (" · ", "; "),
+                     (" — ", " - "), ("~", "~")):
+            text = text.replace(a, b)
+        return text.encode("ascii", "replace").decode("ascii")
+
+    @property
+    def details(self) -> dict:
+        """The mode and its measured figures as JSON (camelCase, percentages)."""
+        out: dict[str, Any] = {"key": self.key, "label": self.label, "defended": self.defended,
+                               "optedIn": self.opted_in, "measured": self.measured is not None}
+        m = self.measured
+        if m is not None:
+            name, worst = m.strongest
+            out.update({"attacks": dict(m.attacks), "strongestAttack": {"name": name, "percent": worst},
+                        "baseline": m.baseline, "holds": m.holds, "top1": m.top1,
+                        "clientAloneTop1": m.client_alone_top1, "fcleanTop1": m.fclean_top1,
+                        "belowControl": m.below_control, "seeds": m.seeds, "adaptive": m.adaptive,
+                        "source": m.source})
+        return out
+
+
+def mode_of_manifest(manifest: Any) -> PrivacyMode:
+    """The mode of a bundle's Manifest: its ε and its STuning record (None: untuned)."""
+    return PrivacyMode.of(manifest.epsilon, manifest.privacy.get(STUNING_KEY))
+
+
+def mode_of(model: Any) -> PrivacyMode:
+    """The mode of a ClientModel: "none" without a bundle, else its manifest's."""
+    bundle = getattr(model, "bundle", None)
+    return PrivacyMode.of(None, None) if bundle is None else mode_of_manifest(bundle.manifest)
