@@ -17,14 +17,16 @@ path here at all) — and back to "ready" when a completion succeeds again or a 
 bundle key, cloud token, a self-started cloud that does not start) or the cloud rejects our
 token. A self-started cloud that dies is started again (sessions dropped, "starting" →
 "ready"), up to MAX_RESTARTS times in RESTART_WINDOW_S; past that the state is "error". The
-mode is always "split"."""
+mode is always "split". `privacy` is the privacy mode in force (umbra/privacy/mode.py): the
+loaded model's, then the link's (which says when the user's opt-in sends it undefended to a cloud
+not on this machine; without the opt-in such a cloud is an "error": umbra/privacy/cloud_policy.py),
+with the attack tables' figures for it in `privacyDetails`."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import logging
-import math
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -49,6 +51,7 @@ from umbra.errors import (
     ValidationError,
 )
 from umbra.paths import default_model_dir
+from umbra.privacy.mode import PrivacyMode, mode_of
 
 MAX_RESTARTS = 3  # restarts of a self-started cloud allowed within RESTART_WINDOW_S
 RESTART_WINDOW_S = 600.0
@@ -65,20 +68,15 @@ class Status:
     mode: str = "split"  # the only mode: the middle blocks always run in the cloud
     expert: str | None = None  # the expert adapter that served the last completion (a name only)
     access: str = "secure"  # SecureGate: "secure" or "revealing: NAME" for the last completion (never a key)
-    privacy: str | None = None  # privacy_mode() of the loaded model; None before it is loaded
+    privacy: str | None = None  # PrivacyMode.summary in force; None before the model is loaded
+    privacy_details: dict | None = None  # PrivacyMode.details: the measured figures (JSON `privacyDetails`)
 
     def to_json(self) -> dict:
         return {"state": self.state, "message": self.message, "mode": self.mode, "expert": self.expert,
-                "access": self.access, "privacy": self.privacy}
+                "access": self.access, "privacy": self.privacy, "privacyDetails": self.privacy_details}
 
-
-def privacy_mode(model: ClientModel) -> str:
-    """The protection of `model`'s traffic as `umbra/status` reports it: "none" without a client
-    bundle, else "NOIR ε=E" with the INDVocab ε its manifest records (∞: permuted ids, no noise)."""
-    if model.bundle is None:
-        return "none"
-    eps = model.bundle.manifest.epsilon
-    return f"NOIR ε={'∞' if math.isinf(eps) else format(eps, 'g')}"
+    def with_privacy(self, mode: PrivacyMode) -> Status:
+        return replace(self, privacy=mode.summary, privacy_details=mode.details)
 
 
 @dataclass(frozen=True)
@@ -107,6 +105,7 @@ class Backend:
         self.status = Status("starting", "Umbra is starting")
         self.setup_error: BaseException | None = None
         self.model: ClientModel | None = None
+        self.privacy: PrivacyMode | None = None  # the mode in force (status.privacy is its summary)
         self.link: CloudLink | None = None  # the cloud and the Middle to it (umbra/connect.py), audit tap included
         self.engine: CompletionEngine | None = None
         self.pool = SessionPool(max_sessions)
@@ -152,10 +151,13 @@ class Backend:
             if self.options.threads is not None:
                 torch.set_num_threads(self.options.threads)
             self.model = await asyncio.to_thread(load_model, self.options.model)
-            self.status = replace(self.status, privacy=privacy_mode(self.model))
+            self.privacy = mode_of(self.model)
+            self.status = self.status.with_privacy(self.privacy)
             self._report("starting", "starting the cloud" if self.options.cloud.url is None else "connecting to the cloud")
             self.link = open_middle(self.model, cloud_config(self.options))
             await self.link.start()  # the RemoteMiddle, and the audit tap over it while `umbra audit on`
+            self.privacy = self.link.privacy  # the mode in force (an opt-in said)
+            self.status = self.status.with_privacy(self.privacy)
             if self.closed:  # shut down while the cloud was starting: stop it again
                 await self.link.aclose()
                 return

@@ -8,7 +8,8 @@ link stops it), exactly as `umbra complete` does with no cloud configured. Other
 configured URL, with its bearer token from the OS keyring entry `cloud-token:<url>` of
 `model.keyringService`, or else from the environment variable named by `cloud.tokenEnv`. Never
 from settings or argv. How the link is made is umbra/connect.py's, shared with the CLIs; this
-module only maps the server's options onto it."""
+module only maps the server's options onto it, the opt-in `allowUndefendedRemoteCloud` of the
+private-by-default rule (umbra/privacy/cloud_policy.py) included."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def cloud_config(options: InitializationOptions) -> CloudConfig:
     """The link's configuration from the server's options (no token: looked up when it starts)."""
     cert = Path(options.cloud.certificate) if options.cloud.certificate else None
     return CloudConfig(url=options.cloud.url, keyring_service=options.model.keyring_service,
-                       token_env=options.cloud.token_env, certificate=cert, threads=options.threads)
+                       token_env=options.cloud.token_env, certificate=cert, threads=options.threads,
+                       allow_undefended_remote_cloud=options.allow_undefended_remote_cloud)
 
 
 def cloud_token(options: InitializationOptions) -> str:

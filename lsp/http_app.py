@@ -10,7 +10,8 @@ looked at: bodies over `max_body_bytes` 413 (from Content-Length alone when decl
 headers or bodies 408, oversized headers 431. Errors map through lsp/errors.py: bad input 422, superseded 409, cloud unreachable
 503, cloud refused 502, no or wrong API token 401, non-loopback Host 421 — as
 `{"error": NAME, "detail": ...}` on Umbra's own routes, as OpenAI's error object (bad input
-400) on the OpenAI-compatible ones (lsp/openai_errors.py). Binds 127.0.0.1 unless
+400) on the OpenAI-compatible ones (lsp/openai_errors.py). Every completion response carries
+the privacy mode in force in `X-Umbra-Privacy` (lsp/privacy_header.py). Binds 127.0.0.1 unless
 told otherwise; who may call it is lsp/api_auth.py's business (a token file made at each start)."""
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from lsp.api_auth import ApiAuth, Unauthorized, default_token_file, new_token, r
 from lsp.backend import Backend
 from lsp.deps import require_host, require_token
 from lsp.errors import fault_for
+from lsp.privacy_header import PrivacyHeader
 from lsp.routes import health, infill, models, openai_completions, sessions
 from lsp.settings import LocalSettings, get_settings
 from umbra.edge import BodyGuard, edge_protocol
@@ -105,6 +107,7 @@ def create_app(settings: LocalSettings | None = None, backend: Backend | None = 
     for module in (openai_completions, models, infill, sessions):
         app.include_router(module.router, dependencies=[Depends(require_token)])
     app.include_router(health.router, dependencies=[Depends(require_host)])
+    app.add_middleware(PrivacyHeader, backend_of=lambda: app.state.backend)  # X-Umbra-Privacy on completions
     # Outermost: bodies are bounded before parsing and before the token is checked.
     app.add_middleware(BodyGuard, limits=lambda: app.dependency_overrides.get(get_settings, get_settings)().edge_limits())
     return app

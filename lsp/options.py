@@ -11,7 +11,8 @@ Three sources, one schema:
           "completion": {"maxTokens": 64, "multiline": false, "temperature": 0.0, "topP": 1.0,
                          "contextTokens": 1024, "languages": null},
           "languages": {"aliases": {"golang": "go", "py": "python", ...}},
-          "threads": null
+          "threads": null,
+          "allowUndefendedRemoteCloud": false
         }
 
   * `umbra serve`'s UMBRA_LOCAL_* environment variables (lsp/settings.py), nested with `__`
@@ -191,6 +192,10 @@ class InitializationOptions(_Options):
     languages: LanguageOptions = Field(default_factory=LanguageOptions)
     # torch intra-op threads, here and in a self-started cloud; null = torch's default.
     threads: Threads = None
+    # Send hidden states whose privacy mode is not defended (e.g. no bundle: the cloud reads ~99.9 %
+    # of tokens) to a `cloud.url` that is not on this machine. Off: such a cloud is refused
+    # (umbra/privacy/cloud_policy.py; UMBRA_ALLOW_UNDEFENDED_REMOTE_CLOUD=1 also opts in).
+    allow_undefended_remote_cloud: bool = False
 
     def validate(self) -> InitializationOptions:
         """Checks beyond the schema: the engine's own (OptionsError); returns self."""

@@ -5,7 +5,8 @@ Lifecycle
                  bad values → InvalidParams naming the option's JSON path; unknown keys are
                  ignored with a warning (logged, and a `window/logMessage` to the editor)
   initialized    set-up in the background (model, cloud, connection) with `umbra/status`
-                 notifications: "starting" → "ready" | "unreachable" | "error" (lsp/backend.py)
+                 notifications: "starting" → "ready" | "unreachable" | "error" (lsp/backend.py),
+                 each with the privacy mode in force (`privacy`, `privacyDetails`)
   shutdown       close every session, the connection and a self-started cloud
 Features
   textDocument/didOpen|didChange|didClose   incremental sync into our own documents
@@ -107,7 +108,9 @@ class UmbraLanguageServer(LanguageServer):
             raise lsp_error(exc) from None
 
 
-def create_server() -> UmbraLanguageServer:
+def create_server(allow_undefended_remote_cloud: bool = False) -> UmbraLanguageServer:
+    """The server; `allow_undefended_remote_cloud` (`umbra lsp --allow-undefended-remote-cloud`)
+    opts in whatever the editor's `allowUndefendedRemoteCloud` says (umbra/privacy/cloud_policy.py)."""
     ls = UmbraLanguageServer()
 
     @ls.feature(types.INITIALIZE)
@@ -116,6 +119,8 @@ def create_server() -> UmbraLanguageServer:
             ls.options = InitializationOptions.from_json(params.initialization_options, warn=ls.warn_editor)
         except UmbraError as exc:
             raise lsp_error(exc) from None
+        if allow_undefended_remote_cloud:
+            ls.options = ls.options.model_copy(update={"allow_undefended_remote_cloud": True})
         encoding = ls.workspace.position_encoding or types.PositionEncodingKind.Utf16
         ls.documents.encoding = str(getattr(encoding, "value", encoding))
         ls.backend = Backend(ls.options, on_status=ls.send_status)
@@ -222,7 +227,7 @@ def _terminate(signum, frame):
     raise SystemExit(128 + signum)
 
 
-def run_stdio() -> int:
+def run_stdio(allow_undefended_remote_cloud: bool = False) -> int:
     """Serve LSP on stdin/stdout until `exit`, end of input or SIGTERM, then exit the process.
     Anything else writing to stdout (a library's print, a child process) goes to stderr: the
     protocol has the real stdout to itself."""
@@ -231,7 +236,7 @@ def run_stdio() -> int:
     sys.stdout = sys.stderr
     logging.getLogger("pygls").setLevel(logging.WARNING)  # its debug logs carry document text
     signal.signal(signal.SIGTERM, _terminate)
-    ls = create_server()
+    ls = create_server(allow_undefended_remote_cloud)
     code = 0
     try:
         asyncio.run(_serve(ls, sys.stdin.buffer, protocol_out))

@@ -82,6 +82,7 @@ class LocalSettings(BaseSettings):
     completion: CompletionOptions = Field(default_factory=CompletionOptions)  # request defaults
     languages: LanguageOptions = Field(default_factory=LanguageOptions)
     threads: Threads = None
+    allow_undefended_remote_cloud: bool = False  # the opt-in of umbra/privacy/cloud_policy.py
 
     def __init__(self, **values: Any) -> None:
         warn_unknown(unknown_variables(os.environ), what="setting")

@@ -14,6 +14,10 @@ token for the link's lifetime, and still reached over the network; otherwise the
 bearer token given explicitly (a CLI's --token), else from the OS keyring entry
 `cloud-token:<url>`, else from the environment variable `token_env`. While `umbra audit on`,
 `link.middle` is the audit tap over the RemoteMiddle: it records what the cloud receives.
+`link.privacy` is the privacy mode in force (umbra/privacy/mode.py): `start()` applies the
+private-by-default rule (umbra/privacy/cloud_policy.py) before it sends or looks up anything, so
+undefended states never go to a cloud not on this machine without the user's opt-in
+(`allow_undefended_remote_cloud`; UndefendedCloudRefused otherwise).
 Nothing here falls back to any other path (invariant 2): failures are CloudUnavailable or
 ConfigError for the caller to report. This is the only module outside `server/` that imports
 `server.launch` (tests/test_architecture.py)."""
@@ -35,6 +39,8 @@ from keys.store import DEFAULT_SERVICE
 from server.launch import LocalCloud, local_cloud_sync
 from umbra.errors import ConfigError
 from umbra.middle.remote import RemoteMiddle
+from umbra.privacy.cloud_policy import mode_in_force
+from umbra.privacy.mode import PrivacyMode, mode_of
 
 if TYPE_CHECKING:
     from umbra.audit.recorder import AuditTap
@@ -54,6 +60,9 @@ class CloudConfig:
     threads: int | None = None  # torch intra-op threads of a self-started cloud; None = torch's default
     audit: bool | None = None  # record what the cloud receives; None: as `umbra audit on|off` says
     startup_timeout: float = 120.0  # seconds a self-started cloud may take to answer /healthz
+    # Send states whose privacy mode is not defended to a cloud not on this machine (the user's
+    # explicit opt-in; UMBRA_ALLOW_UNDEFENDED_REMOTE_CLOUD=1 too). umbra/privacy/cloud_policy.py.
+    allow_undefended_remote_cloud: bool = False
 
     def validate(self) -> CloudConfig:
         if self.url is not None and not self.url.strip().startswith(("http://", "https://")):
@@ -95,11 +104,15 @@ def with_token(config: CloudConfig) -> CloudConfig:
 
 class CloudLink:
     """Where the middle blocks run and the Middle to them. `url`, `token` and `verify` are set by
-    `start()`; `local` is the self-started service (None for a configured URL)."""
+    `start()`; `local` is the self-started service (None for a configured URL). `mode`: the
+    privacy mode of what will be sent (default: the model's, `mode_of(model)`; `umbra tune` gives
+    the mode of the configuration it trains); `privacy` is the mode in force once started."""
 
-    def __init__(self, model: ClientModel, config: CloudConfig):
+    def __init__(self, model: ClientModel, config: CloudConfig, mode: PrivacyMode | None = None):
         self.model = model
         self.config = config.validate()
+        self.mode = mode or mode_of(model)
+        self.privacy: PrivacyMode = self.mode
         self.url: str | None = None
         self.token: str | None = None
         self.verify: Path | None = None  # certificate the RemoteMiddle trusts
@@ -154,10 +167,13 @@ class CloudLink:
     async def start(self) -> CloudLink:
         """Start the cloud on loopback (url None) or look up the token of the configured one, and
         make the RemoteMiddle and, when auditing, the audit tap (its encrypted store and keyring
-        key ready before anything is sent). Sends nothing to a configured cloud."""
+        key ready before anything is sent). Sends nothing to a configured cloud. First of all the
+        private-by-default rule: UndefendedCloudRefused for an undefended mode and a cloud not on
+        this machine without the opt-in."""
         if self.url is not None:
             raise ConfigError("a cloud link starts once (restart() makes a new one)")
         config, model = self.config, self.model
+        self.privacy = mode_in_force(self.mode, config.url, config.allow_undefended_remote_cloud)
         if config.url is None:
             settings = {} if config.threads is None else {"torch_threads": config.threads}
             base = await asyncio.to_thread(model.check_base)
@@ -203,7 +219,7 @@ class CloudLink:
         if not self.self_started:
             raise ConfigError("only a self-started cloud can be restarted")
         await self.aclose()
-        fresh = CloudLink(self.model, self.config)
+        fresh = CloudLink(self.model, self.config, self.mode)
         try:
             return await fresh.start()
         except BaseException:
@@ -242,7 +258,8 @@ class CloudLink:
         await self.aclose()
 
 
-def open_middle(model: ClientModel, config: CloudConfig | None = None) -> CloudLink:
+def open_middle(model: ClientModel, config: CloudConfig | None = None, mode: PrivacyMode | None = None) -> CloudLink:
     """The link to the cloud for `model`'s split: `async with` it for a connected Middle that is
-    closed (and a self-started cloud stopped) on exit, or drive its steps (servers)."""
-    return CloudLink(model, config or CloudConfig())
+    closed (and a self-started cloud stopped) on exit, or drive its steps (servers). `mode`: see
+    CloudLink."""
+    return CloudLink(model, config or CloudConfig(), mode)

@@ -13,6 +13,7 @@ import pytest
 
 from umbra.errors import ValidationError
 from umbra.privacy.mode import (
+    CLIENT_WEIGHTS_DP_KEY,
     STUNING_KEY,
     Measured,
     PrivacyMode,
@@ -147,3 +148,6 @@ def test_the_bundle_module_writes_the_key_mode_reads():
     from umbra.privacy.bundle import STUNING
 
     assert STUNING == STUNING_KEY
+    from umbra.privacy.bundle import CLIENT_WEIGHTS_DP
+
+    assert CLIENT_WEIGHTS_DP == CLIENT_WEIGHTS_DP_KEY

@@ -4,6 +4,9 @@
 A URL from --cloud or UMBRA_CLOUD_URL; its token from --token (visible in `ps`), else the OS
 keyring entry stored by `umbra keys cloud-token set URL` in --service's keyring, else
 UMBRA_CLOUD_TOKEN. No URL: the real cloud service is started on 127.0.0.1 for the command.
+A cloud not on this machine receives only a defended privacy mode unless
+--allow-undefended-remote-cloud (or UMBRA_ALLOW_UNDEFENDED_REMOTE_CLOUD=1) says otherwise
+(umbra/privacy/cloud_policy.py; `umbra lsp` and `umbra serve` take the flag too).
 Torch-free at import: building the parser must stay cheap."""
 
 from __future__ import annotations
@@ -24,6 +27,15 @@ def add_cloud_args(group) -> None:
                        help="cloud access token (visible in `ps`; prefer the keyring entry stored by "
                             "`umbra keys cloud-token set URL`, or UMBRA_CLOUD_TOKEN)")
     group.add_argument("--cloud-cert", metavar="PEM", default=None, help="certificate to trust for an HTTPS cloud")
+    add_opt_in_arg(group)
+
+
+def add_opt_in_arg(group) -> None:
+    """--allow-undefended-remote-cloud, the explicit opt-in of umbra/privacy/cloud_policy.py."""
+    group.add_argument("--allow-undefended-remote-cloud", action="store_true",
+                       help="send hidden states whose privacy mode is not defended (e.g. no client bundle: the "
+                            "cloud reads ~99.9 %% of tokens) to a cloud that is not on this machine; without it such "
+                            "a link is refused (env UMBRA_ALLOW_UNDEFENDED_REMOTE_CLOUD=1; docs/privacy/mode.md)")
 
 
 def cloud_url(args) -> str | None:
@@ -40,7 +52,8 @@ def cloud_config(args, *, audit: bool | None) -> CloudConfig:
     config = CloudConfig(url=url, token=(args.token or None) if url else None,
                          keyring_service=args.service or DEFAULT_SERVICE,
                          certificate=Path(args.cloud_cert) if url and args.cloud_cert else None,
-                         threads=args.threads, audit=audit)
+                         threads=args.threads, audit=audit,
+                         allow_undefended_remote_cloud=args.allow_undefended_remote_cloud)
     return with_token(config.validate())
 
 

@@ -10,7 +10,10 @@ baseline; nothing is sent anywhere).
 `--bundle DIR` (or UMBRA_BUNDLE) completes with a client bundle made by `umbra init`: private
 token ids, the INDVocab-randomized embedding and the permuted LM head, its key from the OS
 keyring. The cloud still runs the base model's public middle blocks; `--model` then names that
-base model (default: the directory the bundle was made from)."""
+base model (default: the directory the bundle was made from).
+
+The privacy mode in force (docs/privacy/mode.md) is printed to stderr once. A cloud not on this
+machine receives only a defended mode unless --allow-undefended-remote-cloud says otherwise."""
 
 from __future__ import annotations
 
@@ -162,9 +165,11 @@ async def _complete(model: ClientModel, config, prefix, suffix, cloud: CloudConf
     from umbra.engine import CompletionEngine
 
     if cloud is None:
+        print("umbra: privacy: nothing is sent (--local)", file=sys.stderr)
         return await CompletionEngine.monolithic(model, config).complete(prefix, suffix, language=language)
     from umbra.connect import open_middle
 
     async with open_middle(model, cloud) as link:
+        print(f"umbra: privacy: {link.privacy.summary}", file=sys.stderr)
         engine = CompletionEngine.split(model, link.middle, config, context_length=link.max_seq_len)
         return await engine.complete(prefix, suffix, language=language)

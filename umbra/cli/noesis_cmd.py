@@ -11,7 +11,13 @@ per language on that language's documents, the shared adapters frozen in place, 
 language's expert; the language server, `umbra serve` and `umbra complete` route to it by the
 editor's language. Documents: the private domains of `umbra data private` by default, or
 any corpus directory in that layout. The middle runs in a cloud started here by default,
-`--cloud URL`, or `--in-process`."""
+`--cloud URL`, or `--in-process`; a cloud not on this machine only under the bundle's privacy
+mode's rule (umbra/privacy/cloud_policy.py, --allow-undefended-remote-cloud).
+
+`--family full` rewrites the client weights with their DP record and no STuning record: an
+earlier `umbra tune`'s record (manifest privacy `stuning`) is dropped, since those weights are no
+longer the ones it describes; the mode then names the NOESIS-tuned blocks, which no attack table
+has measured (umbra/privacy/mode.py, `mode_of_manifest`)."""
 
 from __future__ import annotations
 

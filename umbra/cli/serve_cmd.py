@@ -6,7 +6,11 @@ API key), Umbra's own POST /v1/infill, DELETE /v1/sessions/{id}, GET /healthz, o
 Settings come from UMBRA_LOCAL_* variables (lsp/settings.py), overridden by these flags. With
 no cloud URL the real cloud service is started on 127.0.0.1 for the server's lifetime. A
 configured cloud's token comes from the OS keyring (`umbra keys cloud-token set URL`) or from
-the variable named by --token-env (default UMBRA_CLOUD_TOKEN); never from a flag.
+the variable named by --token-env (default UMBRA_CLOUD_TOKEN); never from a flag. A cloud not on
+this machine receives only a defended privacy mode unless --allow-undefended-remote-cloud (or
+UMBRA_LOCAL_ALLOW_UNDEFENDED_REMOTE_CLOUD=true, or UMBRA_ALLOW_UNDEFENDED_REMOTE_CLOUD=1) opts in.
+Every completion response carries the mode in force in its X-Umbra-Privacy header, and GET
+/healthz (with the token) its figures (docs/privacy/mode.md).
 
 Every route but /healthz needs `Authorization: Bearer <token>`: a token made fresh at each start
 and written to a file only you can read (printed at start; default
@@ -16,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+from umbra.cli.cloud_args import add_opt_in_arg
 
 # flag -> LocalSettings field (None values are left to the environment / defaults)
 _FLAGS = {"host": "host", "port": "port", "model": "model_dir", "bundle": "bundle", "service": "keyring_service",
@@ -40,6 +46,7 @@ def register(sub) -> None:
                    help="where to write this run's API token (default $XDG_RUNTIME_DIR/umbra/serve-PORT.token)")
     p.add_argument("--no-auth", action="store_true",
                    help="no API token: any local user or process may request completions")
+    add_opt_in_arg(p)
     p.set_defaults(func=run)
 
 
@@ -54,6 +61,8 @@ def run(args) -> int:
     overrides = {field: getattr(args, flag) for flag, field in _FLAGS.items() if getattr(args, flag) is not None}
     if args.no_auth:
         overrides["auth"] = False
+    if args.allow_undefended_remote_cloud:
+        overrides["allow_undefended_remote_cloud"] = True
     try:
         settings = LocalSettings(**overrides)
     except SettingsError as exc:

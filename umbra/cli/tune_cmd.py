@@ -9,7 +9,15 @@ base model's middle blocks here. Data: the corpus train split, packed as in pret
 next-token + FIM). Checkpoints go to DIR/tuning (resume with --resume); when the schedule is
 done the tuned weights are written back into the bundle (vocab rows in public order).
 For a bundle with INDVocab noise the gradient at the middle's output is clipped and noised by
-default (σ = 0.1), in-process too: the measured defaults of docs/privacy/utility.md."""
+default (σ = 0.1), in-process too: the measured defaults of docs/privacy/utility.md.
+
+The tuned weights are recorded with their STuning record (manifest privacy `stuning`: the
+trajectory settings and whether the cloud trained a LoRA), which names the bundle's privacy
+mode from then on (umbra/privacy/mode.py). The tuning traffic — hidden states and the gradient
+at the middle's output — goes to a cloud not on this machine only if the mode of the
+configuration being trained is defended (the attack grid's STuning rows measure exactly that
+traffic, attack (e) on the gradient included), or with --allow-undefended-remote-cloud
+(umbra/privacy/cloud_policy.py); a self-started cloud and --in-process are on this machine."""
 
 from __future__ import annotations
 
@@ -125,12 +133,16 @@ def run(args) -> int:
               f"{config.gradient_noise.noise_multiplier:g}; each message is ({config.gradient_noise.message_epsilon():.3g}, "
               "1e-05)-DP about its sequence given the client's weights (docs/privacy/attacks.md)", file=sys.stderr)
     model = ClientModel.from_bundle(args.bundle, args.model, store=KeyStore(args.service or DEFAULT_SERVICE))
-    result = asyncio.run(_tune(model, config, out, args, cloud))
+    from umbra.privacy.mode import PrivacyMode, stuning_record
+
+    record = stuning_record(config, cloud_lora=args.cloud_lora)
+    mode = PrivacyMode.of(model.bundle.manifest.epsilon, record)  # of the configuration being trained
+    result = asyncio.run(_tune(model, config, out, args, cloud, mode))
     bundle = model.bundle
     if result.finished:
         from umbra.privacy.bundle import save_client_weights
 
-        save_client_weights(bundle)
+        save_client_weights(bundle, stuning=record)
     last = f"{result.losses[-1]:.4f}" if result.losses else "-"
     state = "finished; tuned weights written to the bundle" if result.finished else "stopped (resume with --resume)"
     print(f"tuned {result.state.step}/{config.steps} steps ({result.state.tokens_seen:,} tokens), "
@@ -138,8 +150,9 @@ def run(args) -> int:
     return 0 if result.finished or config.stop_at_step is not None else 130
 
 
-async def _tune(model, config: TuneConfig, out: Path, args, cloud):
-    """`cloud` None: the middle blocks in this process (--in-process); else the link's Middle."""
+async def _tune(model, config: TuneConfig, out: Path, args, cloud, mode):
+    """`cloud` None: the middle blocks in this process (--in-process); else the link's Middle,
+    under the private-by-default rule for `mode` (the privacy mode of the configuration trained)."""
     from umbra.middle.local import LocalMiddle
     from umbra.training.trainer import StopOnSignal
     from umbra.tuning.data import TuneData
@@ -169,7 +182,8 @@ async def _tune(model, config: TuneConfig, out: Path, args, cloud):
         return await go(LocalMiddle(model.load_middle()))
     from umbra.connect import open_middle
 
-    async with open_middle(model, cloud) as link:
+    async with open_middle(model, cloud, mode) as link:
+        print(f"tuning traffic: privacy {link.privacy.summary}", file=sys.stderr)
         if args.cloud_lora:
             return await _with_cloud_lora(go, link, args)
         return await go(link.middle)

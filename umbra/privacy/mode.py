@@ -51,6 +51,8 @@ from typing import Any
 from umbra.errors import ValidationError
 
 STUNING_KEY = "stuning"  # the manifest privacy entry (umbra.privacy.bundle.STUNING; that module needs torch)
+CLIENT_WEIGHTS_DP_KEY = "client_weights_dp"  # umbra.privacy.bundle.CLIENT_WEIGHTS_DP: NOESIS-tuned client blocks
+NOESIS_SUFFIX = ";client_weights=noesis_dp"  # key suffix of a bundle whose blocks NOESIS rewrote
 HOLD_MARGIN = 1.0  # points above the frequency-only baseline an attack may reach and the mode still hold
 CONTROL_MARGIN = 10.0  # points above the client-blocks-alone control a private mode must complete
 SUBRECORDS = ("private_path", "adversary")  # STuning sub-configs taken into the key verbatim when enabled
@@ -260,8 +262,15 @@ class PrivacyMode:
 
 
 def mode_of_manifest(manifest: Any) -> PrivacyMode:
-    """The mode of a bundle's Manifest: its ε and its STuning record (None: untuned)."""
-    return PrivacyMode.of(manifest.epsilon, manifest.privacy.get(STUNING_KEY))
+    """The mode of a bundle's Manifest: its ε and its STuning record (None: untuned). Client
+    blocks rewritten by NOESIS `--family full` (a DP record, no STuning record) are tuned but not
+    by STuning: their key gets NOESIS_SUFFIX, which nothing has measured."""
+    stuning = manifest.privacy.get(STUNING_KEY)
+    mode = PrivacyMode.of(manifest.epsilon, stuning)
+    if stuning is None and manifest.privacy.get(CLIENT_WEIGHTS_DP_KEY) is not None:
+        key = mode.key + NOESIS_SUFFIX
+        return PrivacyMode(key, f"{mode.label} · client blocks DP-tuned (NOESIS)", measured_table().get(key))
+    return mode
 
 
 def mode_of(model: Any) -> PrivacyMode:
