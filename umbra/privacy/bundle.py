@@ -44,6 +44,7 @@ from umbra.model.spec import ModelSpec, load_spec
 from umbra.privacy import sealed
 from umbra.privacy.bundle_adapters import load_adapters
 from umbra.privacy.bundle_commit import bundle_change
+from umbra.privacy.bundle_private_path import load_private_path
 from umbra.privacy.indvocab import INDVocab, INDVocabConfig
 from umbra.privacy.ltokenizer import Permutation, PrivateTokenizer, public_rows, to_private_order_
 from umbra.privacy.manifest import (BASE_DIR, DEFAULT_EPSILON, LTOKENIZER, MECHANISM, Manifest, epsilon_json, sha256_file,
@@ -80,6 +81,7 @@ class ClientBundle:
     permutation: Permutation = field(repr=False)
     tokenizer: PrivateTokenizer | None = None  # only when load_bundle was given a tokenizer_loader
     adapters: dict[str, Adapter] = field(default_factory=dict)  # name -> adapter (manifest.adapters)
+    private_path: object | None = None  # PrivatePath (umbra/privacy/bundle_private_path.py), if it has one
 
 
 CLIENT_WEIGHTS_DP = "client_weights_dp"  # manifest privacy key: the DP record of DP-tuned client weights
@@ -267,7 +269,8 @@ def load_bundle(
     to_private_order_(encoder, decoder, perm)
     tokenizer = None if tokenizer_loader is None else PrivateTokenizer(tokenizer_loader(d / BASE_DIR), perm)
     adapters = load_adapters(d, manifest, spec, plan.shape(spec.num_layers), dtype)
-    return ClientBundle(d, manifest, spec, plan, encoder, decoder, perm, tokenizer, adapters)
+    private_path = load_private_path(d, manifest, spec, perm)
+    return ClientBundle(d, manifest, spec, plan, encoder, decoder, perm, tokenizer, adapters, private_path)
 
 
 def save_client_weights(bundle: ClientBundle, encoder: ClientEncoder | None = None,

@@ -27,7 +27,7 @@ from umbra.errors import ConfigError
 from umbra.privacy.manifest import FILENAME, FORMAT_VERSION, Manifest, sha256_file
 
 LOCK = ".lock"
-SWEPT_DIRS = ("adapters", "access")  # content-addressed files live here, and the client weights at the top
+SWEPT_DIRS = ("adapters", "access", "private_path")  # content-addressed files live here, and the client weights at the top
 
 
 def now() -> str:
@@ -57,6 +57,9 @@ def referenced(manifest: Manifest) -> set[str]:
     files |= {k["file"] for k in access.get("keys", {}).values()}
     if access.get("gate"):
         files.add(access["gate"]["file"])
+    path = manifest.privacy.get("private_path")  # umbra/privacy/bundle_private_path.py
+    if isinstance(path, dict) and isinstance(path.get("file"), str):
+        files.add(path["file"])
     return files - {""}
 
 
