@@ -142,3 +142,38 @@ def test_default_gradient_noise_follows_the_bundles_epsilon(bundles, base_dir, c
     assert main(["tune", "--bundle", str(clean), "--in-process", *flags, "--steps", "1"]) == 0
     assert ckpt.load(clean / "tuning" / ckpt.CHECKPOINT_NAME)["config"]["gradient_noise"]["noise_multiplier"] == 0
     assert default_sigma(float("inf")) == 0.0
+
+
+def test_tune_records_its_stuning_in_the_manifest_and_the_mode_follows(bundles, corpus_dir, keystore, capsys):
+    """The finished run writes `privacy.stuning` (trajectory + cloud_lora), which names the bundle's
+    privacy mode; weights rewritten without a STuning record (NOESIS --family full) drop it."""
+    from umbra.privacy.bundle import load_bundle, save_client_weights
+    from umbra.privacy.mode import NOESIS_SUFFIX, config_key, mode_of_manifest
+
+    b1 = bundles[0]
+    assert "stuning" not in Manifest.read(b1).privacy
+    assert main(["tune", "--bundle", str(b1), "--in-process", *_flags(corpus_dir, keystore)]) == 0
+    capsys.readouterr()
+    manifest = Manifest.read(b1)
+    record = manifest.privacy["stuning"]
+    assert record["steps"] == 3 and record["cloud_lora"] is False and record["train_embedding"] is False
+    assert record["gradient_noise"]["noise_multiplier"] == 0.0 and record["inversion_penalty"]["weight"] == 0.0
+    mode = mode_of_manifest(manifest)
+    assert mode.key == config_key(32.0, record) and mode.label == "NOIR ε=32 · STuned 3 steps"
+    assert mode.measured is None and mode.summary == "NOIR ε=32 · STuned 3 steps · not measured"
+
+    save_client_weights(load_bundle(b1, store=keystore), dp={"epsilon": 1.0, "delta": 1e-6})  # NOESIS's path
+    rewritten = Manifest.read(b1)
+    assert "stuning" not in rewritten.privacy
+    assert mode_of_manifest(rewritten).key == "eps=32" + NOESIS_SUFFIX and not mode_of_manifest(rewritten).defended
+
+
+def test_tune_through_a_cloud_not_on_this_machine_needs_a_defended_configuration(bundles, corpus_dir, keystore,
+                                                                                capsys, monkeypatch):
+    """Exact gradients at ε = 32 are measured by nothing: refused before the token is looked up."""
+    monkeypatch.delenv("UMBRA_ALLOW_UNDEFENDED_REMOTE_CLOUD", raising=False)
+    assert main(["tune", "--bundle", str(bundles[0]), "--cloud", "http://192.0.2.1:9", "--token", "t",
+                 *_flags(corpus_dir, keystore)]) == 2
+    err = capsys.readouterr().err
+    assert "not on this machine" in err and "NOIR ε=32 · STuned 3 steps" in err and "--allow-undefended" in err
+    assert "stuning" not in Manifest.read(bundles[0]).privacy
