@@ -50,14 +50,14 @@ class CompletionEngine:
             raise ConfigError(
                 f"the middle works on hidden size {middle.hidden_size}, the model on {model.spec.hidden_size}"
             )
-        return cls(model, lambda: SplitRunner(model.encoder, model.decoder, middle), "split", config,
+        return cls(model, lambda: SplitRunner(model.encoder, model.decoder, middle, model.private_path), "split", config,
                    context_length)
 
     @classmethod
     def monolithic(cls, model: ClientModel, config: EngineConfig | None = None) -> "CompletionEngine":
         """Encoder, middle blocks and decoder in one process with no seam."""
         middle = model.load_middle()
-        return cls(model, lambda: MonolithicRunner(model.encoder, middle, model.decoder), "monolithic", config)
+        return cls(model, lambda: MonolithicRunner(model.encoder, middle, model.decoder, model.private_path), "monolithic", config)
 
     def new_session(self, config: EngineConfig | None = None) -> CompletionSession:
         m = self.model

@@ -65,6 +65,8 @@ class ClientModel:
     _sets: OrderedDict = field(default_factory=OrderedDict, repr=False)  # names -> frozen AdapterSet
     access: object | None = field(default=None, repr=False)  # a bundle's AccessControl (umbra/securegate/access.py)
     _access_generation: int = field(default=-1, repr=False)
+    # the private local path (umbra/model/private_path.py) the runners apply; a bundle's, if it has one
+    private_path: object | None = field(default=None, repr=False)
 
     def unlock(self) -> str | None:
         """The revealing adapter this user's access keys unlock for the next request, decrypted into
@@ -139,7 +141,8 @@ class ClientModel:
         roles = [AdapterRole(name, e.role, e.language) for name, e in bundle.manifest.adapter_entries().items()]
         access = AccessControl(bundle.dir, bundle.encoder, store if store is not None else KeyStore(), dtype)
         return cls(base, bundle.spec, bundle.plan, tokenizer, detect_format(tokenizer), bundle.encoder,
-                   bundle.decoder, None, dtype, bundle, bundle.adapters, AdapterRouter(roles), access=access)
+                   bundle.decoder, None, dtype, bundle, bundle.adapters, AdapterRouter(roles), access=access,
+                   private_path=bundle.private_path)
 
     def check_base(self) -> Path:
         """The base model directory, checked to be the one a bundle was made from (weight hashes);

@@ -20,11 +20,18 @@ sent) once, truncation never cuts it, and `length` counts the token positions af
 If a step fails or is cancelled half-way (e.g. while awaiting the cloud), the parts may hold
 different lengths; the runner remembers its last consistent length and rolls every part back
 to it before the next call. A truncation cancelled half-way counts as done: the parts not yet
-cut are cut before the next call (so no part is ever asked to grow back)."""
+cut are cut before the next call (so no part is ever asked to grow back).
+
+A private local path (umbra/model/private_path.py), when the model has one, runs here exactly as
+STuning trained it: each step sends `path.send(h, z)` — z from the session's keyed noise stream,
+which is extended, truncated and reset with the caches, so a re-sent prefix carries the same
+noise — and feeds the decoder `y + W·h` at the same positions; `mid_out` keeps that decoder
+input, so a decoder-side adapter change rebuilds from it without sending anything."""
 
 from __future__ import annotations
 
 import abc
+import hashlib
 from typing import Protocol
 
 import torch
@@ -33,6 +40,8 @@ from umbra.errors import UmbraError
 from umbra.middle.protocol import Middle
 from umbra.model.adapters.selection import EMPTY, AdapterSet
 from umbra.model.parts import ClientDecoder, ClientEncoder, MiddleBlocks
+from umbra.model.prefix_noise import embed_entries
+from umbra.model.private_path import PrivatePath
 
 
 class Runner(Protocol):
@@ -90,11 +99,13 @@ class HiddenBuffer:
 class _Parts(abc.ABC):
     """Cache bookkeeping shared by both runners; subclasses supply the middle."""
 
-    def __init__(self, encoder: ClientEncoder, decoder: ClientDecoder):
+    def __init__(self, encoder: ClientEncoder, decoder: ClientDecoder, private_path: PrivatePath | None = None):
         self.encoder, self.decoder = encoder, decoder
+        self.path = private_path
+        self.noise = private_path.stream() if private_path is not None else None  # keyed, per position
         self.enc_cache = encoder.stack.new_cache()
         self.dec_cache = decoder.stack.new_cache()
-        self.mid_out = HiddenBuffer()  # to rebuild the decoder cache when its adapters change
+        self.mid_out = HiddenBuffer()  # the decoder's input, to rebuild its cache when its adapters change
         self._enc_blocks = range(encoder.stack.first, encoder.stack.last)
         self._dec_blocks = range(decoder.stack.first, decoder.stack.last)
         self.adapters: AdapterSet = EMPTY
@@ -124,6 +135,8 @@ class _Parts(abc.ABC):
         self.enc_cache.truncate(min(total, self.enc_cache.length))
         self.dec_cache.truncate(min(total, self.dec_cache.length))
         self.mid_out.truncate(total)
+        if self.noise is not None:
+            self.noise.truncate(total)
         await self._mid_truncate(total)
 
     async def _sync(self) -> None:
@@ -140,6 +153,8 @@ class _Parts(abc.ABC):
             self.enc_cache.clear()
             self.dec_cache.clear()
             self.mid_out.truncate(0)
+            if self.noise is not None:
+                self.noise.truncate(0)
             self.prompt_length = self.length = 0
             self._dirty = True  # until the middle is emptied too (see `truncate`)
             await self._mid_truncate(0)
@@ -158,10 +173,27 @@ class _Parts(abc.ABC):
         with torch.no_grad():
             x = torch.tensor([ids], dtype=torch.int64) if ids is not None else None
             hidden = self.encoder(x, pos, self.enc_cache, embeds=hidden_in, adapters=self.adapters)
-        hidden = await self._mid_forward(hidden, pos)
-        self.mid_out.write(start, hidden)
+            sent = hidden if self.path is None else self.path.send(hidden, self._noise(hidden_in, ids, start))
+        out = await self._mid_forward(sent, pos)
         with torch.no_grad():
-            return self.decoder(hidden, pos, self.dec_cache, last_only=True, adapters=self.adapters)
+            dec_in = out if self.path is None else self.path.decoder_input(out, hidden)
+        self.mid_out.write(start, dec_in)
+        with torch.no_grad():
+            return self.decoder(dec_in, pos, self.dec_cache, last_only=True, adapters=self.adapters)
+
+    def _noise(self, hidden_in: torch.Tensor | None, ids: list[int] | None, start: int) -> torch.Tensor | None:
+        """The keyed noise of positions [start, start+T) ([1,T,width]); None without noise."""
+        if self.noise is None:
+            return None
+        self.noise.truncate(start)  # a step that failed after drawing left positions beyond it
+        if self.noise.length != start:
+            raise UmbraError(f"the noise stream holds {self.noise.length} positions, the step starts at {start}")
+        if ids is not None:
+            z = self.noise.extend_ids(ids)
+        else:  # soft-prompt positions: named by the prompt's bytes and their index
+            digest = hashlib.sha256(hidden_in.detach().float().contiguous().cpu().numpy().tobytes()).digest()
+            z = self.noise.extend(embed_entries(digest, hidden_in.shape[1]))
+        return torch.from_numpy(z).float()[None]
 
     async def run(self, ids: list[int]) -> torch.Tensor:
         await self._sync()
@@ -189,13 +221,16 @@ class _Parts(abc.ABC):
         self.enc_cache.clear()
         self.dec_cache.clear()
         self.mid_out.truncate(0)
+        if self.noise is not None:
+            self.noise.truncate(0)
         self.prompt_length = self.length = 0
         self._dirty = False
 
 
 class SplitRunner(_Parts):
-    def __init__(self, encoder: ClientEncoder, decoder: ClientDecoder, middle: Middle):
-        super().__init__(encoder, decoder)
+    def __init__(self, encoder: ClientEncoder, decoder: ClientDecoder, middle: Middle,
+                 private_path: PrivatePath | None = None):
+        super().__init__(encoder, decoder, private_path)
         self.middle = middle
         self.session: str | None = None
 
@@ -225,8 +260,9 @@ class SplitRunner(_Parts):
 
 
 class MonolithicRunner(_Parts):
-    def __init__(self, encoder: ClientEncoder, middle: MiddleBlocks, decoder: ClientDecoder):
-        super().__init__(encoder, decoder)
+    def __init__(self, encoder: ClientEncoder, middle: MiddleBlocks, decoder: ClientDecoder,
+                 private_path: PrivatePath | None = None):
+        super().__init__(encoder, decoder, private_path)
         self.middle = middle
         self.mid_cache = middle.stack.new_cache()
 

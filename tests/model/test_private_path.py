@@ -1,0 +1,118 @@
+"""The private local path: bit-exact with the plain split model while W = 0 and nothing is lossy;
+keyed prefix noise (same prefix, same noise; another prefix, other noise); the bottleneck's basis;
+what trains."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from umbra.errors import ConfigError
+from umbra.model.loader import load_client, load_middle
+from umbra.model.prefix_noise import NoiseStream, batch_normals
+from umbra.model.private_path import PrivatePath, random_basis, split_logits
+from umbra.model.private_path_config import PrivatePathConfig
+
+SECRET = bytes(range(32))
+
+
+@pytest.fixture(scope="module")
+def parts(fim_qwen2_dir):
+    encoder, decoder = load_client(fim_qwen2_dir)
+    return encoder, load_middle(fim_qwen2_dir), decoder
+
+
+def _ids(seed: int, shape=(2, 24)) -> torch.Tensor:
+    return torch.randint(5, 500, shape, generator=torch.Generator().manual_seed(seed))
+
+
+def test_an_untuned_path_is_bit_exactly_the_split_model(parts):
+    encoder, middle, decoder = parts
+    path = PrivatePath(PrivatePathConfig(enabled=True), encoder.spec.hidden_size, SECRET)
+    ids = _ids(0)
+    with torch.no_grad():
+        plain = split_logits(encoder, middle, decoder, None, ids)
+        with_path = split_logits(encoder, middle, decoder, path, ids)
+    assert torch.equal(plain, with_path)
+    assert torch.count_nonzero(path.local.weight) == 0 and path.noise_for(ids) is None
+    with torch.no_grad():  # once W moves, the decoder input moves with it
+        path.local.weight.normal_(0, 0.05)
+        assert not torch.equal(plain, split_logits(encoder, middle, decoder, path, ids))
+
+
+def test_noise_is_keyed_by_the_prefix():
+    a = batch_normals(SECRET, 16, [[7, 8, 9, 10, 11]])[0]
+    again = batch_normals(SECRET, 16, [[7, 8, 9, 10, 11]])[0]
+    other = batch_normals(SECRET, 16, [[7, 8, 4, 10, 11]])[0]
+    other_key = batch_normals(bytes(32), 16, [[7, 8, 9, 10, 11]])[0]
+    assert np.array_equal(a, again)  # a re-sent prefix: exactly the same draw
+    assert np.array_equal(a[:2], other[:2])  # positions before the change share their prefix
+    assert not np.any(a[2:] == other[2:])  # from the change on, every position is a new draw
+    assert not np.any(a == other_key)
+    stream = NoiseStream(SECRET, 16)  # chunked, truncated and re-extended: the same numbers
+    chunks = [stream.extend_ids([7, 8]), stream.extend_ids([9])]
+    stream.truncate(1)
+    chunks = [chunks[0][:1], stream.extend_ids([8, 9, 10, 11])]
+    assert np.array_equal(np.concatenate(chunks), a)
+    big = batch_normals(SECRET, 64, [list(range(3000))])
+    assert abs(big.mean()) < 0.01 and abs(big.std() - 1) < 0.01
+
+
+def test_noise_scale_is_relative_to_the_state(parts):
+    encoder = parts[0]
+    path = PrivatePath(PrivatePathConfig(enabled=True, noise=0.5), encoder.spec.hidden_size, SECRET)
+    ids = _ids(1, (4, 64))
+    with torch.no_grad():
+        h = encoder(ids, torch.arange(64).expand(4, -1))
+        sent = path.send(h, path.noise_for(ids))
+        again = path.send(h, path.noise_for(ids))
+    ratio = (sent - h).pow(2).mean(-1).sqrt() / h.pow(2).mean(-1).sqrt()
+    assert torch.equal(sent, again)
+    assert abs(ratio.mean().item() - 0.5) < 0.05
+    with pytest.raises(ConfigError, match="needs noise"):
+        path.send(h, None)
+
+
+def test_bottleneck_sends_a_fixed_rank_r_state(parts):
+    encoder = parts[0]
+    d = encoder.spec.hidden_size
+    path = PrivatePath(PrivatePathConfig(enabled=True, rank=8, noise=0.1), d, SECRET)
+    q = path.basis
+    assert q.shape == (d, 8) and torch.allclose(q.T @ q, torch.eye(8), atol=1e-5)
+    assert torch.equal(q, random_basis(SECRET, d, 8)) and not torch.equal(q, random_basis(bytes(32), d, 8))
+    ids = _ids(2)
+    with torch.no_grad():
+        h = encoder(ids, torch.arange(24).expand(2, -1))
+        sent = path.send(h, path.noise_for(ids))
+    assert path.noise_for(ids).shape == (2, 24, 8)  # noise inside the subspace: projecting cannot remove it
+    assert torch.linalg.matrix_rank(sent.reshape(-1, d)).item() == 8
+    assert torch.allclose(sent, sent @ q @ q.T, atol=1e-5)
+
+
+def test_the_local_projection_and_the_encoder_get_gradients(fim_qwen2_dir):
+    encoder, decoder = load_client(fim_qwen2_dir)
+    middle = load_middle(fim_qwen2_dir)
+    encoder.requires_grad_(True)
+    path = PrivatePath(PrivatePathConfig(enabled=True, noise=0.3, rank=16), encoder.spec.hidden_size, SECRET)
+    ids = _ids(3)
+    logits = split_logits(encoder, middle, decoder, path, ids)
+    logits.float().logsumexp(-1).mean().backward()
+    assert path.local.weight.grad is not None and path.local.weight.grad.abs().sum() > 0
+    assert encoder.stack.layers[0].mlp.up_proj.weight.grad.abs().sum() > 0
+    assert not any(n == "basis" for n, _ in path.named_parameters())  # fixed, not trained
+    assert "basis" in path.state_dict() and not any("key" in k for k in path.state_dict())
+
+
+def test_config_is_validated():
+    with pytest.raises(ConfigError, match="needs the private local path"):
+        PrivatePathConfig(noise=0.5).validate()
+    with pytest.raises(ConfigError, match="exceeds the hidden size"):
+        PrivatePathConfig(enabled=True, rank=65).validate(64)
+    with pytest.raises(ConfigError, match="finite number"):
+        PrivatePathConfig(enabled=True, noise=float("nan")).validate()
+    with pytest.raises(ConfigError, match="malformed"):
+        PrivatePathConfig.from_dict({"enabled": True, "scale": 1})
+    assert PrivatePathConfig.from_dict(None) == PrivatePathConfig()
+    with pytest.raises(ConfigError, match="at least 16 bytes"):
+        PrivatePath(PrivatePathConfig(enabled=True), 64, b"short")
