@@ -155,9 +155,11 @@ class Backend:
             self.status = self.status.with_privacy(self.privacy)
             self._report("starting", "starting the cloud" if self.options.cloud.url is None else "connecting to the cloud")
             self.link = open_middle(self.model, cloud_config(self.options))
-            await self.link.start()  # the RemoteMiddle, and the audit tap over it while `umbra audit on`
-            self.privacy = self.link.privacy  # the mode in force (an opt-in said)
-            self.status = self.status.with_privacy(self.privacy)
+            try:
+                await self.link.start()  # the RemoteMiddle, and the audit tap over it while `umbra audit on`
+            finally:  # the mode in force, an opt-in said, even when a later step (the token) fails
+                self.privacy = self.link.privacy
+                self.status = self.status.with_privacy(self.privacy)
             if self.closed:  # shut down while the cloud was starting: stop it again
                 await self.link.aclose()
                 return

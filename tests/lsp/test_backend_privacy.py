@@ -1,49 +1,61 @@
-"""`umbra/status`'s `privacy`: what protects the traffic of the model the backend loaded, read from
-the real model and, for a bundle, its manifest — "none" for a plain model, "NOIR ε=E" for a client
-bundle (∞ when the bundle adds no INDVocab noise). The LSP tests check it arrives in the
+"""`umbra/status`'s `privacy` and `privacyDetails`: the privacy mode in force for the model the
+backend loaded (umbra/privacy/mode.py) — its summary line and the attack tables' figures — read
+from the real model and, for a bundle, its manifest; and the private-by-default rule at set-up: a
+cloud not on this machine is an "error" naming the mode unless `allowUndefendedRemoteCloud` opts
+in, and then the status says the states go undefended. The LSP tests check it arrives in the
 notification (test_lsp_server.py: none; test_experts.py: a bundle)."""
 
 from __future__ import annotations
 
 import asyncio
 
-import pytest
-
-from lsp.backend import Backend, privacy_mode
+from lsp.backend import Backend
 from lsp.options import InitializationOptions
-from umbra.engine import ClientModel
 from umbra.privacy.bundle import BundleConfig, init_bundle
 
 
-def test_a_plain_model_has_no_privacy(lsp_model_dir):
-    assert privacy_mode(ClientModel.load(lsp_model_dir)) == "none"
-
-
-@pytest.mark.parametrize("epsilon, shown", [(4.0, "NOIR ε=4"), (0.5, "NOIR ε=0.5"), (float("inf"), "NOIR ε=∞")])
-def test_a_bundle_reports_its_manifest_epsilon(lsp_model_dir, tmp_path, keystore, epsilon, shown):
-    out = tmp_path / "bundle"
-    init_bundle(lsp_model_dir, BundleConfig(epsilon=epsilon), out, store=keystore)
-    assert privacy_mode(ClientModel.from_bundle(out, lsp_model_dir, store=keystore)) == shown
-
-
-def test_the_status_carries_it_once_the_model_is_loaded(lsp_model_dir, tmp_path, keystore):
-    """Before loading: unknown (null). A set-up that fails after loading (here: a configured cloud
-    URL with no token anywhere) still says what the loaded model would have sent under."""
-    out = tmp_path / "bundle"
-    init_bundle(lsp_model_dir, BundleConfig(epsilon=8.0), out, store=keystore)
-    options = InitializationOptions.from_json({
-        "model": {"bundle": str(out), "dir": str(lsp_model_dir), "keyringService": keystore.service},
-        "cloud": {"url": "http://127.0.0.1:9", "tokenEnv": "UMBRA_PRIVACY_TEST_NO_SUCH_TOKEN"},
-    })
+def _run(options: InitializationOptions) -> list:
     seen = []
     backend = Backend(options, on_status=seen.append)
-    assert backend.status.to_json()["privacy"] is None
+    assert backend.status.to_json()["privacy"] is None and backend.status.to_json()["privacyDetails"] is None
 
     async def run():
         await backend.start()
         await backend.aclose()
 
     asyncio.run(run())
+    return seen
+
+
+def test_the_status_carries_the_mode_once_the_model_is_loaded(lsp_model_dir, tmp_path, keystore):
+    """Before loading: unknown (null). A set-up that fails after loading (here: a configured loopback
+    cloud URL with no token anywhere) still says what the loaded model would have sent under."""
+    out = tmp_path / "bundle"
+    init_bundle(lsp_model_dir, BundleConfig(epsilon=1024.0), out, store=keystore)
+    seen = _run(InitializationOptions.from_json({
+        "model": {"bundle": str(out), "dir": str(lsp_model_dir), "keyringService": keystore.service},
+        "cloud": {"url": "http://127.0.0.1:9", "tokenEnv": "UMBRA_PRIVACY_TEST_NO_SUCH_TOKEN"},
+    }))
     assert seen[0].privacy is None  # "loading the model"
+    assert seen[-1].state == "error" and "no keyring entry" in seen[-1].message, seen
+    status = seen[-1].to_json()
+    assert status["privacy"] == "NOIR ε=1024 · strongest attack 8.6 % (baseline 9.2 %)"
+    details = status["privacyDetails"]
+    assert details["key"] == "eps=1024" and details["defended"] and details["top1"] == 3.6
+    assert details["fcleanTop1"] == 56.8 and details["source"].startswith("docs/privacy/attacks.md")
+
+
+def test_an_undefended_mode_and_a_remote_cloud_is_an_error_naming_the_mode(lsp_model_dir, monkeypatch):
+    monkeypatch.delenv("UMBRA_ALLOW_UNDEFENDED_REMOTE_CLOUD", raising=False)
+    remote = {"url": "http://192.0.2.1:9", "tokenEnv": "UMBRA_PRIVACY_TEST_NO_SUCH_TOKEN"}
+    seen = _run(InitializationOptions.from_json({"model": {"dir": str(lsp_model_dir)}, "cloud": remote}))
     assert seen[-1].state == "error", seen
-    assert seen[-1].to_json()["privacy"] == "NOIR ε=8"
+    assert "not on this machine" in seen[-1].message and "allowUndefendedRemoteCloud" in seen[-1].message
+    assert seen[-1].privacy == "none · cloud reads ~99.9 % of tokens"
+
+    # opted in: the rule lets it through (the set-up then fails on the missing token), and says so
+    seen = _run(InitializationOptions.from_json({"model": {"dir": str(lsp_model_dir)}, "cloud": remote,
+                                                 "allowUndefendedRemoteCloud": True}))
+    assert seen[-1].state == "error" and "no keyring entry" in seen[-1].message, seen
+    assert seen[-1].privacy == "none — sent undefended by your setting · cloud reads ~99.9 % of tokens"
+    assert seen[-1].privacy_details["optedIn"] is True

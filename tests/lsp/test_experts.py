@@ -117,7 +117,8 @@ async def test_lsp_concurrent_languages_equal_one_at_a_time(client: LanguageClie
         alone[lang] = await _inline(client, f"file:///alone/{lang}", lang)
         status = client.statuses.items[-1]
         assert status["expert"] == lang, status  # umbra/status names the expert that served
-        assert status["privacy"] == "NOIR ε=∞", status  # the bundle's manifest: permuted ids, no noise
+        assert status["privacy"].startswith("NOIR ε=∞ · "), status  # the bundle's manifest: permuted ids, no noise
+        assert status["privacyDetails"]["key"] == "eps=inf" and not status["privacyDetails"]["defended"]
     assert alone == {lang: expected[lang] for lang in DOCS}
     for round_ in range(2):
         uris = {lang: f"file:///together{round_}/{lang}" for lang in DOCS}

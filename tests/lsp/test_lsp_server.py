@@ -93,9 +93,14 @@ async def test_status_goes_from_starting_to_ready_in_split_mode(client: Language
     assert statuses[0]["state"] == "starting"
     ready = await client.statuses.wait_for("ready")
     assert ready["mode"] == "split" and "self-started cloud at http://127.0.0.1:" in ready["message"]
-    assert all(s["mode"] == "split" and set(s) == {"state", "message", "mode", "expert", "access", "privacy"}
-               for s in statuses)
-    assert statuses[0]["privacy"] is None and ready["privacy"] == "none"  # a plain model: no NOIR
+    assert all(s["mode"] == "split" and set(s) == {"state", "message", "mode", "expert", "access", "privacy",
+                                                   "privacyDetails"} for s in statuses)
+    assert statuses[0]["privacy"] is None and statuses[0]["privacyDetails"] is None
+    # a plain model through its self-started loopback cloud: no NOIR, and what the tables say of that
+    assert ready["privacy"] == "none · cloud reads ~99.9 % of tokens"
+    details = ready["privacyDetails"]
+    assert details["key"] == "none" and details["defended"] is False and details["optedIn"] is False
+    assert {"name": "(a) nearest neighbour", "percent": 99.9} in details["attacks"] and details["baseline"] == 9.2
     assert all(s["expert"] is None for s in statuses)  # a plain model has no experts
     assert "unreachable" not in client.statuses.states and "error" not in client.statuses.states
 

@@ -101,7 +101,8 @@ def test_lookup_of_the_measured_configurations():
     assert default.label == "NOIR ε=1024 · STuned 300 steps, gradient σ=0.1"
     assert default.summary == "NOIR ε=1024 · STuned 300 steps, gradient σ=0.1 · strongest attack 8.0 % (baseline 9.2 %)"
     d = default.details
-    assert d["attacks"]["(b) probe"] == 8.0 and d["baseline"] == 9.2 and d["top1"] == 20.0
+    assert {"name": "(b) probe", "percent": 8.0} in d["attacks"] and d["baseline"] == 9.2 and d["top1"] == 20.0
+    assert len(d["attacks"]) == 6  # (a)–(e) and (b′)
     assert d["fcleanTop1"] == 56.8 and d["clientAloneTop1"] is None and d["adaptive"] is False and d["seeds"] == 1
     assert d["strongestAttack"] == {"name": "(b) probe", "percent": 8.0}
     assert d["source"].startswith("docs/privacy/attacks.md")

@@ -85,7 +85,7 @@ def mode_in_force(mode: PrivacyMode, url: str | None, allow: bool = False,
     if opted_in(allow, environ):
         return replace(mode, opted_in=True)
     why = ("nothing measured for it" if mode.measured is None
-           else f"the attack tables measured {mode.summary.split(' · ', 1)[-1]}")
+           else f"the attack tables measured: {mode.summary.split(' · ', 1)[-1]}")
     raise UndefendedCloudRefused(
         f"refusing to send hidden states to {url}, a cloud not on this machine: the privacy mode {mode.label!r} "
         f"is not defended ({why}; docs/privacy/mode.md). Use a client bundle whose mode is defended, leave the "

@@ -247,13 +247,15 @@ class PrivacyMode:
 
     @property
     def details(self) -> dict:
-        """The mode and its measured figures as JSON (camelCase, percentages)."""
+        """The mode and its measured figures as JSON (camelCase, percentages). `attacks` is a list of
+        {"name", "percent"}: attack names are not identifiers, so they are values, not keys."""
         out: dict[str, Any] = {"key": self.key, "label": self.label, "defended": self.defended,
                                "optedIn": self.opted_in, "measured": self.measured is not None}
         m = self.measured
         if m is not None:
             name, worst = m.strongest
-            out.update({"attacks": dict(m.attacks), "strongestAttack": {"name": name, "percent": worst},
+            out.update({"attacks": [{"name": k, "percent": v} for k, v in m.attacks.items()],
+                        "strongestAttack": {"name": name, "percent": worst},
                         "baseline": m.baseline, "holds": m.holds, "top1": m.top1,
                         "clientAloneTop1": m.client_alone_top1, "fcleanTop1": m.fclean_top1,
                         "belowControl": m.below_control, "seeds": m.seeds, "adaptive": m.adaptive,
