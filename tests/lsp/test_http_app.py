@@ -388,3 +388,23 @@ async def test_umbra_serve_no_auth_and_token_file_flags(lsp_model_dir, tmp_path,
                     proc.kill()
                     proc.wait()
         assert not (tmp_path / "t" / "api.token").exists()
+
+
+async def test_every_completion_response_carries_the_privacy_mode(http):
+    """X-Umbra-Privacy on both completion APIs (answers and errors alike), ASCII; GET /healthz has the
+    figures behind it (with the token)."""
+    expected = "none; cloud reads ~99.9 % of tokens"  # a plain model: what the attack tables say of it
+    ok = await http.post("/v1/infill", json={"prefix": PREFIX, "suffix": SUFFIX, "maxTokens": 4})
+    bad = await http.post("/v1/infill", json={"prefix": PREFIX})
+    model = (await http.get("/v1/models")).json()["data"][0]["id"]
+    openai = await http.post("/v1/completions", json={"model": model, "prompt": PREFIX, "suffix": SUFFIX,
+                                                      "max_tokens": 4})
+    streamed = await http.post("/v1/completions", json={"model": model, "prompt": PREFIX, "max_tokens": 4,
+                                                        "stream": True})
+    for r in (ok, bad, openai, streamed):
+        assert r.headers["x-umbra-privacy"] == expected, (r.status_code, r.headers)
+    assert (ok.status_code, bad.status_code, openai.status_code, streamed.status_code) == (200, 422, 200, 200)
+    assert "x-umbra-privacy" not in (await http.get("/v1/models")).headers  # not a completion
+    health = (await http.get("/healthz")).json()
+    assert health["privacy"] == "none · cloud reads ~99.9 % of tokens"
+    assert health["privacyDetails"]["key"] == "none" and health["privacyDetails"]["defended"] is False
