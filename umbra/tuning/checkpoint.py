@@ -37,7 +37,9 @@ def _public_optimizer_state(optimizer: torch.optim.Optimizer, names: list[str], 
 
 
 def save(path: Path, client: Tunable, trainable: dict[str, torch.nn.Parameter], optimizer, state: TrainState,
-         config: dict, fingerprints: dict) -> Path:
+         config: dict, fingerprints: dict, extra: dict | None = None) -> Path:
+    """`extra`: more run state to resume (the in-loop adversary's probe, which predicts public ids:
+    no π in it)."""
     perm = client.permutation
     names = list(trainable)
     payload = {
@@ -50,6 +52,8 @@ def save(path: Path, client: Tunable, trainable: dict[str, torch.nn.Parameter], 
         "config": config,
         "fingerprints": fingerprints,  # client (public-order table hash) and data
     }
+    if extra:
+        payload["extra"] = extra
     buf = io.BytesIO()
     torch.save(payload, buf)
     path.parent.mkdir(parents=True, exist_ok=True)

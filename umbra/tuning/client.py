@@ -11,7 +11,8 @@
                                              benchmarks that need many ε without a keyring
 
 Trainable by default: the client blocks, the final norm and the LM head; the embedding table
-(INDVocab) only with `train_embedding`."""
+(INDVocab) only with `train_embedding`; and a private local path's projection W when the client
+has one (`private_path`, attached by umbra/tuning/private_path.py or loaded with a bundle)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from torch import nn
 
 from umbra.model.loader import load_client
 from umbra.model.parts import ClientDecoder, ClientEncoder, SplitPlan
+from umbra.model.private_path import PrivatePath
 from umbra.model.spec import load_spec
 from umbra.privacy.indvocab import INDVocab, INDVocabConfig
 from umbra.privacy.ltokenizer import Permutation, public_rows, to_private_order_
@@ -45,6 +47,7 @@ class TuneClient:
     encoder: ClientEncoder
     decoder: ClientDecoder
     permutation: Permutation | None = field(default=None, repr=False)
+    private_path: PrivatePath | None = field(default=None, repr=False)  # umbra/tuning/private_path.py
 
 
 def clean_client(base_dir: str | Path, plan: SplitPlan | None = None) -> TuneClient:
@@ -69,6 +72,9 @@ def named_parameters(client: Tunable) -> dict[str, nn.Parameter]:
     """Every client parameter under a stable name ("encoder.…" / "decoder.…")."""
     params = {f"encoder.{k}": p for k, p in client.encoder.named_parameters()}
     params.update({f"decoder.{k}": p for k, p in client.decoder.named_parameters()})
+    path = getattr(client, "private_path", None)
+    if path is not None:
+        params.update({f"private_path.{k}": p for k, p in path.named_parameters()})
     return params
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from umbra.errors import ConfigError
+from umbra.model.private_path_config import PrivatePathConfig
 from umbra.training.config import FimConfig
+from umbra.tuning.adversary import AdversaryConfig
 from umbra.tuning.gradient_noise import GradientNoise
 from umbra.tuning.inversion_penalty import InversionPenalty
 
@@ -39,8 +41,22 @@ class TuneConfig:
     # λ·P(nearest-neighbour inversion finds the true token) added to the loss, against STuning
     # pulling the encoder back to the public geometry; off by default. umbra/tuning/inversion_penalty.py.
     inversion_penalty: InversionPenalty = field(default_factory=InversionPenalty)
+    # The private local path: the decoder also gets W·(encoder output) locally, and what is sent is
+    # made lossy (keyed noise, a rank bottleneck); off by default. umbra/model/private_path.py.
+    private_path: PrivatePathConfig = field(default_factory=PrivatePathConfig)
+    # A probe the client trains on the states it sends, whose success the encoder is penalized
+    # for; off by default. umbra/tuning/adversary.py.
+    adversary: AdversaryConfig = field(default_factory=AdversaryConfig)
     checkpoint_every: int = 50  # steps between checkpoints (also at the end and when stopped)
     stop_at_step: int | None = None  # stop early (checkpointed) at this step; schedule unchanged
+
+    def __post_init__(self) -> None:
+        # the issue-17 sub-configs may come as their to_dict() form (TuneConfig(**config.to_dict()))
+        if isinstance(self.private_path, dict):
+            object.__setattr__(self, "private_path", PrivatePathConfig.from_dict(self.private_path))
+        if isinstance(self.adversary, dict):
+            fields = {k: v for k, v in self.adversary.items() if k != "enabled"}  # `enabled` is derived
+            object.__setattr__(self, "adversary", AdversaryConfig(**fields))
 
     def validate(self, max_positions: int | None = None) -> "TuneConfig":
         for name in ("steps", "batch_size", "checkpoint_every"):
@@ -58,17 +74,25 @@ class TuneConfig:
             raise ConfigError("stop_at_step must be >= 0")
         self.gradient_noise.validate()
         self.inversion_penalty.validate()
+        self.private_path.validate()
+        self.adversary.validate()
         return self
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """asdict, plus each sub-config's `enabled` (a property, which asdict leaves out)."""
+        d = asdict(self)
+        d["adversary"]["enabled"] = self.adversary.enabled
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "TuneConfig":
         d = dict(d)
         noise = GradientNoise(**d.pop("gradient_noise", {}))  # absent in checkpoints made before they existed
         penalty = InversionPenalty(**d.pop("inversion_penalty", {}))
-        return cls(fim=FimConfig(**d.pop("fim")), gradient_noise=noise, inversion_penalty=penalty, **d)
+        path = d.pop("private_path", None) or {}  # both absent in checkpoints made before issue 17
+        adversary = d.pop("adversary", None) or {}
+        return cls(fim=FimConfig(**d.pop("fim")), gradient_noise=noise, inversion_penalty=penalty,
+                   private_path=path, adversary=adversary, **d)
 
     def trajectory(self) -> dict:
         """The fields that determine the training trajectory (all but RUNTIME_FIELDS)."""

@@ -4,15 +4,21 @@ Middle — LocalMiddle in-process or RemoteMiddle to the cloud service; the code
 One step, for a batch of public ids mapped to private ids p = π(t) in memory:
 
     h = encoder(p)                                   client, autograd on
-    y = await middle.forward(h, positions, session)  cloud: middle blocks (no labels, no ids)
-    loss = CE(decoder(y)[:, :-1], p[:, 1:])          client: logits and labels never leave
+    s = path.send(h, z)   (s = h without a path)     client: keyed noise / bottleneck (private_path.py)
+    y = await middle.forward(s, positions, session)  cloud: middle blocks (no labels, no ids)
+    loss = CE(decoder(y [+ W·h])[:, :-1], p[:, 1:])  client: logits and labels never leave
     g_y  = d loss / d y                              client: decoder backward
     g_y' = clip + noise(g_y)  (only if configured)   client: umbra/tuning/gradient_noise.py
-    g_h  = await middle.backward(g_y', session)      cloud: recompute + backprop the middle
-    h.backward(g_h) [+ λ·P(h) inverted]              client: encoder backward; clip; AdamW
+    g_s  = await middle.backward(g_y', session)      cloud: recompute + backprop the middle
+    backward of s (g_s), h (local path's gradient), [λ·P(s)], [λ_adv·confusion(s)]
+                                                     client: encoder backward; clip; AdamW
+
+The in-loop adversary (umbra/tuning/adversary.py), when on, trains its probe on the detached s
+before the encoder's backward.
 
 The cloud sees h, y's gradient and positions — never ids, labels, logits, π or client weights.
-No randomness is drawn inside a step (except the gradient noise, from its own generator), so the
+No randomness is drawn inside a step (except the gradient noise, from its own generator; the
+path's noise is a keyed function of the ids and the probe's init has its own seed), so the
 same seed, weights and data give the same weights through LocalMiddle and the cloud
 (tests/tuning). With `out_dir`, checkpoints resume exactly (umbra/tuning/checkpoint.py: public
 row order, no π) and a CSV log is kept."""
@@ -34,6 +40,7 @@ from umbra.training.checkpoint import TrainState
 from umbra.training.runlog import TRAIN_FIELDS, CsvLog
 from umbra.training.schedule import lr_at
 from umbra.tuning import checkpoint as ckpt
+from umbra.tuning.adversary import InLoopAdversary
 from umbra.tuning.client import Tunable, fingerprint, select_trainable
 from umbra.tuning.config import TuneConfig
 from umbra.tuning.data import TuneData
@@ -48,6 +55,7 @@ class TuneResult:
     state: TrainState  # position reached (step, data position, tokens, time)
     losses: list[float] = field(default_factory=list)  # training loss of each step of this run
     step_seconds: list[float] = field(default_factory=list)  # wall time of each step of this run
+    probe_accuracy: list[float] = field(default_factory=list)  # in-loop probe, each step (adversary on)
     finished: bool = False  # the whole schedule is done
     interrupted: bool = False  # stopped by `stop()` before the schedule's end (checkpointed)
 
@@ -60,6 +68,7 @@ class StepReport:
     grad_norm: float
     seconds: float
     tokens: int
+    probe_accuracy: float | None = None  # the in-loop probe on this batch's sent states, before training on it
 
 
 def make_optimizer(trainable: dict[str, torch.nn.Parameter], config: TuneConfig) -> torch.optim.AdamW:
@@ -77,31 +86,51 @@ def _ordered(trainable: dict[str, torch.nn.Parameter]) -> dict[str, torch.nn.Par
 
 async def split_step(client: Tunable, middle: Middle, session: str, ids: torch.Tensor,
                      noise: GradientNoise | None = None, generator: torch.Generator | None = None,
-                     inversion: tuple[InversionPenalty, torch.Tensor] | None = None) -> torch.Tensor:
+                     inversion: tuple[InversionPenalty, torch.Tensor] | None = None,
+                     adversary: InLoopAdversary | None = None) -> torch.Tensor:
     """Forward and backward of one batch of model-space ids [B, T] through the split model;
-    leaves gradients in the client's parameters and returns the (detached) LM loss. With `noise`
-    enabled the gradient sent to the middle is clipped and noised (`generator` draws it); with
-    `inversion` = (settings, codebook in model id order) the encoder also gets λ·P's gradient."""
+    leaves gradients in the client's parameters and returns the (detached) LM loss (the in-loop
+    probe's accuracy, with an adversary, in `adversary.last_accuracy`). With `noise` enabled the gradient sent
+    to the middle is clipped and noised (`generator` draws it); with `inversion` = (settings,
+    codebook in model id order) the encoder also gets λ·P's gradient; a client with a
+    `private_path` sends `path.send(h, z)` and decodes `y + W·h`; with `adversary` its probe
+    trains on the sent states and, when enabled, λ·confusion's gradient reaches the encoder."""
     b, t = ids.shape
     positions = torch.arange(t, dtype=torch.int64).expand(b, t)
+    path = getattr(client, "private_path", None)
     hidden = client.encoder(ids, positions)
-    out = await middle.forward(hidden.detach(), positions, session)
+    sent = hidden if path is None else path.send(hidden, path.noise_for(ids))
+    out = await middle.forward(sent.detach(), positions, session)
     out = out.detach().requires_grad_(True)
-    logits = client.decoder(out, positions)
+    local = None
+    if path is None:
+        logits = client.decoder(out, positions)
+    else:  # W·h's gradient to h is collected here and joins the middle's below
+        local = hidden.detach().requires_grad_(True)
+        logits = client.decoder(path.decoder_input(out, local), positions)
     loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), ids[:, 1:].reshape(-1))
     loss.backward()
-    sent = out.grad
+    grad_out = out.grad
     if noise is not None and noise.enabled:
         if generator is None:
             raise ConfigError("gradient noise needs its generator")
-        sent = noise.apply(sent, generator)
-    grad_in = await middle.backward(sent, session)
+        grad_out = noise.apply(grad_out, generator)
+    grad_in = await middle.backward(grad_out, session)
+    roots, grads = [sent], [grad_in]
+    if local is not None:
+        roots.append(hidden)
+        grads.append(local.grad)
     if inversion is not None and inversion[0].enabled:
         settings, book = inversion
-        p_true = penalty(hidden, ids, book, settings.temperature)
-        torch.autograd.backward([hidden, settings.weight * p_true], [grad_in, None])
-    else:
-        hidden.backward(grad_in)
+        roots.append(settings.weight * penalty(sent, ids, book, settings.temperature))
+        grads.append(None)
+    if adversary is not None:
+        public = ids if client.permutation is None else client.permutation.to_public(ids)
+        adversary.train_on(sent.detach(), public)
+        if adversary.config.enabled:
+            roots.append(adversary.config.weight * adversary.confusion(sent))
+            grads.append(None)
+    torch.autograd.backward(roots, grads)
     return loss.detach()
 
 
@@ -115,6 +144,10 @@ class _Run:
             if codebook is None:
                 raise ConfigError("the inversion penalty needs the public codebook (inversion_penalty.own_codebook)")
             self.inversion = (config.inversion_penalty, model_order(codebook, client.permutation))
+        self.adversary = None
+        if config.adversary.active:
+            self.adversary = InLoopAdversary(config.adversary, client.encoder.spec.hidden_size,
+                                             client.encoder.spec.vocab_size)
         self.trainable = _ordered(select_trainable(client, config.train_embedding))
         self.params = list(self.trainable.values())
         self.optimizer = make_optimizer(self.trainable, config)
@@ -135,11 +168,17 @@ class _Run:
         if payload["fingerprints"]["data"] != self.fingerprints["data"]:
             raise ConfigError("the checkpoint was trained on other data (corpus, tokenizer or packing differ)")
         self.state = ckpt.restore(payload, self.client, self.trainable, self.optimizer)
+        if self.adversary is not None:
+            saved = payload.get("extra", {}).get("adversary")
+            if saved is None:
+                raise ConfigError("the checkpoint holds no in-loop adversary to resume")
+            self.adversary.load_state_dict(saved)
 
     def checkpoint(self) -> None:
         if self.out_dir is not None:
             ckpt.save(self.ckpt_path, self.client, self.trainable, self.optimizer, self.state,
-                      self.config.to_dict(), self.fingerprints)
+                      self.config.to_dict(), self.fingerprints,
+                      extra={"adversary": self.adversary.state_dict()} if self.adversary is not None else None)
 
     async def step(self, session: str) -> StepReport:
         cfg, st = self.config, self.state
@@ -153,7 +192,8 @@ class _Run:
         t0 = time.perf_counter()
         try:
             loss = await split_step(self.client, self.middle, session, ids, cfg.gradient_noise, self.noise_generator,
-                                    self.inversion)
+                                    self.inversion, self.adversary)
+            accuracy = self.adversary.last_accuracy if self.adversary is not None else None
             grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)
             self.optimizer.step()
         finally:
@@ -162,7 +202,7 @@ class _Run:
         st.step, st.epoch, st.block = st.step + 1, epoch, block  # committed only after a whole step
         st.tokens_seen += ids.numel()
         st.elapsed_s += seconds
-        return StepReport(st.step, float(loss), lr, float(grad_norm), seconds, ids.numel())
+        return StepReport(st.step, float(loss), lr, float(grad_norm), seconds, ids.numel(), accuracy)
 
 
 async def tune(client: Tunable, middle: Middle, data: TuneData, config: TuneConfig, *,
@@ -181,6 +221,10 @@ async def tune(client: Tunable, middle: Middle, data: TuneData, config: TuneConf
     `codebook`: [V, d] public-order unit rows (`inversion_penalty.own_codebook`), needed when
     `config.inversion_penalty` is on."""
     config.validate(client.encoder.spec.max_position_embeddings)
+    path = getattr(client, "private_path", None)
+    if (path.config if path is not None else None) != (config.private_path if config.private_path.enabled else None):
+        raise ConfigError("the client's private path and config.private_path disagree (attach it with "
+                          "umbra.tuning.private_path.prepare_for_tuning)")
     if middle.hidden_size != client.encoder.spec.hidden_size:
         raise ConfigError(f"the middle works on hidden size {middle.hidden_size}, the client on "
                           f"{client.encoder.spec.hidden_size}")
@@ -196,8 +240,9 @@ async def tune(client: Tunable, middle: Middle, data: TuneData, config: TuneConf
         run.log.truncate_after(run.state.step)
     stop_at = config.steps if config.stop_at_step is None else min(config.steps, config.stop_at_step)
     result = TuneResult(run.state)
-    client.encoder.train()
-    client.decoder.train()
+    modules = [client.encoder, client.decoder] + ([path] if path is not None else [])
+    for m in modules:
+        m.train()
     session = await middle.open_session(training=True)
     try:
         while run.state.step < stop_at:
@@ -207,6 +252,8 @@ async def tune(client: Tunable, middle: Middle, data: TuneData, config: TuneConf
             report = await run.step(session)
             result.losses.append(report.loss)
             result.step_seconds.append(report.seconds)
+            if report.probe_accuracy is not None:
+                result.probe_accuracy.append(report.probe_accuracy)
             if run.log is not None:
                 run.log.append({"step": report.step, "tokens_seen": run.state.tokens_seen, "lr": f"{report.lr:.6g}",
                                 "loss": f"{report.loss:.5f}", "grad_norm": f"{report.grad_norm:.4f}",
@@ -218,10 +265,9 @@ async def tune(client: Tunable, middle: Middle, data: TuneData, config: TuneConf
                 run.checkpoint()
     finally:
         run.checkpoint()  # the last whole step (a failed step changed nothing)
-        client.encoder.eval()
-        client.decoder.eval()
-        client.encoder.requires_grad_(False)
-        client.decoder.requires_grad_(False)
+        for m in modules:
+            m.eval()
+            m.requires_grad_(False)
         try:
             await middle.close(session)
         except UmbraError:  # the cloud already dropped it (or is gone); nothing else to release
