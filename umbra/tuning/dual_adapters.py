@@ -160,14 +160,22 @@ def lm_loss(logits: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor) -> torc
 
 
 def train_lora(model, hidden: torch.Tensor, blocks: ViewBlocks, config: AdapterTrainConfig,
-               name: str, beside: tuple[Adapter, ...] = ()) -> tuple[LoraAdapter, list[float], list[float]]:
+               name: str, beside: tuple[Adapter, ...] = (),
+               start: LoraAdapter | None = None) -> tuple[LoraAdapter, list[float], list[float]]:
     """A fresh decoder LoRA trained on cached middle outputs hidden [N,n+T,C] of `blocks` (n: a
     frozen soft prompt's positions, not trained on), `beside` frozen decoder adapters that stay as
     they are (NOESIS stage 2: the shared parameters in place): (adapter, loss per step, mean loss
-    per epoch)."""
+    per epoch). `start`: a LoRA of config's shape to continue from (a federation round starts from
+    the global secure adapter; it is copied, never changed) instead of a fresh one."""
     config.validate()
     shape = model.plan.shape(model.spec.num_layers)
     adapter = build_adapter(name, config.lora(), model.spec, shape)
+    if start is not None:
+        try:
+            adapter.load_state_dict(start.state_dict(), strict=True)
+        except RuntimeError as exc:
+            raise ConfigError(f"the starting adapter {start.name!r} does not match the training config's "
+                              f"LoRA (rank, targets, blocks): {' '.join(str(exc).split())[:300]}") from None
     adapter.requires_grad_(True)
     params = list(adapter.parameters())
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)

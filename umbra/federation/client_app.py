@@ -1,0 +1,86 @@
+"""The federation's Flower ClientApp: one organization's SuperNode trains the SECURE adapter on
+its scrubbed view each round (org_training.py) and replies with that adapter's arrays and its
+count of scrubbed tokens — nothing else. The raw code stays in this process (it is read and
+scrubbed here), the revealing adapter is never built, and no key is read.
+
+The node's own settings come from its `--node-config` (`umbra federation join` writes it):
+    data              the organization's code: directories, files or .jsonl, joined by os.pathsep
+    model             the public base model directory (the same model at every organization)
+    internal-domains  the organization's own domains, comma-separated (their hosts/URLs are scrubbed)
+    threads           torch threads (0: torch's default)
+The training settings come from the server with each round (the same LoRA at every organization):
+rank, lr, epochs, block-len, batch-size, fim-rate, seed, server-round."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+
+from umbra.errors import ConfigError
+from umbra.federation.strategy import ARRAYS, CONFIG, METRICS, SAMPLES, to_record
+
+if TYPE_CHECKING:
+    from umbra.tuning.adapter_config import AdapterTrainConfig
+
+app = ClientApp()
+_TRAINERS: dict = {}  # (node settings, training settings) -> OrgTrainer, kept while this process lives
+
+
+def train_config(config) -> "AdapterTrainConfig":
+    from umbra.tuning.adapter_config import AdapterTrainConfig
+
+    try:
+        return AdapterTrainConfig(rank=int(config["rank"]), lr=float(config["lr"]), epochs=int(config["epochs"]),
+                                  block_len=int(config["block-len"]), batch_size=int(config["batch-size"]),
+                                  fim_rate=float(config["fim-rate"]), seed=int(config["seed"])).validate()
+    except KeyError as exc:
+        raise ConfigError(f"the server's training config lacks {exc}") from None
+
+
+def node_settings(node_config) -> tuple[tuple[Path, ...], Path, tuple[str, ...], int]:
+    try:
+        data = tuple(Path(p) for p in str(node_config["data"]).split(os.pathsep) if p)
+        model = Path(str(node_config["model"]))
+    except KeyError as exc:
+        raise ConfigError(f"this SuperNode's --node-config lacks {exc} (umbra federation join sets it)") from None
+    domains = tuple(d for d in str(node_config.get("internal-domains", "")).split(",") if d)
+    return data, model, domains, int(node_config.get("threads", 0))
+
+
+async def _trainer(settings, config):
+    key = (settings, config)
+    if key not in _TRAINERS:
+        import torch
+
+        from umbra.engine import ClientModel
+        from umbra.federation.org_training import OrgTrainer, scrubbed_view
+        from umbra.middle.local import LocalMiddle
+        from umbra.scrub import ScrubConfig, Scrubber
+        from umbra.tuning.securegate import read_org_code
+
+        data, model_dir, domains, threads = settings
+        if threads > 0:
+            torch.set_num_threads(threads)
+        model = ClientModel.load(model_dir)
+        scrubber = Scrubber(ScrubConfig(internal_domains=domains) if domains else None)
+        view = scrubbed_view(read_org_code(list(data)), scrubber)
+        _TRAINERS.clear()  # one organization per node: a new setting replaces the old
+        _TRAINERS[key] = await OrgTrainer.create(model, LocalMiddle(model.load_middle()), view, config)
+    return _TRAINERS[key]
+
+
+@app.train()
+def train(msg: Message, context: Context) -> Message:
+    config = msg.content[CONFIG]
+    trainer = asyncio.run(_trainer(node_settings(context.node_config), train_config(config)))
+    global_arrays = {name: a.numpy() for name, a in msg.content[ARRAYS].items()}
+    arrays, samples, report = trainer.round(global_arrays, int(config["server-round"]))
+    print(f"umbra federation: round {report['round']}: {report['steps']} steps on {samples} scrubbed tokens, "
+          f"epoch losses {report['epoch_losses']} ({report['seconds']} s)", flush=True)
+    reply: ArrayRecord = to_record(arrays)
+    return Message(RecordDict({ARRAYS: reply, METRICS: MetricRecord({SAMPLES: int(samples)})}), reply_to=msg)
