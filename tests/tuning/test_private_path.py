@@ -1,0 +1,126 @@
+"""STuning with a private local path: through LocalMiddle and the real cloud service it gives
+bit-identical weights (W included) for a fixed seed; W starts at zero and moves; the cloud gets
+the lossy state; utility evaluation runs the same path; a run resumes exactly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from server.launch import local_cloud_thread
+from tests.tuning.conftest import tiny_config
+from umbra.errors import ConfigError
+from umbra.middle.local import LocalMiddle
+from umbra.middle.remote import RemoteMiddle
+from umbra.model.loader import load_middle
+from umbra.model.private_path import split_logits
+from umbra.model.private_path_config import PrivatePathConfig
+from umbra.privacy.bundle import BundleConfig, init_bundle, load_bundle
+from umbra.privacy.bundle_private_path import bundle_secret
+from umbra.tuning.client import clean_client, named_parameters
+from umbra.tuning.data import TuneData
+from umbra.tuning.evaluate import next_token
+from umbra.tuning.loop import tune
+from umbra.tuning.private_path import attach_private_path, prepare_for_tuning
+
+PATH = PrivatePathConfig(enabled=True, noise=0.5, rank=16)
+SECRET = b"tuning-test-secret-0123456789abc"
+W = "private_path.local.weight"
+
+
+class RecordingMiddle(LocalMiddle):
+    def __init__(self, blocks):
+        super().__init__(blocks)
+        self.received: list[torch.Tensor] = []
+
+    async def forward(self, hidden, positions, session, key_padding=None):
+        self.received.append(hidden.detach().clone())
+        return await super().forward(hidden, positions, session, key_padding)
+
+
+def _data(base_dir, corpus_dir, config):
+    return TuneData.from_corpus(corpus_dir, base_dir, config, vocab_size=512)
+
+
+def _snapshot(client) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in named_parameters(client).items()}
+
+
+async def test_local_and_remote_middle_give_the_same_weights(base_dir, corpus_dir, tmp_path, keystore):
+    out = tmp_path / "bundle"
+    init_bundle(base_dir, BundleConfig(epsilon=32.0), out, store=keystore)
+    config = tiny_config(private_path=PATH)
+    clients = [load_bundle(out, store=keystore) for _ in range(2)]
+    for c in clients:
+        prepare_for_tuning(c, config, bundle_secret(c.permutation, c.manifest.bundle_id))
+    assert torch.count_nonzero(clients[0].private_path.local.weight) == 0
+    local = await tune(clients[0], LocalMiddle(load_middle(base_dir)), _data(base_dir, corpus_dir, config), config)
+    with local_cloud_thread(base_dir, settings={"torch_threads": 1}) as cloud:
+        middle = RemoteMiddle(cloud.base_url, cloud.token, hidden_size=64)
+        try:
+            remote = await tune(clients[1], middle, _data(base_dir, corpus_dir, config), config)
+        finally:
+            await middle.aclose()
+    a, b = _snapshot(clients[0]), _snapshot(clients[1])
+    assert W in a and torch.count_nonzero(a[W]) > 0  # W trained with the rest of the client
+    assert max((a[n] - b[n]).abs().max().item() for n in a) == 0.0
+    assert local.losses == remote.losses
+    assert not clients[0].private_path.training and not clients[0].private_path.local.weight.requires_grad
+
+
+async def test_the_cloud_gets_the_lossy_state_and_evaluation_runs_the_path(base_dir, corpus_dir):
+    config = tiny_config(steps=3, private_path=PATH)
+    client = clean_client(base_dir)
+    path = attach_private_path(client, PATH, SECRET)
+    middle = RecordingMiddle(load_middle(base_dir))
+    data = _data(base_dir, corpus_dir, config)
+    await tune(client, middle, data, config)
+    ids = torch.from_numpy(data.batch(0, 0, 2)[0])
+    positions = torch.arange(ids.shape[1]).expand(ids.shape[0], -1)
+    received = middle.received[0]  # step 1: the weights before any update
+    assert torch.linalg.matrix_rank(received.reshape(-1, 64)).item() == 16
+    blocks = data.batch(0, 0, 4)[0]
+    blocks_middle = load_middle(base_dir)
+    with torch.no_grad():
+        h = client.encoder(ids, positions)
+        assert (path.send(h, path.noise_for(ids)) - h).abs().max() > 1e-2  # lossy
+        logits = split_logits(client.encoder, blocks_middle, client.decoder, path, torch.from_numpy(blocks))
+    target = torch.from_numpy(blocks[:, 1:])
+    top1 = (logits[:, :-1].argmax(-1) == target).float().mean().item()
+    metrics = next_token(client, blocks_middle, blocks, batch_size=2)
+    assert metrics.top1 == pytest.approx(top1, abs=1e-9)
+    client.private_path = None  # without the path the same client scores differently
+    assert next_token(client, blocks_middle, blocks, batch_size=2).loss != pytest.approx(metrics.loss, abs=1e-6)
+
+
+async def test_a_run_with_a_path_resumes_exactly(base_dir, corpus_dir, tmp_path):
+    runs = []
+    for stop in (None, 2):
+        client = clean_client(base_dir)
+        attach_private_path(client, PATH, SECRET)
+        config = tiny_config(private_path=PATH, stop_at_step=stop)
+        data, out = _data(base_dir, corpus_dir, config), tmp_path / f"run-{stop}"
+        await tune(client, LocalMiddle(load_middle(base_dir)), data, config, out_dir=out)
+        if stop is not None:
+            fresh = clean_client(base_dir)
+            attach_private_path(fresh, PATH, SECRET)
+            await tune(fresh, LocalMiddle(load_middle(base_dir)), data, tiny_config(private_path=PATH), out_dir=out,
+                       resume=True)
+            client = fresh
+        runs.append(_snapshot(client))
+    assert all(torch.equal(runs[0][n], runs[1][n]) for n in runs[0])
+
+
+async def test_the_path_and_the_config_must_agree(base_dir, corpus_dir):
+    client = clean_client(base_dir)
+    data = _data(base_dir, corpus_dir, tiny_config())
+    attach_private_path(client, PATH, SECRET)
+    with pytest.raises(ConfigError, match="disagree"):
+        await tune(client, LocalMiddle(load_middle(base_dir)), data, tiny_config())
+    assert prepare_for_tuning(client, tiny_config(), None).private_path == PATH  # the client's path wins
+    with pytest.raises(ConfigError, match="cannot be changed"):
+        prepare_for_tuning(client, tiny_config(private_path=PrivatePathConfig(enabled=True, noise=1.0)), None)
+    with pytest.raises(ConfigError, match="already has"):
+        attach_private_path(client, PATH, SECRET)
+    with pytest.raises(ConfigError, match="needs its secret"):
+        prepare_for_tuning(clean_client(base_dir), tiny_config(private_path=PATH), None)
