@@ -31,7 +31,9 @@ from umbra.cli.cloud_args import add_cloud_args, cloud_config, cloud_url
 from umbra.errors import ConfigError
 from umbra.tuning.config import TuneConfig
 from umbra.tuning.gradient_noise import DEFAULT_SIGMA, GradientNoise, default_sigma
+from umbra.tuning.adversary import AdversaryConfig
 from umbra.tuning.inversion_penalty import InversionPenalty
+from umbra.model.private_path_config import PrivatePathConfig
 
 _D = TuneConfig()
 
@@ -80,6 +82,28 @@ def register(sub) -> None:
                      help="weight of the simulated nearest-neighbour attacker's probability of the true token "
                           "(default: 0, off)")
     inv.add_argument("--penalty-temperature", type=float, default=_D.inversion_penalty.temperature, metavar="TAU")
+    pp = p.add_argument_group("private local path (the decoder also gets the client's own encoder output through a "
+                              "learned, zero-initialized projection; what is sent can be made lossy; "
+                              "umbra/model/private_path.py, docs/privacy/utility.md)")
+    pp.add_argument("--private-path", action="store_true",
+                    help="add the local path (kept, with its settings, once the bundle has one)")
+    pp.add_argument("--path-noise", type=float, default=0.0, metavar="S",
+                    help="Gaussian noise on every sent position, std S × that position's RMS, keyed by the bundle's "
+                         "secret and the prefix (a re-sent prefix gets the same noise); implies --private-path")
+    pp.add_argument("--path-rank", type=int, default=None, metavar="R",
+                    help="send only a rank-R projection (a fixed orthonormal basis drawn from the bundle's secret); "
+                         "implies --private-path")
+    adv = p.add_argument_group("adversary in the loop (a probe trained on the states the client sends; the encoder "
+                               "is penalized for what it reads; umbra/tuning/adversary.py)")
+    adv.add_argument("--adversary", type=float, default=_D.adversary.weight, metavar="LAMBDA",
+                     help="weight of the confusion loss (the probe's posterior pulled to the token prior; 0 = off)")
+    adv.add_argument("--adversary-monitor", action="store_true",
+                     help="train the probe and log its accuracy even with LAMBDA = 0 (a control; not a defence)")
+    adv.add_argument("--adversary-steps", type=int, default=_D.adversary.inner_steps, metavar="N",
+                     help="probe updates per tuning step")
+    adv.add_argument("--adversary-hidden", type=int, default=_D.adversary.hidden, metavar="N",
+                     help="the probe's hidden width (0: a linear probe)")
+    adv.add_argument("--adversary-lr", type=float, default=_D.adversary.lr, help="the probe's learning rate")
     t.add_argument("--checkpoint-every", type=int, default=_D.checkpoint_every, help="steps between checkpoints")
     t.add_argument("--stop-at-step", type=int, default=None, help="stop early (checkpointed); schedule unchanged")
     p.add_argument("--threads", type=int, default=None,
@@ -101,7 +125,25 @@ def _config(args) -> TuneConfig:
                       warmup_steps=args.warmup_steps, seed=args.seed, train_embedding=args.train_embedding,
                       gradient_noise=GradientNoise(sigma, args.gradient_clip),
                       inversion_penalty=InversionPenalty(args.inversion_penalty, args.penalty_temperature),
+                      private_path=_private_path(args),
+                      adversary=AdversaryConfig(args.adversary, args.adversary_monitor, args.adversary_steps,
+                                                args.adversary_lr, args.adversary_hidden),
                       checkpoint_every=args.checkpoint_every, stop_at_step=args.stop_at_step).validate()
+
+
+def _private_path(args) -> PrivatePathConfig:
+    """The flags' private path; a bundle that has one keeps it (its settings win, other ones are refused)."""
+    from umbra.privacy.manifest import Manifest
+
+    on = args.private_path or args.path_noise > 0 or args.path_rank is not None
+    asked = PrivatePathConfig(on, args.path_noise, args.path_rank).validate()
+    have = Manifest.read(args.bundle).privacy.get("private_path")  # umbra/privacy/bundle_private_path.py
+    if isinstance(have, dict):
+        kept = PrivatePathConfig.from_dict(have.get("config"))
+        if on and asked != kept:
+            raise ConfigError(f"the bundle's private path is {kept}; it cannot be changed in place (make a new bundle)")
+        return kept
+    return asked
 
 
 def run(args) -> int:
@@ -163,8 +205,9 @@ async def _tune(model, config: TuneConfig, out: Path, args, cloud, mode):
 
     def progress(r) -> None:
         if r.step == 1 or r.step % 10 == 0 or r.step == config.steps:
+            probe = f" probe {r.probe_accuracy:.3f}" if r.probe_accuracy is not None else ""
             print(f"step {r.step}/{config.steps} loss {r.loss:.4f} lr {r.lr:.3g} grad {r.grad_norm:.3f} "
-                  f"{r.seconds:.2f} s/step", file=sys.stderr, flush=True)
+                  f"{r.seconds:.2f} s/step{probe}", file=sys.stderr, flush=True)
 
     codebook = None
     if config.inversion_penalty.enabled:  # the attacker's codebook, from our own blocks through the public encoder
@@ -173,10 +216,22 @@ async def _tune(model, config: TuneConfig, out: Path, args, cloud, mode):
         codebook = await asyncio.to_thread(own_codebook, model.check_base(), data, config.inversion_penalty,
                                            model.plan)
 
+    if config.private_path.enabled:  # attach a fresh path (W = 0) unless the bundle has one
+        from umbra.privacy.bundle_private_path import bundle_secret
+        from umbra.tuning.private_path import prepare_for_tuning
+
+        b = model.bundle
+        prepare_for_tuning(b, config, bundle_secret(b.permutation, b.manifest.bundle_id))
+        model.private_path = b.private_path
+
     async def go(middle):
         with StopOnSignal() as stop:
-            return await tune(model.bundle, middle, data, config, out_dir=out, resume=args.resume,
-                              stop=lambda: stop.requested, on_step=progress, codebook=codebook)
+            result = await tune(model.bundle, middle, data, config, out_dir=out, resume=args.resume,
+                                stop=lambda: stop.requested, on_step=progress, codebook=codebook)
+        if result.finished and model.bundle.private_path is not None:  # before the client weights: a crash
+            from umbra.privacy.bundle_private_path import save_private_path  # between never leaves a client
+            save_private_path(model.bundle)  # tuned for a lossy send without its path
+        return result
 
     if cloud is None:
         return await go(LocalMiddle(model.load_middle()))

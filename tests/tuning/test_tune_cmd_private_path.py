@@ -1,0 +1,54 @@
+"""`umbra tune` with --path-noise/--path-rank and --adversary: the private path is stored in the
+bundle (and completes through the engine), the settings are in the checkpoint, a bundle's path
+cannot be changed by later flags."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from umbra.cli.main import main
+from umbra.engine import ClientModel, CompletionEngine, EngineConfig, StopConfig
+from umbra.middle.local import LocalMiddle
+from umbra.model.private_path_config import PrivatePathConfig
+from umbra.privacy.bundle import BundleConfig, init_bundle
+from umbra.privacy.manifest import Manifest
+from umbra.tuning import checkpoint as ckpt
+
+
+@pytest.fixture
+def bundle(base_dir, tmp_path, keystore):
+    out = tmp_path / "b"
+    init_bundle(base_dir, BundleConfig(epsilon=32.0), out, store=keystore)
+    return out
+
+
+def _flags(corpus_dir, keystore) -> list[str]:
+    return ["--steps", "3", "--batch-size", "2", "--context-length", "32", "--warmup-steps", "1", "--seed", "5",
+            "--corpus-dir", str(corpus_dir), "--service", keystore.service, "--threads", "1", "--in-process"]
+
+
+def test_tune_with_a_private_path_and_an_adversary(bundle, corpus_dir, keystore, capsys):
+    assert main(["tune", "--bundle", str(bundle), *_flags(corpus_dir, keystore), "--path-noise", "0.5",
+                 "--path-rank", "16", "--adversary", "2", "--adversary-hidden", "16"]) == 0
+    err = capsys.readouterr().err
+    assert " probe " in err
+    saved = ckpt.load(bundle / "tuning" / ckpt.CHECKPOINT_NAME)["config"]
+    assert saved["private_path"] == {"enabled": True, "noise": 0.5, "rank": 16}
+    assert saved["adversary"]["weight"] == 2.0 and saved["adversary"]["enabled"] is True
+    entry = Manifest.read(bundle).privacy["private_path"]
+    assert entry["config"] == saved["private_path"] and (bundle / entry["file"]).is_file()
+    model = ClientModel.from_bundle(bundle, store=keystore)
+    assert model.private_path.config == PrivatePathConfig(True, 0.5, 16)
+    assert model.private_path.local.weight.abs().sum() > 0
+    engine = CompletionEngine.split(model, LocalMiddle(model.load_middle()),
+                                    EngineConfig(stop=StopConfig(max_tokens=4, multiline=True)))
+    result = asyncio.run(engine.complete("def add(a, b):\n    return ", "\n"))
+    assert result.generated_tokens >= 1
+    # a second run keeps the bundle's path; other path settings are refused
+    assert main(["tune", "--bundle", str(bundle), *_flags(corpus_dir, keystore), "--out", str(bundle / "t2")]) == 0
+    assert Manifest.read(bundle).privacy["private_path"]["config"] == saved["private_path"]
+    assert main(["tune", "--bundle", str(bundle), *_flags(corpus_dir, keystore), "--out", str(bundle / "t3"),
+                 "--path-noise", "1.0"]) == 2
+    assert "cannot be changed in place" in capsys.readouterr().err
