@@ -20,6 +20,7 @@ CONTRACT = {  # the defaults, as JSON; names and defaults must not drift
                    "languages": None},
     "languages": {"aliases": dict(DEFAULT_ALIASES)},
     "threads": None,
+    "allowUndefendedRemoteCloud": False,  # private by default (umbra/privacy/cloud_policy.py)
 }
 
 VSCODE = {  # what the VS Code extension sends with its defaults (vscode-extension/src/settings.ts)
@@ -27,6 +28,7 @@ VSCODE = {  # what the VS Code extension sends with its defaults (vscode-extensi
     "cloud": {"url": None, "certificate": None, "tokenEnv": "UMBRA_CLOUD_TOKEN"},
     "completion": {"maxTokens": 64, "multiline": False, "temperature": 0.0, "topP": 1.0, "contextTokens": 1024},
     "threads": None,
+    "allowUndefendedRemoteCloud": False,
 }
 
 

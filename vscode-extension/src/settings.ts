@@ -59,6 +59,9 @@ export interface UmbraSettings {
     cloud: CloudSettings;
     completion: CompletionSettings;
     threads: number | null;
+    /** Send hidden states whose privacy mode is not defended to a cloud not on this machine
+     * (private by default: off, and the server refuses such a cloud). */
+    allowUndefendedRemoteCloud: boolean;
 }
 
 /** The `initializationOptions` of the server contract, field for field. */
@@ -73,6 +76,7 @@ export interface InitializationOptions {
         contextTokens: number;
     };
     threads: number | null;
+    allowUndefendedRemoteCloud: boolean;
 }
 
 /** Defaults of every setting; package.json `contributes.configuration` repeats them (a test
@@ -87,6 +91,7 @@ export const DEFAULTS: Readonly<UmbraSettings> = Object.freeze({
     cloud: { url: null, certificate: null, tokenEnv: 'UMBRA_CLOUD_TOKEN' },
     completion: { maxTokens: 64, multiline: false, temperature: 0.0, topP: 1.0, contextTokens: 1024 },
     threads: null,
+    allowUndefendedRemoteCloud: false,
 });
 
 /** Every setting key under the `umbra.` section, as it appears in package.json. */
@@ -110,6 +115,7 @@ export const SETTING_KEYS = [
     'completion.topP',
     'completion.contextTokens',
     'threads',
+    'allowUndefendedRemoteCloud',
 ] as const;
 
 export type SettingKey = (typeof SETTING_KEYS)[number];
@@ -178,6 +184,7 @@ export function readSettings(source: ConfigSource, paths: PathContext = {}): Umb
             contextTokens: v.int('completion.contextTokens', LIMITS.contextTokens.min, LIMITS.contextTokens.max),
         },
         threads: v.optionalInt('threads', LIMITS.threads.min, LIMITS.threads.max),
+        allowUndefendedRemoteCloud: v.bool('allowUndefendedRemoteCloud'),
     };
     if (settings.cloud.certificate !== null && settings.cloud.url === null) {
         v.problems.push('cloud.certificate applies to a configured umbra.cloud.url only (with no URL the cloud runs on loopback)');
@@ -201,6 +208,7 @@ export function toInitializationOptions(s: UmbraSettings): InitializationOptions
             contextTokens: s.completion.contextTokens,
         },
         threads: s.threads,
+        allowUndefendedRemoteCloud: s.allowUndefendedRemoteCloud,
     };
 }
 

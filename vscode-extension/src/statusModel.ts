@@ -20,10 +20,29 @@ export interface StatusParams {
      * (an older server) or said something outside the contract: then nothing about access is
      * shown, rather than a lock the server never vouched for. */
     access?: Access;
-    /** The privacy in force for what goes to the cloud, as the server words it: "none" or
-     * "NOIR ε=E" (from the bundle's manifest). Absent before the model is loaded or from an
-     * older server: then none is shown. */
+    /** The privacy mode in force for what goes to the cloud, as the server words it in one line:
+     * "none · cloud reads ~99.9 % of tokens", "NOIR ε=1024 · STuned 300 steps, gradient σ=0.1 ·
+     * strongest attack 8.0 % (baseline 9.2 %)", "NOIR ε=500 · not measured" (umbra/privacy/mode.py).
+     * Absent before the model is loaded or from an older server: then none is shown. */
     privacy?: string;
+    /** What the attack tables measured for that mode (`privacyDetails`), for the tooltip. */
+    privacyDetails?: PrivacyDetails;
+}
+
+/** `privacyDetails` of `umbra/status` (percentages; null: not measured). */
+export interface PrivacyDetails {
+    label: string;
+    defended: boolean;
+    optedIn: boolean;
+    measured: boolean;
+    attacks: { name: string; percent: number }[];
+    baseline: number | null;
+    top1: number | null;
+    clientAloneTop1: number | null;
+    fcleanTop1: number | null;
+    seeds: number | null;
+    adaptive: boolean;
+    source: string;
 }
 
 /** The `access` field of `umbra/status`: "secure" or "revealing: NAME". */
@@ -32,6 +51,8 @@ export type Access = { kind: 'secure' } | { kind: 'revealing'; adapter: string }
 const REVEALING_PREFIX = 'revealing: ';
 /** Longest adapter name shown in the status bar itself (the tooltip has it whole). */
 export const MAX_SHOWN_NAME = 32;
+/** Longest privacy summary shown in the status bar itself (the tooltip has it whole). */
+export const MAX_SHOWN_PRIVACY = 100;
 
 /** States the extension itself knows about, besides the server's. */
 export type ClientState = 'disabled' | 'stopped' | 'misconfigured';
@@ -59,7 +80,7 @@ export function parseStatus(raw: unknown): StatusParams | undefined {
     if (typeof raw !== 'object' || raw === null) {
         return undefined;
     }
-    const { state, message, mode, expert, access, privacy } = raw as Record<string, unknown>;
+    const { state, message, mode, expert, access, privacy, privacyDetails } = raw as Record<string, unknown>;
     if (typeof state !== 'string' || !(SERVER_STATES as readonly string[]).includes(state)) {
         return undefined;
     }
@@ -73,12 +94,51 @@ export function parseStatus(raw: unknown): StatusParams | undefined {
     }
     if (typeof privacy === 'string' && privacy.trim() !== '' && !/[\u0000-\u001f\u007f]/.test(privacy)) {
         parsed.privacy = privacy.trim();
+        const details = parsePrivacyDetails(privacyDetails);
+        if (details !== undefined) {
+            parsed.privacyDetails = details;
+        }
     }
     const parsedAccess = parseAccess(access);
     if (parsedAccess !== undefined) {
         parsed.access = parsedAccess;
     }
     return parsed;
+}
+
+const CLEAN = (x: unknown): x is string => typeof x === 'string' && !/[\u0000-\u001f\u007f]/.test(x);
+const PERCENT = (x: unknown): number | null => (typeof x === 'number' && Number.isFinite(x) ? x : null);
+
+/** Parses `privacyDetails`; undefined when it does not follow the contract (then the tooltip
+ * shows the summary alone). */
+export function parsePrivacyDetails(raw: unknown): PrivacyDetails | undefined {
+    if (typeof raw !== 'object' || raw === null) {
+        return undefined;
+    }
+    const d = raw as Record<string, unknown>;
+    if (!CLEAN(d.label) || typeof d.defended !== 'boolean' || typeof d.measured !== 'boolean') {
+        return undefined;
+    }
+    const attacks = Array.isArray(d.attacks)
+        ? d.attacks.flatMap((a) => {
+              const { name, percent } = (a ?? {}) as Record<string, unknown>;
+              return CLEAN(name) && PERCENT(percent) !== null ? [{ name, percent: percent as number }] : [];
+          })
+        : [];
+    return {
+        label: d.label,
+        defended: d.defended,
+        optedIn: d.optedIn === true,
+        measured: d.measured,
+        attacks,
+        baseline: PERCENT(d.baseline),
+        top1: PERCENT(d.top1),
+        clientAloneTop1: PERCENT(d.clientAloneTop1),
+        fcleanTop1: PERCENT(d.fcleanTop1),
+        seeds: PERCENT(d.seeds),
+        adaptive: d.adaptive === true,
+        source: CLEAN(d.source) ? d.source : '',
+    };
 }
 
 /** Parses the `access` field; undefined for anything but "secure" or "revealing: NAME". */
@@ -128,29 +188,47 @@ export function accessTooltip(access: Access | undefined): string {
         : `Access: ${accessLabel(access)} (your access key unlocked this revealing adapter for the last completion)`;
 }
 
-/** The status-bar part for the privacy in force: a shield and the server's words. */
+/** The status-bar part for the privacy in force: a shield and the server's summary. */
 export function privacyText(privacy: string | undefined): string {
-    return privacy === undefined ? '' : ` $(shield) ${escapeIcons(shorten(privacy))}`;
+    return privacy === undefined ? '' : ` $(shield) ${escapeIcons(shorten(privacy, MAX_SHOWN_PRIVACY))}`;
 }
 
-/** The tooltip line for the privacy in force. */
-export function privacyTooltip(privacy: string | undefined): string {
+const pct = (x: number | null): string => (x === null ? 'not measured' : `${x.toFixed(1)} %`);
+
+/** The tooltip lines for the privacy in force: the summary, what it means, and the measured figures. */
+export function privacyTooltip(privacy: string | undefined, details?: PrivacyDetails): string {
     if (privacy === undefined) {
         return '';
     }
-    if (privacy === 'none') {
-        return 'Privacy: none (no client bundle: the cloud receives the hidden states of the public model as they are; make a bundle with `umbra init`)';
+    const lines = [`Privacy: ${privacy}`];
+    if (privacy === 'none' || privacy.startsWith('none ')) {
+        lines[0] += ' (no client bundle: the cloud receives the hidden states of the public model as they are; make a bundle with `umbra init`)';
+    } else if (privacy.startsWith('NOIR')) {
+        lines[0] += ' (client bundle: INDVocab-randomized embeddings and private token ids; the cloud receives randomized hidden states)';
     }
-    if (privacy.startsWith('NOIR')) {
-        return `Privacy: ${privacy} (client bundle: INDVocab-randomized embeddings and private token ids; the cloud receives randomized hidden states)`;
+    if (details === undefined) {
+        return lines.join('\n');
     }
-    return `Privacy: ${privacy}`;
+    if (details.optedIn) {
+        lines.push('Sent undefended to a cloud not on this machine because umbra.allowUndefendedRemoteCloud (or the server\'s flag or environment) allows it.');
+    }
+    if (!details.measured) {
+        lines.push('Measured: nothing — no attack table covers this configuration, so it counts as undefended.');
+        return lines.join('\n');
+    }
+    const attacks = details.attacks.map((a) => `${a.name} ${pct(a.percent)}`).join(', ');
+    lines.push(`Attacks (tokens recovered): ${attacks}; frequency-only baseline ${pct(details.baseline)}` +
+        ` — ${details.defended ? 'every attack within 1 point of it' : 'not defended'}.`);
+    lines.push(`Next-token top-1: ${pct(details.top1)} (fClean ${pct(details.fcleanTop1)}, client blocks alone ${pct(details.clientAloneTop1)}).`);
+    lines.push(`${details.seeds ?? '?'} seed(s); adaptive attacker: ${details.adaptive ? 'included' : 'not measured'}` +
+        `${details.source ? `; source: ${details.source}` : ''}.`);
+    return lines.join('\n');
 }
 
 export function viewOf(status: StatusParams): StatusView {
     const detail = status.message ? `\n${status.message}` : '';
     const mode = status.mode ? ` (${status.mode} mode)` : '';
-    const privacy = status.privacy !== undefined ? `\n${privacyTooltip(status.privacy)}` : '';
+    const privacy = status.privacy !== undefined ? `\n${privacyTooltip(status.privacy, status.privacyDetails)}` : '';
     switch (status.state) {
         case 'starting':
             return { text: '$(sync~spin) Umbra', tooltip: `Umbra: starting${mode}${privacy}${detail}`, severity: 'busy' };

@@ -41,6 +41,7 @@ describe('settings → initializationOptions', () => {
             cloud: { url: null, certificate: null, tokenEnv: 'UMBRA_CLOUD_TOKEN' },
             completion: { maxTokens: 64, multiline: false, temperature: 0.0, topP: 1.0, contextTokens: 1024 },
             threads: null,
+            allowUndefendedRemoteCloud: false,
         });
         // camelCase keys, nothing else: the JSON the server receives
         assert.equal(
@@ -48,7 +49,7 @@ describe('settings → initializationOptions', () => {
             '{"model":{"dir":null,"bundle":null,"keyringService":"umbra"},' +
                 '"cloud":{"url":null,"certificate":null,"tokenEnv":"UMBRA_CLOUD_TOKEN"},' +
                 '"completion":{"maxTokens":64,"multiline":false,"temperature":0,"topP":1,"contextTokens":1024},' +
-                '"threads":null}',
+                '"threads":null,"allowUndefendedRemoteCloud":false}',
         );
     });
 
@@ -78,6 +79,7 @@ describe('settings → initializationOptions', () => {
                 'completion.topP': 0.95,
                 'completion.contextTokens': 2048,
                 threads: 2,
+                allowUndefendedRemoteCloud: true,
                 debounceMs: 0,
                 enable: false,
             }),
@@ -88,6 +90,7 @@ describe('settings → initializationOptions', () => {
             cloud: { url: 'https://cloud.example:8443', certificate: '/ws/cloud.pem', tokenEnv: 'MY_TOKEN' },
             completion: { maxTokens: 128, multiline: true, temperature: 0.2, topP: 0.95, contextTokens: 2048 },
             threads: 2,
+            allowUndefendedRemoteCloud: true,
         });
         assert.equal(s.debounceMs, 0);
         assert.equal(s.enable, false);

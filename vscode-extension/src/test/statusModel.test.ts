@@ -219,6 +219,46 @@ describe('the privacy in force in the status bar', () => {
         assert.match(viewOf({ ...status('starting'), privacy: 'none' }).tooltip, /Privacy: none/);
     });
 
+    it('shows the summary in the item and the measured figures in the tooltip', () => {
+        const summary = 'NOIR ε=1024 · STuned 300 steps, gradient σ=0.1 · strongest attack 8.0 % (baseline 9.2 %)';
+        const parsed = parseStatus({
+            state: 'ready', mode: 'split', privacy: summary,
+            privacyDetails: {
+                key: 'k', label: 'NOIR ε=1024 · STuned 300 steps, gradient σ=0.1', defended: true, optedIn: false,
+                measured: true, attacks: [{ name: '(a) nearest neighbour', percent: 0.1 }, { name: '(b) probe', percent: 8.0 },
+                    { name: 'bad\nname', percent: 1 }],
+                baseline: 9.2, top1: 20.0, clientAloneTop1: null, fcleanTop1: 56.8, seeds: 1, adaptive: false,
+                source: 'docs/privacy/attacks.md',
+            },
+        });
+        assert.ok(parsed?.privacyDetails);
+        assert.equal(parsed.privacyDetails.attacks.length, 2); // a name with a control character is dropped
+        const view = viewOf(parsed);
+        assert.equal(view.text, `$(check) Umbra $(shield) ${summary}`);
+        assert.match(view.tooltip, /Attacks \(tokens recovered\): \(a\) nearest neighbour 0\.1 %, \(b\) probe 8\.0 %; frequency-only baseline 9\.2 % — every attack within 1 point of it/);
+        assert.match(view.tooltip, /Next-token top-1: 20\.0 % \(fClean 56\.8 %, client blocks alone not measured\)/);
+        assert.match(view.tooltip, /1 seed\(s\); adaptive attacker: not measured; source: docs\/privacy\/attacks\.md/);
+    });
+
+    it('says when a setting sends states undefended, and when nothing was measured', () => {
+        const sent = parseStatus({
+            state: 'ready', mode: 'split', privacy: 'none — sent undefended by your setting · cloud reads ~99.9 % of tokens',
+            privacyDetails: { label: 'none', defended: false, optedIn: true, measured: true,
+                attacks: [{ name: '(a) nearest neighbour', percent: 99.9 }], baseline: 9.2, top1: 57.9,
+                clientAloneTop1: null, fcleanTop1: 56.8, seeds: 1, adaptive: false, source: 'docs/privacy/attacks.md' },
+        });
+        const tooltip = viewOf(sent!).tooltip;
+        assert.match(tooltip, /Privacy: none — sent undefended by your setting · cloud reads ~99\.9 % of tokens \(no client bundle/);
+        assert.match(tooltip, /Sent undefended to a cloud not on this machine because umbra\.allowUndefendedRemoteCloud/);
+        assert.match(tooltip, /— not defended\./);
+        const unmeasured = parseStatus({
+            state: 'ready', mode: 'split', privacy: 'NOIR ε=500 · not measured',
+            privacyDetails: { label: 'NOIR ε=500', defended: false, optedIn: false, measured: false },
+        });
+        assert.match(viewOf(unmeasured!).tooltip, /Measured: nothing — no attack table covers this configuration/);
+        assert.equal(parseStatus({ state: 'ready', mode: 'split', privacy: 'x', privacyDetails: { label: 3 } })?.privacyDetails, undefined);
+    });
+
     it('renders no icon from the server\'s words', () => {
         assert.equal(viewOf({ ...status('ready'), privacy: '$(zap) x' }).text, '$(check) Umbra $(shield) \\$(zap) x');
     });
