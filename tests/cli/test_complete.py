@@ -54,6 +54,9 @@ def test_split_through_a_self_started_cloud_prints_the_same_as_local(model_dir, 
     assert a["completion"] == b["completion"]
     assert a["generated_tokens"] == b["generated_tokens"] > 0
     assert a["recomputed_tokens"] == a["prompt_tokens"] > 5 and a["template"] == "starcoder"
+    # the privacy mode in force, once, on stderr: a plain model through its own loopback cloud
+    assert split.stderr.count("umbra: privacy: none · cloud reads ~99.9 % of tokens\n") == 1, split.stderr
+    assert "umbra: privacy: nothing is sent (--local)" in local.stderr
 
 
 def test_configured_cloud_via_flags_and_environment(model_dir, source, capsys, monkeypatch):
@@ -71,6 +74,19 @@ def test_configured_cloud_via_flags_and_environment(model_dir, source, capsys, m
     assert flags.returncode == 0, flags.stderr
     assert flags.stdout == env == local
     assert wrong == 2 and "HTTP 401" in wrong_out.err and wrong_out.out == ""
+
+
+def test_a_cloud_not_on_this_machine_needs_a_defended_mode_or_the_opt_in(model_dir, source, capsys, monkeypatch):
+    """No bundle and a cloud URL on another machine: refused with the mode and the opt-in named,
+    before the token is looked up or anything is sent (tests/privacy/test_cloud_policy.py checks
+    the cloud received nothing)."""
+    monkeypatch.delenv("UMBRA_ALLOW_UNDEFENDED_REMOTE_CLOUD", raising=False)
+    monkeypatch.delenv("UMBRA_CLOUD_TOKEN", raising=False)
+    rc = main(["complete", f"{source}:2:13", "--model", str(model_dir), *GEN, "--cloud", "http://192.0.2.1:9",
+               "--token", "t"])
+    err = capsys.readouterr()
+    assert rc == 2 and err.out == ""
+    assert "not on this machine" in err.err and "'none'" in err.err and "--allow-undefended-remote-cloud" in err.err
 
 
 def test_configured_cloud_with_its_token_in_the_os_keyring(model_dir, source, capsys, monkeypatch, keystore):
