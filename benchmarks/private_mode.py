@@ -1,0 +1,172 @@
+"""The privacy-utility frontier (docs/privacy/frontier.md): every private-mode variant against the
+controls, utility and attacks measured on the same tuned client, at several seeds.
+
+    python benchmarks/private_mode.py --variants base,fclean,client_alone,noir+stuning+noise \
+        --epsilons 1024 --seeds 0 1 2                     # tune + measure what is missing
+    python benchmarks/private_mode.py --write             # tables, plot, umbra/privacy/measured.json
+
+Resumable: a cell's tuned client is kept in WORK/tuned/ and each (cell, measurement) result is a
+line of WORK/results.jsonl under the run key (model fingerprint + FrontierParams); a rerun skips
+what is there. Cells are tuned on the corpus train split; prompts and utility come from the test
+split (umbra/attack_grid/frontier.py). --threads 1 by default (the machine is shared)."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from umbra.attack_grid.frontier import VARIANTS, FrontierParams, cells, tune_config, tuned_cell  # noqa: E402
+from umbra.attack_grid.measures import attacks, utility  # noqa: E402
+from umbra.attacks.probe import ProbeConfig  # noqa: E402
+from umbra.attacks.public import CorpusSample, PublicModel  # noqa: E402
+from umbra.attacks.suite import ATTACKS, AttackSuite, SuiteConfig  # noqa: E402
+from umbra.data.corpus import LANGS, corpus_file, read_documents  # noqa: E402
+from umbra.training.packing import eval_blocks, load_raw_tokenizer  # noqa: E402
+from umbra.tuning import TuneData  # noqa: E402
+
+MEASURES = ("utility", "attacks")
+PROMPT_SEED = 1  # the test-split prompts are the same for every cell (the seed varies the client)
+
+
+def _args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", type=Path, default=Path("models/umbra-code-tiny"))
+    p.add_argument("--corpus", type=Path, default=Path("data/corpus"))
+    p.add_argument("--work", type=Path, default=Path("runs/private_mode"))
+    p.add_argument("--variants", default="base,fclean,client_alone,noir,noir+stuning+noise",
+                   help=f"comma-separated, from: {', '.join(VARIANTS)}")
+    p.add_argument("--epsilons", default="1024", help="INDVocab ε of the NOIR variants")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--measures", default=",".join(MEASURES))
+    p.add_argument("--tune-steps", type=int, default=FrontierParams.tune_steps)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--write", action="store_true", help="write docs/privacy/frontier.md and measured.json, run nothing")
+    p.add_argument("--doc", type=Path, default=Path("docs/privacy/frontier.md"))
+    return p.parse_args(argv)
+
+
+class Results:
+    """WORK/results.jsonl: one line per (run, cell, measure); re-read on every lookup."""
+
+    def __init__(self, path: Path, run: str):
+        self.path, self.run = path, run
+
+    def rows(self) -> list[dict]:
+        if not self.path.is_file():
+            return []
+        return [r for r in map(json.loads, self.path.read_text().splitlines()) if r["run"] == self.run]
+
+    def has(self, cell: str, measure: str) -> bool:
+        return any(r["cell"] == cell and r["measure"] == measure for r in self.rows())
+
+    def add(self, row: dict) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as fh:
+            fh.write(json.dumps({"run": self.run, **row}) + "\n")
+
+
+def run_key(public: PublicModel, params: FrontierParams) -> str:
+    return hashlib.sha256(f"{public.fingerprint}|{json.dumps(params.key(), sort_keys=True)}".encode()).hexdigest()[:12]
+
+
+class Bench:
+    def __init__(self, args, params: FrontierParams):
+        self.args, self.params = args, params
+        self.public = PublicModel(args.model)
+        self.work = args.work / run_key(self.public, params)
+        self.results = Results(args.work / "results.jsonl", run_key(self.public, params))
+        self._data = self._suite = self._prompts = self._evals = None
+
+    def data(self, cell) -> TuneData:
+        if self._data is None:
+            self._data = TuneData.from_corpus(self.args.corpus, self.public.dir, tune_config(cell, self.params),
+                                              split="train", cache_dir=self.work / "tune-data",
+                                              vocab_size=self.public.vocab_size)
+        return self._data
+
+    @property
+    def suite(self) -> AttackSuite:
+        if self._suite is None:
+            corpus = CorpusSample(self.args.corpus, "train", block_length=self.params.prompt_length,
+                                  blocks=self.params.public_blocks, seed=0)
+            config = SuiteConfig(corpus=corpus, attacks=ATTACKS, probe=ProbeConfig(seed=0))
+            self._suite = AttackSuite.build(self.public, config, self.args.work / "probes")
+        return self._suite
+
+    @property
+    def prompts(self):
+        if self._prompts is None:
+            sample = CorpusSample(self.args.corpus, "test", block_length=self.params.prompt_length,
+                                  blocks=self.params.prompt_blocks, seed=PROMPT_SEED, per_document=1)
+            self._prompts = self.public.sample_blocks(sample)
+        return self._prompts
+
+    @property
+    def evals(self) -> dict:
+        if self._evals is None:
+            tok, self._evals = load_raw_tokenizer(self.public.dir), {}
+            for lang in LANGS:
+                if corpus_file(self.args.corpus, "test", lang).exists():
+                    docs = list(read_documents(self.args.corpus, "test", lang))
+                    self._evals[lang] = eval_blocks(docs, tok, self.params.context_length, self.params.eval_tokens)
+        return self._evals
+
+    def run(self, cell, measures: list[str]) -> None:
+        todo = [m for m in measures if not self.results.has(cell.key, m)]
+        if not todo:
+            return
+        t0 = time.perf_counter()
+        tuned = tuned_cell(self.public, cell, self.params, self.data(cell), self.work)
+        print(f"{cell.key}: tuned ({tuned.seconds:.0f} s of tuning)", flush=True)
+        for measure in todo:
+            t1 = time.perf_counter()
+            if measure == "utility":
+                value = utility(self.public, tuned, self.evals)
+            else:
+                value = attacks(self.public, self.suite, tuned, self.prompts)
+            self.results.add({"cell": cell.key, "variant": cell.variant.name, "epsilon": _eps(cell.epsilon),
+                              "seed": cell.seed, "measure": measure, "value": value,
+                              "tune_seconds": tuned.seconds, "seconds": round(time.perf_counter() - t1, 1)})
+            print(f"{cell.key}: {measure} done in {time.perf_counter() - t1:.0f} s", flush=True)
+        print(f"{cell.key}: {time.perf_counter() - t0:.0f} s", flush=True)
+
+
+def _eps(e):
+    return None if e is None else ("inf" if e == float("inf") else e)
+
+
+def _floats(text: str) -> list[float]:
+    return [float("inf") if x.strip() in ("inf", "∞") else float(x) for x in text.split(",") if x.strip()]
+
+
+def main(argv=None) -> int:
+    args = _args(argv)
+    torch.set_num_threads(args.threads)
+    params = replace(FrontierParams(), tune_steps=args.tune_steps)
+    bench = Bench(args, params)
+    if args.write:
+        from private_mode_report import write_report
+
+        write_report(bench.results.rows(), params, args.doc)
+        return 0
+    measures = [m.strip() for m in args.measures.split(",") if m.strip()]
+    unknown = set(measures) - set(MEASURES)
+    if unknown:
+        raise SystemExit(f"unknown measures {sorted(unknown)} (known: {', '.join(MEASURES)})")
+    for cell in cells([v.strip() for v in args.variants.split(",") if v.strip()], _floats(args.epsilons), args.seeds):
+        bench.run(cell, measures)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,192 @@
+"""docs/privacy/frontier.md's tables and plot, and umbra/privacy/measured.json, from the rows of
+benchmarks/private_mode.py (means over seeds with 95 % t-intervals)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from doc_markers import write_block
+from seed_stats import mean_ci
+from umbra.attack_grid.frontier import VARIANTS, Cell, FrontierParams, tune_config
+from umbra.data.corpus import LANGS
+
+NOT_ATTACKS = ("baseline", "sampler", "frequency_ceiling")  # the floor, a text floor, a yardstick
+BAR = 1.0  # points above the frequency-only baseline an attack may reach and the mode still holds
+CLEARANCE = 10.0  # points of top-1 a private mode must add over the client-blocks-alone control
+TITLES = {"nearest": "(a) nearest", "probe": "(b) probe", "probe_aware": "(b′) noise-aware", "frequency": "(c) frequency",
+          "reconstruction": "(d) reconstruction", "gradient": "(e) gradient labels"}
+
+
+def _group(rows: list[dict]) -> dict[tuple, dict[int, dict]]:
+    """(variant, ε) -> seed -> {measure: value} (the first line of a repeated measurement wins)."""
+    out: dict[tuple, dict[int, dict]] = defaultdict(lambda: defaultdict(dict))
+    for r in rows:
+        out[(r["variant"], r["epsilon"])][r["seed"]].setdefault(r["measure"], r["value"])
+    return out
+
+
+def _fmt(values: list[float], digits: int = 1) -> str:
+    if not values:
+        return "…"
+    m, h = mean_ci(values)
+    return f"{m:.{digits}f}" if math.isnan(h) else f"{m:.{digits}f} ± {h:.{digits}f}"
+
+
+def _eps(e) -> str:
+    return "—" if e is None else ("∞" if e == "inf" else f"{e:g}")
+
+
+def _strongest(scores: dict) -> tuple[str, float] | None:
+    attacks = {k: 100 * v["recovery"] for k, v in scores.items() if k not in NOT_ATTACKS}
+    if not attacks:
+        return None
+    name = max(attacks, key=attacks.get)
+    return name, attacks[name]
+
+
+def summarize(rows: list[dict]) -> list[dict]:
+    """One record per (variant, ε) with per-seed lists, in VARIANTS order."""
+    groups, order = _group(rows), list(VARIANTS)
+    alone = {s: m["utility"]["top1"] for s, m in groups.get(("client_alone", None), {}).items() if "utility" in m}
+    out = []
+    for (variant, eps), seeds in sorted(groups.items(), key=lambda kv: (order.index(kv[0][0]) if kv[0][0] in order
+                                                                        else len(order), str(kv[0][1]))):
+        rec = {"variant": variant, "epsilon": eps, "seeds": sorted(seeds), "top1": [], "gain": [], "languages":
+               defaultdict(list), "attacks": defaultdict(list), "strongest": [], "baseline": []}
+        for seed, m in sorted(seeds.items()):
+            if "utility" in m:
+                rec["top1"].append(m["utility"]["top1"])
+                for lang, v in m["utility"]["languages"].items():
+                    rec["languages"][lang].append(v["top1"])
+                if seed in alone:
+                    rec["gain"].append(m["utility"]["top1"] - alone[seed])
+            if "attacks" in m and m["attacks"]:
+                for k, v in m["attacks"].items():
+                    rec["attacks"][k].append(100 * v["recovery"])
+                strongest = _strongest(m["attacks"])
+                if strongest is not None:
+                    rec["strongest"].append(strongest[1])
+                if "baseline" in m["attacks"]:
+                    rec["baseline"].append(100 * m["attacks"]["baseline"]["recovery"])
+        base = float(np.mean(rec["baseline"])) if rec["baseline"] else None
+        rec["holds"] = (None if base is None or not rec["strongest"]
+                        else max(rec["strongest"]) <= base + BAR)  # every seed's strongest attack
+        out.append(rec)
+    return out
+
+
+def tables(summary: list[dict]) -> str:
+    lines = ["| variant | ε | top-1 % | − client alone (points) | strongest attack % | baseline % | holds (≤ baseline + 1) | seeds |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in summary:
+        holds = {None: "—", True: "✓", False: "✗"}[r["holds"]]
+        if VARIANTS.get(r["variant"]) is not None and VARIANTS[r["variant"]].middle == "skip":
+            holds = "nothing sent"
+        lines.append(f"| {VARIANTS[r['variant']].label if r['variant'] in VARIANTS else r['variant']} | {_eps(r['epsilon'])} "
+                     f"| {_fmt(r['top1'])} | {_fmt(r['gain'])} | {_fmt(r['strongest'])} | {_fmt(r['baseline'])} "
+                     f"| {holds} | {len(r['seeds'])} |")
+    names = [k for k in TITLES if any(k in r["attacks"] for r in summary)]
+    names += sorted({k for r in summary for k in r["attacks"]} - set(names) - set(NOT_ATTACKS))
+    lines += ["", "**Each attack's token recovery (%)**, mean ± 95 % t-interval over seeds:", "",
+              "| variant | ε | " + " | ".join(TITLES.get(k, k) for k in names) + " |", "|---|---|" + "---|" * len(names)]
+    for r in summary:
+        if r["attacks"]:
+            lines.append(f"| {r['variant']} | {_eps(r['epsilon'])} | " + " | ".join(_fmt(r["attacks"].get(k, [])) for k in names) + " |")
+    lines += ["", "**Top-1 by language (%)**:", "", "| variant | ε | " + " | ".join(LANGS) + " |", "|---|---|" + "---|" * len(LANGS)]
+    for r in summary:
+        if r["top1"]:
+            lines.append(f"| {r['variant']} | {_eps(r['epsilon'])} | " + " | ".join(_fmt(r["languages"].get(g, [])) for g in LANGS) + " |")
+    return "\n".join(lines)
+
+
+def frontier_svg(summary: list[dict], path: Path) -> None:
+    """Top-1 (y) against the strongest attack (x), one point per (variant, ε) with its intervals;
+    the client-alone control as a horizontal line, the attack bar as a vertical one."""
+    w, h, pad = 560, 380, 50
+    points = [r for r in summary if r["top1"] and r["strongest"]]
+    alone = next((r for r in summary if r["variant"] == "client_alone" and r["top1"]), None)
+    base = [b for r in summary for b in r["baseline"]]
+    xmax = max([100.0] + [max(r["strongest"]) for r in points])
+    ymax = max([10.0] + [max(r["top1"]) for r in summary if r["top1"]]) * 1.15
+
+    def xy(x: float, y: float) -> tuple[float, float]:
+        return pad + x / xmax * (w - 2 * pad), h - pad - y / ymax * (h - 2 * pad)
+
+    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w + 230}" height="{h}" font-family="sans-serif" font-size="11">',
+           f'<rect x="{pad}" y="{pad}" width="{w - 2 * pad}" height="{h - 2 * pad}" fill="none" stroke="#888"/>',
+           f'<text x="{w / 2}" y="{h - 12}" text-anchor="middle">strongest attack: token recovery (%)</text>',
+           f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle">next-token top-1 (%)</text>']
+    for t in range(0, int(xmax) + 1, 20):
+        x, _ = xy(t, 0)
+        svg.append(f'<text x="{x:.0f}" y="{h - pad + 14}" text-anchor="middle">{t}</text>')
+    for t in range(0, int(ymax) + 1, 10):
+        _, y = xy(0, t)
+        svg.append(f'<text x="{pad - 6}" y="{y + 4:.0f}" text-anchor="end">{t}</text>')
+    if base:
+        x, _ = xy(float(np.mean(base)) + BAR, 0)
+        svg.append(f'<line x1="{x:.1f}" y1="{pad}" x2="{x:.1f}" y2="{h - pad}" stroke="#c33" stroke-dasharray="4 3"/>')
+        svg.append(f'<text x="{x + 4:.1f}" y="{pad + 12}" fill="#c33">baseline + 1</text>')
+    if alone is not None:
+        _, y = xy(0, float(np.mean(alone["top1"])))
+        svg.append(f'<line x1="{pad}" y1="{y:.1f}" x2="{w - pad}" y2="{y:.1f}" stroke="#36c" stroke-dasharray="4 3"/>')
+        svg.append(f'<text x="{w - pad - 4}" y="{y - 4:.1f}" text-anchor="end" fill="#36c">client blocks alone</text>')
+        _, y = xy(0, float(np.mean(alone["top1"])) + CLEARANCE)
+        svg.append(f'<line x1="{pad}" y1="{y:.1f}" x2="{w - pad}" y2="{y:.1f}" stroke="#36c" stroke-opacity="0.4"/>')
+        svg.append(f'<text x="{w - pad - 4}" y="{y - 4:.1f}" text-anchor="end" fill="#36c" fill-opacity="0.7">alone + 10</text>')
+    for i, r in enumerate(points):
+        mx, hx = mean_ci(r["strongest"])
+        my, hy = mean_ci(r["top1"])
+        x, y = xy(mx, my)
+        colour = "#333" if VARIANTS.get(r["variant"], VARIANTS["base"]).control else "#d60"
+        for (x1, y1), (x2, y2) in ((xy(mx - hx, my), xy(mx + hx, my)), (xy(mx, my - hy), xy(mx, my + hy))):
+            if not math.isnan(hx + hy):
+                svg.append(f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{colour}"/>')
+        svg.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{colour}"/><text x="{x + 6:.1f}" y="{y - 5:.1f}">{i + 1}</text>')
+        svg.append(f'<text x="{w + 5}" y="{pad + 14 * i}">{i + 1}: {r["variant"]} {_eps(r["epsilon"])}</text>')
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(svg + ["</svg>"]) + "\n")
+
+
+def measured(summary: list[dict], params: FrontierParams) -> dict:
+    """umbra/privacy/measured.json's configurations for the product's modes (NOIR variants and
+    no bundle), keyed by umbra.privacy.mode.config_key — the same key the product computes."""
+    from umbra.privacy.mode import config_key, stuning_record
+
+    alone = next((r for r in summary if r["variant"] == "client_alone"), None)
+    fclean = next((r for r in summary if r["variant"] == "fclean"), None)
+    out = {}
+    for r in summary:
+        v = VARIANTS.get(r["variant"])
+        if v is None or (v.control and v.name != "base") or not r["attacks"]:
+            continue
+        eps = None if r["epsilon"] is None else (math.inf if r["epsilon"] == "inf" else float(r["epsilon"]))
+        record = stuning_record(tune_config(Cell(v, eps, 0), params), cloud_lora=False) if v.stuning else None
+        out[config_key(eps if v.noir else None, record)] = {
+            "label": v.label + ("" if eps is None else f", ε = {_eps(r['epsilon'])}"),
+            "attacks": {k: round(float(np.mean(x)), 1) for k, x in r["attacks"].items()},
+            "baseline": round(float(np.mean(r["baseline"])), 1), "holds": bool(r["holds"]),
+            "top1": round(float(np.mean(r["top1"])), 1) if r["top1"] else None,
+            "client_alone_top1": round(float(np.mean(alone["top1"])), 1) if alone and alone["top1"] else None,
+            "fclean_top1": round(float(np.mean(fclean["top1"])), 1) if fclean and fclean["top1"] else None,
+            "seeds": len(r["seeds"]), "adaptive": any(k in r["attacks"] for k in ("shadow", "oracle", "decipher")),
+            "source": "docs/privacy/frontier.md"}
+    return out
+
+
+def write_report(rows: list[dict], params: FrontierParams, doc: Path) -> None:
+    summary = summarize(rows)
+    if not doc.is_file():
+        doc.parent.mkdir(parents=True, exist_ok=True)
+        doc.write_text("# The privacy-utility frontier\n")
+    write_block(doc, "frontier-tables", tables(summary), append=True)
+    frontier_svg(summary, doc.parent / "frontier.svg")
+    write_block(doc, "frontier-plot", "![frontier](frontier.svg)", append=True)
+    path = Path(__file__).resolve().parent.parent / "umbra" / "privacy" / "measured.json"
+    current = json.loads(path.read_text()) if path.is_file() else {"configurations": {}}
+    current.setdefault("configurations", {}).update(measured(summary, params))
+    path.write_text(json.dumps(current, indent=1, sort_keys=True, ensure_ascii=False) + "\n")

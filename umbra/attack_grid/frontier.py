@@ -1,0 +1,176 @@
+"""The privacy-utility frontier's cells (docs/privacy/frontier.md, benchmarks/private_mode.py).
+
+A cell is (variant, ε, seed): one client, tuned once, on which utility and every attack are then
+measured — so the two always describe the same tuned client. Hygiene (issue 17): the client tunes
+on the corpus TRAIN split; its prompts (what the attacks read) and its utility come from the TEST
+split; the attacker's public code is the train split. The seed draws the client's secrets
+(INDVocab table, π), the tuning data order and the sent-gradient noise.
+
+Variants (VARIANTS) name what the client is and how it tunes; the three controls are
+
+    base          the public model, untuned — no defence
+    fclean        NOIR's fClean: the same client parameters STuned, no defence
+    client_alone  the same parameters tuned with the middle SKIPPED (umbra/middle/skip.py):
+                  nothing is sent anywhere; a private mode that does not beat it is not worth it
+
+Tuning a cell writes `tuned/<cell>.pt` (client weights in the cell's own id order — a benchmark
+artefact, never a bundle — the recorded traffic of the last `gradient_steps` tuning steps for
+attack (e), and the losses), so measurements added later never retune."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import torch
+
+from umbra.attack_grid.clients import Defence, SimulatedClient, build_client
+from umbra.attack_grid.traffic import tuning_traffic
+from umbra.attacks.public import PublicModel
+from umbra.attacks.recorder import RecordingMiddle
+from umbra.errors import ConfigError
+from umbra.middle.local import LocalMiddle
+from umbra.middle.skip import SkipMiddle
+from umbra.tuning.gradient_noise import DEFAULT_SIGMA, GradientNoise
+from umbra.tuning.inversion_penalty import InversionPenalty, own_codebook
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    label: str
+    noir: bool = True  # INDVocab table at the cell's ε + LTokenizer π; False: public table and ids
+    stuning: bool = True  # split fine-tuned before it is attacked and evaluated
+    middle: str = "cloud"  # "cloud": through the public middle (recorded); "skip": client blocks alone
+    gradient_noise: float = 0.0  # σ of the clip-and-noise on the sent gradient (0: exact)
+    inversion_penalty: float = 0.0  # λ of the inversion penalty (0: off)
+    steps: int | None = None  # tuning steps; None: the run's FrontierParams.tune_steps
+    control: bool = False  # a reference row (base, fClean, client alone), not a private mode
+
+    @property
+    def needs_epsilon(self) -> bool:
+        return self.noir
+
+
+VARIANTS = {v.name: v for v in (
+    Variant("base", "base model, untuned (no defence)", noir=False, stuning=False, control=True),
+    Variant("fclean", "fClean: STuned, no defence", noir=False, control=True),
+    Variant("client_alone", "client blocks alone (middle skipped, nothing sent)", noir=False, middle="skip",
+            control=True),
+    Variant("noir", "NOIR untuned (INDVocab + LTokenizer)", stuning=False),
+    Variant("noir+stuning", "NOIR + STuning"),
+    Variant("noir+stuning+noise", "NOIR + STuning, noised gradient", gradient_noise=DEFAULT_SIGMA),
+    Variant("noir+stuning+noise+penalty", "NOIR + STuning, noised gradient, inversion penalty",
+            gradient_noise=DEFAULT_SIGMA, inversion_penalty=10.0),
+    Variant("noir+stuning+noise@1000", "NOIR + STuning (1,000 steps), noised gradient",
+            gradient_noise=DEFAULT_SIGMA, steps=1000),
+)}
+
+
+@dataclass(frozen=True)
+class FrontierParams:
+    """Everything a cell's result depends on besides (variant, ε, seed); hashed into the run key."""
+
+    tune_steps: int = 300  # STuning steps (the utility page's budget)
+    batch_size: int = 4  # blocks per step
+    context_length: int = 256  # tokens per tuning block
+    tune_lr: float = 3e-4  # peak learning rate
+    warmup_steps: int = 20
+    gradient_steps: int = 4  # last tuning steps whose sent gradients attack (e) reads
+    gradient_clip: float = GradientNoise.clip_norm  # C of the sent-gradient noise
+    prompt_blocks: int = 64  # test-split prompts the client sends (attacked)
+    prompt_length: int = 128
+    public_blocks: int = 512  # the attacker's public code (train split)
+    eval_tokens: int = 8192  # utility: test-split tokens per language
+    protocol: int = 1  # bumped when a measurement's procedure changes
+
+    def key(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Cell:
+    variant: Variant
+    epsilon: float | None  # INDVocab ε; None for the public table
+    seed: int
+
+    @property
+    def key(self) -> str:
+        eps = "-" if self.epsilon is None else ("inf" if math.isinf(self.epsilon) else f"{self.epsilon:g}")
+        return f"{self.variant.name}@{eps}#s{self.seed}"
+
+    def defence(self) -> Defence:
+        v = self.variant
+        return Defence(indvocab_epsilon=self.epsilon if v.noir else None, ltokenizer=v.noir, stuning=v.stuning,
+                       gradient_noise=v.gradient_noise, inversion_penalty=v.inversion_penalty)
+
+
+def cells(variants: list[str], epsilons: list[float], seeds: list[int]) -> list[Cell]:
+    out = []
+    for name in variants:
+        if name not in VARIANTS:
+            raise ConfigError(f"unknown variant {name!r} (known: {', '.join(VARIANTS)})")
+        v = VARIANTS[name]
+        for seed in seeds:
+            out.extend(Cell(v, e, seed) for e in (epsilons if v.needs_epsilon else [None]))
+    return out
+
+
+def tune_config(cell: Cell, params: FrontierParams):
+    from umbra.tuning import TuneConfig
+
+    v = cell.variant
+    steps = v.steps or params.tune_steps
+    return TuneConfig(steps=steps, batch_size=params.batch_size, context_length=params.context_length,
+                      lr=params.tune_lr, warmup_steps=min(params.warmup_steps, steps // 5), seed=cell.seed,
+                      checkpoint_every=steps, gradient_noise=GradientNoise(v.gradient_noise, params.gradient_clip),
+                      inversion_penalty=InversionPenalty(weight=v.inversion_penalty))
+
+
+@dataclass
+class TunedCell:
+    """A cell's client after tuning, with what the cloud recorded of the tuning."""
+
+    cell: Cell
+    client: SimulatedClient
+    training: list = field(default_factory=list)  # ObservedSequences of the last gradient_steps steps
+    losses: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _store(path: Path, tuned: TunedCell) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save({"encoder": tuned.client.encoder.state_dict(), "decoder": tuned.client.decoder.state_dict(),
+                "training": tuned.training, "losses": tuned.losses, "seconds": tuned.seconds}, tmp)
+    tmp.replace(path)
+
+
+def tuned_cell(public: PublicModel, cell: Cell, params: FrontierParams, data, work: Path) -> TunedCell:
+    """The cell's tuned client: loaded from `work/tuned/` when present, else tuned now and stored.
+    `data`: TuneData of the train split at params.context_length."""
+    client = build_client(public.dir, cell.defence(), public.plan, seed=cell.seed)
+    path = Path(work) / "tuned" / f"{cell.key}.pt"
+    if path.is_file():
+        saved = torch.load(path, weights_only=False)
+        client.encoder.load_state_dict(saved["encoder"])
+        client.decoder.load_state_dict(saved["decoder"])
+        return TunedCell(cell, client, saved["training"], saved["losses"], saved["seconds"])
+    tuned = TunedCell(cell, client)
+    if cell.variant.stuning:
+        t0 = time.perf_counter()
+        config = tune_config(cell, params)
+        codebook = own_codebook(public, data, config.inversion_penalty) if config.inversion_penalty.enabled else None
+        if cell.variant.middle == "skip":
+            middle = SkipMiddle(public.spec.hidden_size)  # nothing leaves: no traffic to record
+        else:
+            middle = RecordingMiddle(LocalMiddle(public.middle))
+        tuned.losses = asyncio.run(tuning_traffic(client, middle, data, replace(config), record_last=params.gradient_steps,
+                                                  noise_seed=cell.seed, codebook=codebook))
+        tuned.training = middle.sequences() if isinstance(middle, RecordingMiddle) else []
+        tuned.seconds = round(time.perf_counter() - t0, 1)
+    _store(path, tuned)
+    return tuned
