@@ -1,0 +1,88 @@
+"""The frontier's cells on a tiny model: tuned once and stored (a reload is the same client and
+the same recorded tuning traffic), the client-alone control sends nothing and is evaluated with
+the middle skipped, and measurements run on the stored client."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+from tiny_models import CODE_SNIPPETS, build_tiny_model_dir
+
+from umbra.attack_grid.frontier import VARIANTS, Cell, FrontierParams, cells, tune_config, tuned_cell
+from umbra.attack_grid.measures import attacks, sent_prompts, utility
+from umbra.attacks.probe import ProbeConfig
+from umbra.attacks.public import CorpusSample, PublicModel
+from umbra.attacks.suite import AttackSuite, SuiteConfig
+from umbra.data.corpus import Document, write_documents
+from umbra.errors import ConfigError
+from umbra.tuning import TuneData
+
+PARAMS = FrontierParams(tune_steps=3, batch_size=2, context_length=32, warmup_steps=0, gradient_steps=1,
+                        prompt_blocks=4, prompt_length=32, public_blocks=40, eval_tokens=256)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("frontier")
+    build_tiny_model_dir(root / "model", family="qwen2-tied")
+    rng = random.Random(0)
+    for split, n in (("train", 40), ("test", 8)):
+        docs = [Document("python", f"{split}/{i}.py", "".join(rng.sample(CODE_SNIPPETS, 3))) for i in range(n)]
+        write_documents(root / "corpus", split, "python", docs)
+    public = PublicModel(root / "model")
+    data = TuneData.from_corpus(root / "corpus", root / "model", tune_config(Cell(VARIANTS["fclean"], None, 0), PARAMS),
+                                split="train", langs=("python",), vocab_size=public.vocab_size)
+    prompts = public.sample_blocks(CorpusSample(root / "corpus", "test", ("python",), 32, 4, seed=1, per_document=1))
+    evals = {"python": prompts}
+    return root, public, data, prompts, evals
+
+
+def _weights(client) -> dict[str, torch.Tensor]:
+    return {**{f"e.{k}": v.clone() for k, v in client.encoder.state_dict().items()},
+            **{f"d.{k}": v.clone() for k, v in client.decoder.state_dict().items()}}
+
+
+def test_cells_enumerate_variants_epsilons_and_seeds():
+    grid = cells(["client_alone", "noir+stuning+noise"], [13.0, 1024.0], [0, 1])
+    assert [c.key for c in grid] == ["client_alone@-#s0", "client_alone@-#s1", "noir+stuning+noise@13#s0",
+                                     "noir+stuning+noise@1024#s0", "noir+stuning+noise@13#s1", "noir+stuning+noise@1024#s1"]
+    assert grid[2].defence().indvocab_epsilon == 13.0 and grid[2].defence().ltokenizer
+    assert grid[0].defence().indvocab_epsilon is None and not grid[0].defence().ltokenizer
+    with pytest.raises(ConfigError):
+        cells(["no-such-variant"], [1.0], [0])
+
+
+def test_a_tuned_cell_is_stored_and_reloaded_unchanged(world, tmp_path):
+    _, public, data, _, _ = world
+    cell = Cell(VARIANTS["noir+stuning+noise"], 64.0, 0)
+    first = tuned_cell(public, cell, PARAMS, data, tmp_path)
+    assert (tmp_path / "tuned" / f"{cell.key}.pt").is_file()
+    assert len(first.losses) == PARAMS.tune_steps and first.training and all(s.grad is not None for s in first.training)
+    again = tuned_cell(public, cell, PARAMS, data, tmp_path)
+    a, b = _weights(first.client), _weights(again.client)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert again.losses == first.losses and len(again.training) == len(first.training)
+    untuned = tuned_cell(public, Cell(VARIANTS["noir"], 64.0, 0), PARAMS, data, tmp_path)
+    moved = _weights(untuned.client)
+    assert any(not torch.equal(a[k], moved[k]) for k in a)  # tuning moved the client
+
+
+def test_client_alone_sends_nothing_and_differs_from_fclean(world, tmp_path):
+    root, public, data, prompts, evals = world
+    alone = tuned_cell(public, Cell(VARIANTS["client_alone"], None, 0), PARAMS, data, tmp_path)
+    fclean = tuned_cell(public, Cell(VARIANTS["fclean"], None, 0), PARAMS, data, tmp_path)
+    assert alone.training == [] and fclean.training
+    suite = AttackSuite.build(public, SuiteConfig(corpus=CorpusSample(root / "corpus", langs=("python",), block_length=32,
+                                                                      blocks=40), attacks=("baseline", "nearest"),
+                                                  probe=ProbeConfig(hidden=32, epochs=1)))
+    assert attacks(public, suite, alone, prompts) == {}
+    scored = attacks(public, suite, fclean, prompts)
+    assert {"baseline", "nearest"} <= set(scored)
+    assert len(sent_prompts(public, fclean, prompts)) == len(prompts)
+    u_alone, u_clean = utility(public, alone, evals), utility(public, fclean, evals)
+    assert u_alone["languages"]["python"]["tokens"] == u_clean["languages"]["python"]["tokens"] > 0
+    assert u_alone["languages"]["python"]["loss"] != u_clean["languages"]["python"]["loss"]  # the middle matters
+    assert 0 <= u_alone["top1"] <= 100 and np.isfinite(u_alone["languages"]["python"]["loss"])
