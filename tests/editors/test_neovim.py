@@ -131,7 +131,7 @@ def test_neovim_completes_through_umbra_lsp(tmp_path, model_dir, expected):
         assert out["omnifunc"] == "v:lua.vim.lsp.omnifunc"
         assert [i["word"] for i in out["omni_items"]] == [WORD + expected]
         assert out["omni_edited"] == completed  # <C-x><C-o>, accepted: the same continuation
-        assert out["status_command"].startswith("Umbra ready (split, privacy: none): split inference through")
+        assert out["status_command"].startswith("Umbra ready (split, privacy: none · cloud reads ~99.9 % of tokens): split inference through")
         assert out["one_server"] is True  # one server for every buffer, whatever its directory
         assert out["restarted"] is True
         assert out["servers_left"] == 0  # stopped when Neovim was done
