@@ -118,3 +118,14 @@ def test_an_unknown_variable_is_a_warning_and_ignored(clean_env, caplog):
     [record] = [r for r in caplog.records if r.name == "umbra.lsp"]
     assert "UMBRA_LOCAL_COMPLETION__DRAFT_TOKENS" in record.getMessage()
     assert "UMBRA_LOCAL_TELEMETRY" in record.getMessage() and "ALIASES" not in record.getMessage()
+
+
+def test_the_opt_in_to_undefended_remote_clouds_is_off_unless_set(clean_env, monkeypatch):
+    """Private by default: `umbra serve` opts in only through its flag (a keyword argument here)
+    or UMBRA_LOCAL_ALLOW_UNDEFENDED_REMOTE_CLOUD, and the backend's cloud link gets it."""
+    from lsp.cloud import cloud_config
+
+    assert cloud_config(LocalSettings().options()).allow_undefended_remote_cloud is False
+    assert cloud_config(LocalSettings(allow_undefended_remote_cloud=True).options()).allow_undefended_remote_cloud
+    monkeypatch.setenv("UMBRA_LOCAL_ALLOW_UNDEFENDED_REMOTE_CLOUD", "true")
+    assert LocalSettings().options().allow_undefended_remote_cloud is True
