@@ -86,3 +86,25 @@ def test_client_alone_sends_nothing_and_differs_from_fclean(world, tmp_path):
     assert u_alone["languages"]["python"]["tokens"] == u_clean["languages"]["python"]["tokens"] > 0
     assert u_alone["languages"]["python"]["loss"] != u_clean["languages"]["python"]["loss"]  # the middle matters
     assert 0 <= u_alone["top1"] <= 100 and np.isfinite(u_alone["languages"]["python"]["loss"])
+
+
+def test_a_private_path_cell_sends_keyed_noise_and_keeps_its_path(world, tmp_path):
+    _, public, data, prompts, evals = world
+    cell = Cell(VARIANTS["noir+path+rank8+noise1"], 64.0, 0)
+    tuned = tuned_cell(public, cell, PARAMS, data, tmp_path)
+    w = tuned.client.private_path.local.weight.detach().clone()
+    assert w.abs().max() > 0  # STuning moved W from its zero start
+    again = tuned_cell(public, cell, PARAMS, data, tmp_path)
+    assert torch.equal(again.client.private_path.local.weight, w)
+    sent, resent = sent_prompts(public, tuned, prompts), sent_prompts(public, again, prompts)
+    assert all(torch.equal(a.hidden, b.hidden) for a, b in zip(sent, resent))  # same prefix, same noise
+    with torch.no_grad():
+        ids = tuned.client.private(prompts[:1])
+        clean = tuned.client.encoder(ids, torch.arange(ids.shape[1])[None])[0]
+    assert not torch.allclose(sent[0].hidden, clean, atol=1e-3)  # what left is not the encoder's output
+    basis = tuned.client.private_path.basis
+    inside = sent[0].hidden @ basis @ basis.T
+    torch.testing.assert_close(inside, sent[0].hidden, rtol=0, atol=1e-4)  # it lies in the rank-8 subspace
+    other = tuned_cell(public, Cell(VARIANTS["noir+path+rank8+noise1"], 64.0, 1), PARAMS, data, tmp_path)
+    assert not torch.equal(other.client.private_path.basis, basis)  # the secret (and basis) is the seed's
+    assert utility(public, tuned, evals)["languages"]["python"]["tokens"] > 0

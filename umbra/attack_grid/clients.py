@@ -15,6 +15,7 @@ import torch
 from umbra.errors import ConfigError
 from umbra.model.loader import load_client
 from umbra.model.parts import ClientDecoder, ClientEncoder, SplitPlan
+from umbra.model.private_path import PrivatePath
 from umbra.privacy.indvocab import INDVocab, INDVocabConfig
 from umbra.privacy.ltokenizer import Permutation, to_private_order_
 
@@ -57,6 +58,7 @@ class SimulatedClient:
     decoder: ClientDecoder
     permutation: Permutation | None  # None: private ids are public ids
     defence: Defence
+    private_path: PrivatePath | None = None  # umbra.tuning.private_path.attach_private_path sets it
 
     def private(self, public_ids: np.ndarray) -> torch.Tensor:
         ids = np.asarray(public_ids, dtype=np.int64)

@@ -20,6 +20,7 @@ attack (e), and the losses), so measurements added later never retune."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -34,6 +35,8 @@ from umbra.attacks.recorder import RecordingMiddle
 from umbra.errors import ConfigError
 from umbra.middle.local import LocalMiddle
 from umbra.middle.skip import SkipMiddle
+from umbra.model.private_path_config import PrivatePathConfig
+from umbra.tuning.adversary import AdversaryConfig
 from umbra.tuning.gradient_noise import DEFAULT_SIGMA, GradientNoise
 from umbra.tuning.inversion_penalty import InversionPenalty, own_codebook
 
@@ -49,6 +52,9 @@ class Variant:
     inversion_penalty: float = 0.0  # λ of the inversion penalty (0: off)
     steps: int | None = None  # tuning steps; None: the run's FrontierParams.tune_steps
     control: bool = False  # a reference row (base, fClean, client alone), not a private mode
+    # the private local path (decoder gets y + W·h; what is sent is noised / low-rank), off by default
+    private_path: PrivatePathConfig = PrivatePathConfig()
+    adversary: AdversaryConfig = AdversaryConfig()  # STuning with a probe in the loop, off by default
 
     @property
     def needs_epsilon(self) -> bool:
@@ -67,6 +73,16 @@ VARIANTS = {v.name: v for v in (
             gradient_noise=DEFAULT_SIGMA, inversion_penalty=10.0),
     Variant("noir+stuning+noise@1000", "NOIR + STuning (1,000 steps), noised gradient",
             gradient_noise=DEFAULT_SIGMA, steps=1000),
+    Variant("noir+stuning+noise+adversary", "NOIR + STuning, noised gradient, adversary in the loop (λ = 5)",
+            gradient_noise=DEFAULT_SIGMA, adversary=AdversaryConfig(weight=5.0)),
+    Variant("noir+path", "NOIR + private local path (lossless send), noised gradient",
+            gradient_noise=DEFAULT_SIGMA, private_path=PrivatePathConfig(enabled=True)),
+    Variant("noir+path+noise1", "NOIR + private local path, keyed noise s = 1, noised gradient",
+            gradient_noise=DEFAULT_SIGMA, private_path=PrivatePathConfig(enabled=True, noise=1.0)),
+    Variant("noir+path+noise4", "NOIR + private local path, keyed noise s = 4, noised gradient",
+            gradient_noise=DEFAULT_SIGMA, private_path=PrivatePathConfig(enabled=True, noise=4.0)),
+    Variant("noir+path+rank8+noise1", "NOIR + private local path, rank 8 + keyed noise s = 1, noised gradient",
+            gradient_noise=DEFAULT_SIGMA, private_path=PrivatePathConfig(enabled=True, noise=1.0, rank=8)),
 )}
 
 
@@ -127,7 +143,14 @@ def tune_config(cell: Cell, params: FrontierParams):
     return TuneConfig(steps=steps, batch_size=params.batch_size, context_length=params.context_length,
                       lr=params.tune_lr, warmup_steps=min(params.warmup_steps, steps // 5), seed=cell.seed,
                       checkpoint_every=steps, gradient_noise=GradientNoise(v.gradient_noise, params.gradient_clip),
-                      inversion_penalty=InversionPenalty(weight=v.inversion_penalty))
+                      inversion_penalty=InversionPenalty(weight=v.inversion_penalty),
+                      private_path=v.private_path, adversary=v.adversary)
+
+
+def cell_secret(cell: Cell) -> bytes:
+    """The private path's secret of a benchmark client: reproducible from the seed (a product
+    bundle derives it from its own keyed secrets; umbra/privacy/bundle_private_path.py)."""
+    return hashlib.sha256(f"umbra-frontier-path-{cell.seed}".encode()).digest()
 
 
 @dataclass
@@ -144,7 +167,9 @@ class TunedCell:
 def _store(path: Path, tuned: TunedCell) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
+    private = tuned.client.private_path
     torch.save({"encoder": tuned.client.encoder.state_dict(), "decoder": tuned.client.decoder.state_dict(),
+                "private_path": None if private is None else private.state_dict(),
                 "training": tuned.training, "losses": tuned.losses, "seconds": tuned.seconds}, tmp)
     tmp.replace(path)
 
@@ -152,12 +177,18 @@ def _store(path: Path, tuned: TunedCell) -> None:
 def tuned_cell(public: PublicModel, cell: Cell, params: FrontierParams, data, work: Path) -> TunedCell:
     """The cell's tuned client: loaded from `work/tuned/` when present, else tuned now and stored.
     `data`: TuneData of the train split at params.context_length."""
+    from umbra.tuning.private_path import attach_private_path
+
     client = build_client(public.dir, cell.defence(), public.plan, seed=cell.seed)
+    if cell.variant.private_path.enabled:
+        attach_private_path(client, cell.variant.private_path, cell_secret(cell))
     path = Path(work) / "tuned" / f"{cell.key}.pt"
     if path.is_file():
         saved = torch.load(path, weights_only=False)
         client.encoder.load_state_dict(saved["encoder"])
         client.decoder.load_state_dict(saved["decoder"])
+        if saved.get("private_path") is not None:
+            client.private_path.load_state_dict(saved["private_path"])
         return TunedCell(cell, client, saved["training"], saved["losses"], saved["seconds"])
     tuned = TunedCell(cell, client)
     if cell.variant.stuning:

@@ -26,12 +26,16 @@ def _positions(b: int, t: int) -> torch.Tensor:
 
 
 async def inference_traffic(client: SimulatedClient, middle: RecordingMiddle, blocks: np.ndarray) -> None:
-    """One session per block [T] of public ids: prefill, then close."""
+    """One session per block [T] of public ids: prefill, then close. A client with a private
+    local path sends what the engine sends: `path.send(h, noise)` (umbra/model/private_path.py)."""
+    path = client.private_path
     for row in blocks:
         ids = client.private(row[None])
         pos = _positions(1, ids.shape[1])
         with torch.no_grad():
             hidden = client.encoder(ids, pos)
+            if path is not None:
+                hidden = path.send(hidden, path.noise_for(ids))
         session = await middle.open_session()
         try:
             middle.attach_truth(row[None])
