@@ -32,11 +32,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from umbra.privacy.manifest import sha256_file  # noqa: E402
 from umbra.privacy.mode import config_key, config_label, parse_measured  # noqa: E402
 
 ATTACKS_DOC = "docs/privacy/attacks.md"
 UTILITY_DOC = "docs/privacy/utility.md"
 OUT = ROOT / "umbra" / "privacy" / "measured.json"
+FRONTIER = "docs/privacy/frontier-measured.json"  # benchmarks/private_mode_report.py: hygienic, 3 seeds, controls
+MODEL = "models/umbra-code-tiny"  # the base model every figure was measured on
 STEPS, SIGMA, LAMBDA = 300, 0.1, 10.0  # the grid's STuning (checked against the tables' headers)
 INFERENCE_ATTACKS = ("(a) nearest neighbour", "(b) probe", "(b′) noise-aware probe", "(c) frequency analysis",
                      "(d) code reconstruction")
@@ -138,9 +141,16 @@ def build(root: Path = ROOT) -> dict:
                     "source": f"{ATTACKS_DOC} (token recovery table)"
                               + (f"; {UTILITY_DOC} (utility table)" if utility.get(key) is not None else "")}
         configurations[key] = measured
-    data = {"source": f"benchmarks/measured_modes.py from {ATTACKS_DOC} (attack grid cache key {cache.group(1)}) "
-                      f"and {UTILITY_DOC} (utility run {run.group(1)}); seed 0, 300 STuning steps, no adaptive "
-                      f"attacker, no client-blocks-alone control yet",
+    source = (f"benchmarks/measured_modes.py from {ATTACKS_DOC} (attack grid cache key {cache.group(1)}) "
+              f"and {UTILITY_DOC} (utility run {run.group(1)}); seed 0, 300 STuning steps, no adaptive "
+              f"attacker, no client-blocks-alone control")
+    frontier = root / FRONTIER
+    if frontier.is_file():  # the frontier's records replace the older tables' for the same key
+        configurations.update(json.loads(frontier.read_text(encoding="utf-8")))
+        source += f"; overridden where measured by {FRONTIER} (benchmarks/private_mode.py)"
+    weights = sorted((root / MODEL).glob("*.safetensors"))
+    data = {"source": source,
+            "model": {"name": Path(MODEL).name, "weights": {p.name: sha256_file(p) for p in weights}},
             "configurations": configurations}
     parse_measured(data)  # the product's own checks (holds consistent, every field typed)
     return data

@@ -8,10 +8,13 @@ notification (test_lsp_server.py: none; test_experts.py: a bundle)."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from lsp.backend import Backend
 from lsp.options import InitializationOptions
 from umbra.privacy.bundle import BundleConfig, init_bundle
+
+DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "models" / "umbra-code-tiny"
 
 
 def _run(options: InitializationOptions) -> list:
@@ -27,15 +30,19 @@ def _run(options: InitializationOptions) -> list:
     return seen
 
 
-def test_the_status_carries_the_mode_once_the_model_is_loaded(lsp_model_dir, tmp_path, keystore):
-    """Before loading: unknown (null). A set-up that fails after loading (here: a configured loopback
-    cloud URL with no token anywhere) still says what the loaded model would have sent under."""
-    out = tmp_path / "bundle"
-    init_bundle(lsp_model_dir, BundleConfig(epsilon=1024.0), out, store=keystore)
-    seen = _run(InitializationOptions.from_json({
-        "model": {"bundle": str(out), "dir": str(lsp_model_dir), "keyringService": keystore.service},
+def _bundle_status(model_dir, out, keystore) -> list:
+    init_bundle(model_dir, BundleConfig(epsilon=1024.0), out, store=keystore)
+    return _run(InitializationOptions.from_json({
+        "model": {"bundle": str(out), "dir": str(model_dir), "keyringService": keystore.service},
         "cloud": {"url": "http://127.0.0.1:9", "tokenEnv": "UMBRA_PRIVACY_TEST_NO_SUCH_TOKEN"},
     }))
+
+
+def test_the_status_carries_the_mode_once_the_model_is_loaded(tmp_path, keystore):
+    """Before loading: unknown (null). A set-up that fails after loading (here: a configured loopback
+    cloud URL with no token anywhere) still says what the loaded model would have sent under. The
+    figures are the measured default model's."""
+    seen = _bundle_status(DEFAULT_MODEL, tmp_path / "bundle", keystore)
     assert seen[0].privacy is None  # "loading the model"
     assert seen[-1].state == "error" and "no keyring entry" in seen[-1].message, seen
     status = seen[-1].to_json()
@@ -43,6 +50,12 @@ def test_the_status_carries_the_mode_once_the_model_is_loaded(lsp_model_dir, tmp
     details = status["privacyDetails"]
     assert details["key"] == "eps=1024" and details["defended"] and details["top1"] == 3.6
     assert details["fcleanTop1"] == 56.8 and details["source"].startswith("docs/privacy/attacks.md")
+
+
+def test_a_bundle_of_another_base_model_is_not_measured(lsp_model_dir, tmp_path, keystore):
+    status = _bundle_status(lsp_model_dir, tmp_path / "bundle", keystore)[-1].to_json()
+    assert status["privacy"] == "NOIR ε=1024 · base model other than the measured umbra-code-tiny · not measured"
+    assert status["privacyDetails"]["measured"] is False and status["privacyDetails"]["defended"] is False
 
 
 def test_an_undefended_mode_and_a_remote_cloud_is_an_error_naming_the_mode(lsp_model_dir, monkeypatch):

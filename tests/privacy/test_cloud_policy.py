@@ -10,6 +10,7 @@ import asyncio
 import ipaddress
 import re
 import subprocess
+from pathlib import Path
 
 import httpx
 import pytest
@@ -132,11 +133,30 @@ def test_a_cloud_not_on_this_machine_is_refused_before_anything_is_sent(fim_llam
     assert _received(cloud)["umbra_cloud_bytes_in_total"] > after_flag["umbra_cloud_bytes_in_total"]
 
 
-def test_a_defended_bundle_needs_no_opt_in(fim_llama_dir, public_cloud, tmp_path, keystore, monkeypatch):
-    """An untuned bundle at ε = 1 024 is measured defended (its completions' states at chance)."""
+DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "models" / "umbra-code-tiny"
+
+
+def test_a_defended_bundle_needs_no_opt_in(tmp_path, keystore, monkeypatch):
+    """An untuned bundle of the measured default model at ε = 1 024 is measured defended (its
+    completions' states at chance), so it goes to a cloud on another address without an opt-in."""
+    monkeypatch.delenv(OPT_IN_ENV, raising=False)
+    init_bundle(DEFAULT_MODEL, BundleConfig(epsilon=1024.0), tmp_path / "b", store=keystore)
+    model = ClientModel.from_bundle(tmp_path / "b", DEFAULT_MODEL, store=keystore)
+    with local_cloud_thread(DEFAULT_MODEL, settings={"host": "0.0.0.0", "torch_threads": 1}) as cloud:
+        remote = f"http://{_own_address()}:{cloud.base_url.rsplit(':', 1)[1]}"
+        mode = asyncio.run(_complete(model, CloudConfig(url=remote, token=cloud.token)))
+        assert mode.key == "eps=1024" and mode.defended and not mode.opted_in
+        assert _received(cloud)["umbra_cloud_sessions_opened_total"] >= 1
+
+
+def test_figures_of_the_measured_model_are_not_lent_to_another(fim_llama_dir, public_cloud, tmp_path, keystore,
+                                                                monkeypatch):
+    """The same configuration on another base model has no figures: not measured, so refused."""
     monkeypatch.delenv(OPT_IN_ENV, raising=False)
     cloud, remote = public_cloud
     init_bundle(fim_llama_dir, BundleConfig(epsilon=1024.0), tmp_path / "b", store=keystore)
     model = ClientModel.from_bundle(tmp_path / "b", fim_llama_dir, store=keystore)
-    mode = asyncio.run(_complete(model, CloudConfig(url=remote, token=cloud.token)))
-    assert mode.key == "eps=1024" and mode.defended and not mode.opted_in
+    before = _received(cloud)
+    with pytest.raises(UndefendedCloudRefused, match="base model other than the measured umbra-code-tiny"):
+        asyncio.run(_complete(model, CloudConfig(url=remote, token=cloud.token)))
+    assert _received(cloud) == before

@@ -159,8 +159,9 @@ def test_tune_records_its_stuning_in_the_manifest_and_the_mode_follows(bundles, 
     assert record["steps"] == 3 and record["cloud_lora"] is False and record["train_embedding"] is False
     assert record["gradient_noise"]["noise_multiplier"] == 0.0 and record["inversion_penalty"]["weight"] == 0.0
     mode = mode_of_manifest(manifest)
-    assert mode.key == config_key(32.0, record) and mode.label == "NOIR ε=32 · STuned 3 steps"
-    assert mode.measured is None and mode.summary == "NOIR ε=32 · STuned 3 steps · not measured"
+    other = " · base model other than the measured umbra-code-tiny"  # a tiny model: no figures lent
+    assert mode.key == config_key(32.0, record) and mode.label == "NOIR ε=32 · STuned 3 steps" + other
+    assert mode.measured is None and mode.summary == "NOIR ε=32 · STuned 3 steps" + other + " · not measured"
 
     save_client_weights(load_bundle(b1, store=keystore), dp={"epsilon": 1.0, "delta": 1e-6})  # NOESIS's path
     rewritten = Manifest.read(b1)

@@ -188,10 +188,22 @@ def _opt(value: Any) -> float | None:
 
 
 @lru_cache(maxsize=1)
+def _measured_json() -> Mapping:
+    return json.loads(resources.files("umbra.privacy").joinpath("measured.json").read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
 def measured_table() -> Mapping[str, Measured]:
     """The package's measured configurations, by key (ValidationError if the file is malformed)."""
-    text = resources.files("umbra.privacy").joinpath("measured.json").read_text(encoding="utf-8")
-    return parse_measured(json.loads(text))
+    return parse_measured(_measured_json())
+
+
+def measured_model() -> tuple[str, Mapping[str, str]]:
+    """The base model every figure was measured on: (name, {weights file: sha256})."""
+    model = _measured_json().get("model")
+    if not isinstance(model, Mapping) or not isinstance(model.get("weights"), Mapping):
+        raise ValidationError("measured.json has no 'model' with its weights' hashes")
+    return str(model.get("name", "?")), dict(model["weights"])
 
 
 def parse_measured(data: Mapping) -> dict[str, Measured]:
@@ -266,12 +278,17 @@ class PrivacyMode:
 def mode_of_manifest(manifest: Any) -> PrivacyMode:
     """The mode of a bundle's Manifest: its ε and its STuning record (None: untuned). Client
     blocks rewritten by NOESIS `--family full` (a DP record, no STuning record) are tuned but not
-    by STuning: their key gets NOESIS_SUFFIX, which nothing has measured."""
+    by STuning: their key gets NOESIS_SUFFIX, which nothing has measured. A bundle of a base model
+    other than the one measured (`measured_model`, by its weights' sha256) has no figures at all:
+    it is "not measured", so never `defended`."""
     stuning = manifest.privacy.get(STUNING_KEY)
     mode = PrivacyMode.of(manifest.epsilon, stuning)
     if stuning is None and manifest.privacy.get(CLIENT_WEIGHTS_DP_KEY) is not None:
         key = mode.key + NOESIS_SUFFIX
-        return PrivacyMode(key, f"{mode.label} · client blocks DP-tuned (NOESIS)", measured_table().get(key))
+        mode = PrivacyMode(key, f"{mode.label} · client blocks DP-tuned (NOESIS)", measured_table().get(key))
+    name, weights = measured_model()
+    if dict(manifest.base.get("weights", {})) != weights:  # figures of one model say nothing of another
+        return PrivacyMode(mode.key, f"{mode.label} · base model other than the measured {name}", None)
     return mode
 
 
