@@ -13,6 +13,7 @@ from pathlib import Path
 from lsp.backend import Backend
 from lsp.options import InitializationOptions
 from umbra.privacy.bundle import BundleConfig, init_bundle
+from umbra.privacy.mode import PrivacyMode
 
 DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "models" / "umbra-code-tiny"
 
@@ -46,10 +47,12 @@ def test_the_status_carries_the_mode_once_the_model_is_loaded(tmp_path, keystore
     assert seen[0].privacy is None  # "loading the model"
     assert seen[-1].state == "error" and "no keyring entry" in seen[-1].message, seen
     status = seen[-1].to_json()
-    assert status["privacy"] == "NOIR ε=1024 · strongest attack 8.6 % (baseline 9.2 %)"
+    expected = PrivacyMode.of(1024.0, None)  # the package's figures for an untuned bundle at ε = 1 024
+    assert expected.measured is not None and status["privacy"] == expected.summary
+    assert status["privacy"].startswith("NOIR ε=1024 · ")
     details = status["privacyDetails"]
-    assert details["key"] == "eps=1024" and details["defended"] and details["top1"] == 3.6
-    assert details["fcleanTop1"] == 56.8 and details["source"].startswith("docs/privacy/attacks.md")
+    assert details["key"] == "eps=1024" and details["defended"] == expected.defended
+    assert details["top1"] == expected.measured.top1 and details["source"] == expected.measured.source
 
 
 def test_a_bundle_of_another_base_model_is_not_measured(lsp_model_dir, tmp_path, keystore):
