@@ -27,6 +27,7 @@ COMMAND_MODULES = [
     "umbra.cli.serve_cmd",
     "umbra.cli.scrub_cmd",
     "umbra.cli.securegate_cmd",
+    "umbra.cli.federation_cmd",
 ]
 
 

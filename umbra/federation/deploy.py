@@ -202,9 +202,12 @@ def wait_port(host: str, port: int, timeout: float = 30.0, alive=lambda: True) -
     raise ConfigError(f"nothing listens on {host}:{port} after {timeout:.0f} s")
 
 
-def flower_env(home: Path) -> dict:
-    """The environment of a Flower process: FLWR_HOME, and Flower's own executables first on PATH
-    (the SuperLink and SuperNode start `flower-superexec`, `flwr-serverapp`, `flwr-clientapp`)."""
+def flower_env(home: Path | None) -> dict:
+    """The environment of a Flower process: FLWR_HOME (Flower's default ~/.flwr when None), and
+    Flower's own executables first on PATH (the SuperLink and SuperNode start `flower-superexec`,
+    `flwr-serverapp`, `flwr-clientapp`)."""
     bin_dir = str(Path(flower_bin("flwr")).parent)
-    return {**os.environ, "FLWR_HOME": str(Path(home).resolve()),
-            "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+    if home is not None:
+        env["FLWR_HOME"] = str(Path(home).resolve())
+    return env

@@ -1,0 +1,150 @@
+"""`umbra federation serve|join`: organizations train one shared SECURE adapter together on Flower
+(umbra/federation; docs/securegate.md, "Federation"). Only the secure adapter's update leaves an
+organization; its raw code, revealing adapter and keys never do.
+
+    umbra federation serve --model DIR --min-nodes 3 --rounds 3 --out global.npz \\
+        --ssl-certfile server.pem --ssl-keyfile server.key --ssl-ca-certfile ca.pem [--enable-supernode-auth]
+    umbra federation join HOST:PORT --data src/ --model DIR --internal-domain acme.com \\
+        --root-certificates ca.pem [--auth-private-key node.key --auth-public-key node.pub]
+
+`serve` starts a Flower SuperLink, submits the ServerApp with `flwr run` and waits for the run;
+`join` runs a SuperNode for this organization's code (foreground, until stopped). Flower is the
+`federation` extra, in .venv-federation (scripts/federation_env.sh): run umbra from there,
+`.venv-federation/bin/python -m umbra.cli.main federation ...`. `--insecure` (no TLS) is for
+loopback tests only."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from umbra.errors import ConfigError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("federation", help="federated secure adapters on Flower (serve a federation, join one)")
+    s = p.add_subparsers(dest="federation_command", required=True)
+
+    v = s.add_parser("serve", help="start a SuperLink and run the federation's ServerApp on it")
+    v.add_argument("--model", required=True, type=Path, metavar="DIR",
+                   help="the public base model every organization uses (shapes the global adapter)")
+    v.add_argument("--host", default="127.0.0.1", help="address the SuperLink listens on (default: %(default)s)")
+    v.add_argument("--port", type=int, default=9092, help="SuperLink port (default: %(default)s)")
+    v.add_argument("--rounds", type=int, default=3, help="communication rounds T (default: %(default)s)")
+    v.add_argument("--min-nodes", type=int, default=3, help="organizations a round waits for (default: %(default)s)")
+    v.add_argument("--node-wait", type=float, default=300.0, help="seconds a round waits for them (default: %(default)s)")
+    v.add_argument("--round-timeout", type=float, default=1800.0,
+                   help="seconds a round waits for replies; late or dead nodes are left out (default: %(default)s)")
+    v.add_argument("--momentum", type=float, default=0.5, help="server Nesterov momentum m (default: %(default)s)")
+    v.add_argument("--server-lr", type=float, default=1.0, help="server rate η (default: %(default)s)")
+    v.add_argument("--rank", type=int, default=8, help="secure LoRA rank (default: %(default)s)")
+    v.add_argument("--lr", type=float, default=2e-3, help="organizations' AdamW rate (default: %(default)s)")
+    v.add_argument("--epochs", type=int, default=1, help="local passes per round K (default: %(default)s)")
+    v.add_argument("--block-len", type=int, default=256, help="tokens per training block (default: %(default)s)")
+    v.add_argument("--batch-size", type=int, default=8, help="blocks per step (default: %(default)s)")
+    v.add_argument("--fim-rate", type=float, default=0.5, help="share of FIM examples (default: %(default)s)")
+    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--out", type=Path, metavar="FILE", help="write the final global secure adapter (.npz)")
+    v.add_argument("--record", type=Path, metavar="DIR",
+                   help="describe every message the server receives, and keep each round's updates, here")
+    v.add_argument("--workdir", type=Path, metavar="DIR", help="Flower's app and config files (default: a temp dir)")
+    v.add_argument("--keep-running", action="store_true", help="leave the SuperLink up after the run")
+    _tls_server(v)
+
+    j = s.add_parser("join", help="run a SuperNode for this organization's code")
+    j.add_argument("superlink", metavar="HOST:PORT", help="the federation's SuperLink")
+    j.add_argument("--data", required=True, nargs="+", type=Path, metavar="PATH",
+                   help="the organization's code: directories, files or .jsonl of {path, text}")
+    j.add_argument("--model", required=True, type=Path, metavar="DIR", help="the same public base model as the server's")
+    j.add_argument("--internal-domain", action="append", default=[], metavar="DOMAIN",
+                   help="the organization's own domain: its hosts and URLs are scrubbed (repeatable)")
+    j.add_argument("--port", type=int, default=9094, help="the SuperNode's local ClientApp API port (default: %(default)s)")
+    j.add_argument("--threads", type=int, default=0, help="torch threads for training (0: torch's default)")
+    j.add_argument("--home", type=Path, metavar="DIR", help="Flower's state directory (default: ~/.flwr)")
+    j.add_argument("--insecure", action="store_true", help="no TLS (loopback tests only)")
+    j.add_argument("--root-certificates", type=Path, metavar="PEM", help="CA certificate that signed the SuperLink's")
+    j.add_argument("--auth-private-key", type=Path, metavar="FILE",
+                   help="this node's ECDSA private key (a SuperLink with --enable-supernode-auth)")
+    j.add_argument("--auth-public-key", type=Path, metavar="FILE", help="its public key (registered at the SuperLink)")
+    j.set_defaults(func=run_join)
+
+
+def _tls_server(p) -> None:
+    g = p.add_argument_group("TLS and node authentication (Flower's)")
+    g.add_argument("--insecure", action="store_true", help="no TLS (loopback tests only)")
+    g.add_argument("--ssl-certfile", type=Path, metavar="PEM", help="the SuperLink's certificate")
+    g.add_argument("--ssl-keyfile", type=Path, metavar="PEM", help="its private key")
+    g.add_argument("--ssl-ca-certfile", type=Path, metavar="PEM", help="the CA certificate that signed it")
+    g.add_argument("--enable-supernode-auth", action="store_true",
+                   help="admit only SuperNodes whose public key is registered (`flwr supernode register`)")
+    p.set_defaults(func=run_serve)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def run_serve(args) -> int:
+    from umbra.federation.deploy import (RunSettings, flower_env, run_cmd, superlink_cmd, wait_port, write_app,
+                                         write_flower_home)
+
+    if not args.model.is_dir():
+        raise ConfigError(f"{args.model} is not a model directory")
+    settings = RunSettings(
+        model=str(args.model.resolve()), rounds=args.rounds, min_nodes=args.min_nodes, node_wait=args.node_wait,
+        round_timeout=args.round_timeout, momentum=args.momentum, server_lr=args.server_lr, rank=args.rank,
+        lr=args.lr, epochs=args.epochs, block_len=args.block_len, batch_size=args.batch_size,
+        fim_rate=args.fim_rate, seed=args.seed, record_dir=str(args.record.resolve()) if args.record else "",
+        out=str(args.out.resolve()) if args.out else "").validate()
+    link = superlink_cmd(args.port, host=args.host, insecure=args.insecure, certfile=args.ssl_certfile,
+                         keyfile=args.ssl_keyfile, ca_certfile=args.ssl_ca_certfile,
+                         supernode_auth=args.enable_supernode_auth)
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="umbra-federation-"))
+    local = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+    home = write_flower_home(workdir / "home", f"{local}:{args.port}", insecure=args.insecure,
+                             root_certificates=None if args.insecure else args.ssl_ca_certfile)
+    app = write_app(workdir / "app", settings)
+    superlink = subprocess.Popen(link, env=flower_env(home), start_new_session=True)
+    try:
+        wait_port(local, args.port, 60, alive=lambda: superlink.poll() is None)
+        print(f"umbra federation: SuperLink on {args.host}:{args.port}; waiting for {args.min_nodes} organizations "
+              f"(`umbra federation join HOST:{args.port} ...`)", file=sys.stderr)
+        code = subprocess.run(run_cmd(app), env=flower_env(home)).returncode
+        if args.out and code == 0:
+            print(f"umbra federation: global secure adapter written to {args.out}", file=sys.stderr)
+        if args.keep_running:
+            print("umbra federation: the SuperLink stays up (Ctrl-C to stop it)", file=sys.stderr)
+            superlink.wait()
+        return code
+    finally:
+        _stop(superlink)
+
+
+def run_join(args) -> int:
+    from umbra.federation.deploy import flower_env, superlink_address, supernode_cmd
+
+    for path in (*args.data, args.model):
+        if not path.exists():
+            raise ConfigError(f"{path} does not exist")
+    config = {"data": os.pathsep.join(str(p.resolve()) for p in args.data), "model": str(args.model.resolve()),
+              "internal-domains": ",".join(args.internal_domain), "threads": args.threads}
+    cmd = supernode_cmd(superlink_address(args.superlink), args.port, config, insecure=args.insecure,
+                        root_certificates=args.root_certificates, auth_private_key=args.auth_private_key,
+                        auth_public_key=args.auth_public_key)
+    proc = subprocess.Popen(cmd, env=flower_env(args.home), start_new_session=True)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        _stop(proc)
