@@ -69,7 +69,7 @@ class Federation:
 
     def start_node(self, org: str, data: Path | None = None, model_dir: Path | None = None) -> None:
         config = {"data": str(data or self.data[org]), "model": str(model_dir or self.model_dir), "threads": 1,
-                  "internal-domains": f"{org}.com,{org}.internal"}
+                  "internal-domains": f"{org}.com,{org}.internal", "global-out": str(self.root / f"{org}-global.npz")}
         cmd = supernode_cmd(self.address, free_port(), config, insecure=True)
         self._spawn(f"node-{org}", cmd, self.root / f"home-{org}")
 

@@ -74,7 +74,8 @@ def test_serve_and_three_joins_from_the_command_line(tmp_path, fim_qwen2_dir):
             code = write_org_code(tmp_path / "orgs", org)
             spawn(f"join-{org}", ["join", f"127.0.0.1:{port}", "--data", str(code), "--model", str(fim_qwen2_dir),
                                   "--internal-domain", f"{org}.com", "--port", str(free_port()), "--threads", "1",
-                                  "--home", str(tmp_path / f"home-{org}"), "--insecure"])
+                                  "--home", str(tmp_path / f"home-{org}"), "--insecure",
+                                  "--global-out", str(tmp_path / f"{org}-global.npz")])
         assert serve.wait(timeout=300) == 0, logs["serve"].read_text()[-3000:]
     finally:
         for p in procs:
@@ -91,3 +92,6 @@ def test_serve_and_three_joins_from_the_command_line(tmp_path, fim_qwen2_dir):
     final, _ = load_arrays(out)
     assert final and all(np.isfinite(a).all() for a in final.values())
     assert "global secure adapter written" in logs["serve"].read_text()
+    for org in ORGS:  # each organization keeps the final global adapter for its fusion
+        kept, _ = load_arrays(tmp_path / f"{org}-global.npz")
+        assert all(np.array_equal(kept[k], final[k]) for k in final)

@@ -59,6 +59,10 @@ def test_three_organizations_two_rounds_global_equals_the_pure_aggregation(feder
     for name, a in final.items():
         assert np.array_equal(a, expected.weights[name]), name
         assert np.array_equal(a, load_arrays(record / "round-2" / "global.npz")[0][name])
+    # every organization got the final global adapter (for its fusion, eqs. 6-8)
+    for org in ORGS:
+        kept, _ = load_arrays(tmp_path / f"{org}-global.npz")
+        assert all(np.array_equal(kept[k], final[k]) for k in final)
 
 
 def test_every_message_the_server_receives_is_the_secure_adapter_and_a_count(federation, tmp_path):
@@ -69,8 +73,12 @@ def test_every_message_the_server_receives_is_the_secure_adapter_and_a_count(fed
     assert federation.run(settings).returncode == 0, federation.log("run")[-3000:]
     names = secure_names(federation.model_dir, settings)
     messages = [json.loads(x) for x in (tmp_path / "record" / "messages.jsonl").read_text().splitlines()]
-    assert len(messages) == 3 and len({m["node"] for m in messages}) == 3
-    for m in messages:
+    train = [m for m in messages if m["type"] == "train"]
+    acks = [m for m in messages if m["type"] != "train"]
+    assert len(train) == 3 and len({m["node"] for m in train}) == 3
+    # the only other messages: each organization's empty acknowledgement of the final global adapter
+    assert len(acks) == 3 and all(m["type"] == "query" and m["error"] is None and m["records"] == {} for m in acks)
+    for m in train:
         assert m["error"] is None and set(m["records"]) == {"arrays", "metrics"}
         arrays, metrics = m["records"]["arrays"], m["records"]["metrics"]
         assert arrays["kind"] == "ArrayRecord" and metrics["kind"] == "MetricRecord"

@@ -64,6 +64,8 @@ def register(sub) -> None:
                    help="the organization's own domain: its hosts and URLs are scrubbed (repeatable)")
     j.add_argument("--port", type=int, default=9094, help="the SuperNode's local ClientApp API port (default: %(default)s)")
     j.add_argument("--threads", type=int, default=0, help="torch threads for training (0: torch's default)")
+    j.add_argument("--global-out", type=Path, metavar="FILE",
+                   help="keep the final global secure adapter here (.npz) for `umbra securegate train --global`")
     j.add_argument("--home", type=Path, metavar="DIR", help="Flower's state directory (default: ~/.flwr)")
     j.add_argument("--insecure", action="store_true", help="no TLS (loopback tests only)")
     j.add_argument("--root-certificates", type=Path, metavar="PEM", help="CA certificate that signed the SuperLink's")
@@ -137,7 +139,8 @@ def run_join(args) -> int:
         if not path.exists():
             raise ConfigError(f"{path} does not exist")
     config = {"data": os.pathsep.join(str(p.resolve()) for p in args.data), "model": str(args.model.resolve()),
-              "internal-domains": ",".join(args.internal_domain), "threads": args.threads}
+              "internal-domains": ",".join(args.internal_domain), "threads": args.threads,
+              "global-out": str(args.global_out.resolve()) if args.global_out else ""}
     cmd = supernode_cmd(superlink_address(args.superlink), args.port, config, insecure=args.insecure,
                         root_certificates=args.root_certificates, auth_private_key=args.auth_private_key,
                         auth_public_key=args.auth_public_key)

@@ -36,6 +36,9 @@ def register(sub) -> None:
     t.add_argument("--lr", type=float, default=2e-3, help="AdamW learning rate (default: %(default)s)")
     t.add_argument("--psi", type=float, default=1e-3, help="L1 strength of the fusion weights, eq. 7 (default: %(default)s)")
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--global", dest="global_adapter", type=Path, metavar="FILE",
+                   help="the federation's global secure adapter (.npz from `umbra federation join --global-out`) "
+                        "to fuse with this organization's adapters (eqs. 6-8); default: its own secure adapter")
     t.add_argument("--service", default=None, help="keyring service name (default: umbra)")
     where = t.add_argument_group("where the middle blocks run (default: a cloud service started here)")
     add_cloud_args(where)
@@ -66,7 +69,15 @@ def run(args) -> int:
     scrubber = Scrubber(ScrubConfig(internal_domains=tuple(args.internal_domain)) if args.internal_domain else None)
     model = ClientModel.from_bundle(args.bundle, args.model, store=store)
     print(f"training on {len(files)} files (the middle runs forward only, once per block)...", file=sys.stderr)
-    result = asyncio.run(_train(model, files, scrubber, config, None if args.in_process else cloud_config(args, audit=False)))
+    global_adapter = None
+    if args.global_adapter is not None:
+        from umbra.federation.adapter_arrays import load_global
+
+        if not args.global_adapter.is_file():
+            raise ConfigError(f"{args.global_adapter} does not exist")
+        global_adapter = load_global(args.global_adapter, model)
+    result = asyncio.run(_train(model, files, scrubber, config, None if args.in_process else cloud_config(args, audit=False),
+                                global_adapter))
     training = {"method": "securegate", "report": result.report}
     add_adapter(args.bundle, result.secure, role="secure", training=training)
     key = add_revealing_adapter(args.bundle, result.revealing, args.key_name, store, training=training,
@@ -80,7 +91,8 @@ def run(args) -> int:
     return 0
 
 
-async def _train(model, files, scrubber, config, cloud):
+async def _train(model, files, scrubber, config, cloud, global_adapter=None):
     from umbra.tuning.securegate import train_organization
 
-    return await with_middle(model, cloud, lambda middle: train_organization(model, middle, files, scrubber, config))
+    return await with_middle(model, cloud, lambda middle: train_organization(model, middle, files, scrubber, config,
+                                                                             global_adapter=global_adapter))

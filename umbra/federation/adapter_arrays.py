@@ -3,6 +3,7 @@
     arrays = adapter_to_arrays(adapter)                      # {"layers.6.q.a": ndarray, ...}
     adapter = arrays_to_adapter(arrays, model, train_config, "secure")
     arrays0 = initial_arrays(model, train_config)            # Δw^0: a fresh LoRA (B = 0: ΔW = 0)
+    global_ = load_global(path, model)                       # the federation's Δw^T, for fusion
 
 Names are the LoRA module's own state-dict keys (`layers.<block>.<target>.a|b`), float32. A set of
 arrays that does not fit the model's LoRA of that config (a missing or unexpected name, a wrong
@@ -53,3 +54,15 @@ def arrays_to_adapter(arrays, model, config: AdapterTrainConfig, name: str) -> L
         state[key] = torch.from_numpy(a.astype(np.float32, copy=True))
     adapter.load_state_dict(state, strict=True)
     return adapter.requires_grad_(False)
+
+
+def load_global(path, model, name: str = "global-secure") -> LoraAdapter:
+    """The federation's global secure adapter from its .npz (`umbra federation serve --out`,
+    `join --global-out`), its rank read from the arrays (the LoRA's default scale, 4, as trained)."""
+    from umbra.federation.record import load_arrays
+
+    arrays, _ = load_arrays(path)
+    ranks = {a.shape[0] for k, a in arrays.items() if k.endswith(".a") and a.ndim == 2}
+    if len(ranks) != 1:
+        raise ConfigError(f"{path} is not one LoRA's arrays (ranks found: {sorted(ranks)})")
+    return arrays_to_adapter(arrays, model, AdapterTrainConfig(rank=ranks.pop()), name)

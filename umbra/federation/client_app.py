@@ -8,6 +8,8 @@ The node's own settings come from its `--node-config` (`umbra federation join` w
     model             the public base model directory (the same model at every organization)
     internal-domains  the organization's own domains, comma-separated (their hosts/URLs are scrubbed)
     threads           torch threads (0: torch's default)
+    global-out        where to keep the federation's final global secure adapter (.npz; "" none),
+                      for `umbra securegate train --global` (fusion, eqs. 6-8)
 The training settings come from the server with each round (the same LoRA at every organization):
 rank, lr, epochs, block-len, batch-size, fim-rate, seed, server-round."""
 
@@ -84,3 +86,21 @@ def train(msg: Message, context: Context) -> Message:
           f"epoch losses {report['epoch_losses']} ({report['seconds']} s)", flush=True)
     reply: ArrayRecord = to_record(arrays)
     return Message(RecordDict({ARRAYS: reply, METRICS: MetricRecord({SAMPLES: int(samples)})}), reply_to=msg)
+
+
+@app.query()
+def keep_final(msg: Message, context: Context) -> Message:
+    """The final global secure adapter (after the last round): kept at `global-out` if set, after
+    the same checks as any adapter arrays. The reply carries nothing."""
+    import numpy as np
+
+    from umbra.federation.record import save_arrays
+
+    out = str(context.node_config.get("global-out", ""))
+    arrays = {name: a.numpy() for name, a in msg.content[ARRAYS].items()}
+    if not arrays or not all(a.dtype.kind == "f" and np.isfinite(a).all() for a in arrays.values()):
+        raise ConfigError("the final global adapter is empty or not finite; not kept")
+    if out:
+        save_arrays(Path(out), arrays)
+        print(f"umbra federation: final global secure adapter kept at {out}", flush=True)
+    return Message(RecordDict(), reply_to=msg)

@@ -1,7 +1,8 @@
 """The federation's Flower ServerApp: the global secure adapter Δw^0 of the public base model, then
 `rounds` rounds of SecureFedNesterov (strategy.py) over the organizations' SuperNodes; every
 message received is described in `record-dir` (record.py) when set, and the final global adapter
-is written to `out` (.npz of the LoRA's arrays) when set.
+is written to `out` (.npz of the LoRA's arrays) when set and sent to every organization (a QUERY
+message: each keeps it for fusion, eqs. 6-8).
 
 Run config (`umbra federation serve` sets it; `flwr run --run-config` overrides):
     model        the public base model directory (to shape Δw^0; the organizations use the same)
@@ -47,6 +48,7 @@ def main(grid: Grid, context: Context) -> None:
     train = ConfigRecord({k: rc[k] for k in TRAIN_KEYS})
     strategy.start(grid=grid, initial_arrays=to_record(strategy.state.weights), num_rounds=int(rc["rounds"]),
                    timeout=float(rc["round-timeout"]), train_config=train)
+    strategy.broadcast_final(grid, timeout=float(rc["round-timeout"]))
     out = str(rc.get("out", ""))
     if out:
         save_arrays(Path(out), strategy.state.weights)

@@ -127,6 +127,19 @@ class SecureFedNesterov(Strategy):
             save_arrays(folder / "global.npz", weights)
         append_json(self.record_dir / "rounds.jsonl", record)
 
+    def broadcast_final(self, grid, timeout: float) -> int:
+        """Send the final global adapter Δw^T to every connected organization (a QUERY message; a
+        node keeps it where its `global-out` says, for fusion, eqs. 6-8). Returns the acks."""
+        nodes = sorted(grid.get_node_ids())
+        record = RecordDict({ARRAYS: to_record(self.state.weights),
+                             CONFIG: ConfigRecord({"final-round": self.state.round})})
+        replies = grid.send_and_receive([Message(content=record, message_type=MessageType.QUERY, dst_node_id=n)
+                                         for n in nodes], timeout=timeout)
+        acks = sum(1 for r in replies if not r.has_error())
+        log(INFO, "final global adapter (round %d) sent to %d organizations, %d acknowledged", self.state.round,
+            len(nodes), acks)
+        return acks
+
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid) -> list:
         return []  # evaluation stays with each organization (its query set never leaves it)
 

@@ -12,8 +12,10 @@ the revealing LoRA (dual_adapters.py, decoder placement); then each is fused wit
 secure adapter (eqs. 6 and 8, fusion.py), the weights fitted on Q under an L1 penalty (eq. 7):
 α on the scrubbed query set, β on the raw one (the revealing adapter is for the raw code).
 
-Until federation lands, the global secure adapter IS this organization's secure adapter, so eq. 6
-degenerates to a scaling (α1 + α2)·Δw_sec, which the fit still chooses on Q; eq. 8 mixes the
+With `global_adapter` (the federation's Δw^T: `umbra federation join --global-out`, then
+`umbra securegate train --global`) eqs. 6 and 8 fuse it with this organization's secure and
+revealing adapters. Without it the global secure adapter IS this organization's secure adapter, so
+eq. 6 degenerates to a scaling (α1 + α2)·Δw_sec, which the fit still chooses on Q; eq. 8 mixes the
 organization's secure and revealing adapters. Nothing here writes a file: storing (the revealing
 adapter only sealed) is the caller's."""
 
@@ -103,8 +105,11 @@ def read_org_code(paths: list[Path]) -> list[tuple[str, str]]:
 
 async def train_organization(model, middle: Middle, files: list[tuple[str, str]], scrubber: Scrubber,
                              config: OrgTrainConfig | None = None,
-                             query: list[tuple[str, str]] | None = None) -> OrgAdapters:
-    """`query`: the held-out query set Q, if the caller chose it (else `query_fraction` of `files`)."""
+                             query: list[tuple[str, str]] | None = None,
+                             global_adapter: LoraAdapter | None = None) -> OrgAdapters:
+    """`query`: the held-out query set Q, if the caller chose it (else `query_fraction` of `files`).
+    `global_adapter`: the federation's global secure adapter Δw^T (umbra federation), fused into
+    both adapters by eqs. 6 and 8; without it, this organization's own secure adapter stands in."""
     config = config or OrgTrainConfig()
     config.validate()
     t0 = time.perf_counter()
@@ -124,7 +129,7 @@ async def train_organization(model, middle: Middle, files: list[tuple[str, str]]
             findings[kind] = findings.get(kind, 0) + n
     secure, revealing, dual_report = await train_dual(model, middle, [t for _, t in train],
                                                       [scrubbed[p] for p, _ in train], config.adapters)
-    global_ = secure  # until federation lands (DESIGN §4; seed 003 §4.2), the organization's own
+    global_ = secure if global_adapter is None else global_adapter  # alone: the organization's own
     alpha = await fit_fusion_weights(model, middle, [scrubbed[p] for p, _ in query], global_, secure,
                                      config.psi, config.fusion)
     beta = await fit_fusion_weights(model, middle, [t for _, t in query], global_, revealing, config.psi, config.fusion)
@@ -133,7 +138,8 @@ async def train_organization(model, middle: Middle, files: list[tuple[str, str]]
         "alpha": list(alpha.weights), "beta": list(beta.weights), "query_loss": {"secure": alpha.loss,
                                                                                   "revealing": beta.loss},
         "secure": _adapter_report(dual_report.secure), "revealing": _adapter_report(dual_report.revealing),
-        "global": "this organization's secure adapter (no federation yet)", "psi": config.psi,
+        "global": ("this organization's secure adapter (no federation)" if global_adapter is None
+                   else "the federation's global secure adapter"), "psi": config.psi,
         "seconds": round(time.perf_counter() - t0, 1),
     }
     return OrgAdapters(fuse_lora(global_, secure, *alpha.weights, name=config.secure_name),
