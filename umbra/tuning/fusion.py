@@ -1,7 +1,7 @@
 """Personalized adapter fusion (seed 003 §4.3, eqs. 6-8): an organization's adapter fused with the
 global secure adapter, ΔW_p = w1·ΔW_global + w2·ΔW_local, with (w1, w2) fitted on a held-out
-query set by min_w CE(w; Q) + ψ·(|w1| + |w2|) (eq. 7). Until federation lands, the global adapter
-is the organization's own secure one.
+query set by min_w CE(w; Q) + ψ·(|w1| + |w2|) (eq. 7). The global adapter is the federation's
+(umbra.federation) or, without one, the organization's own secure one.
 
     fused = fuse_lora(global_adapter, local_adapter, w1, w2, "revealing-personal")
     fit = await fit_fusion_weights(model, middle, query_texts, global_adapter, local_adapter, psi=0.01)
