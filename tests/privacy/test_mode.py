@@ -93,23 +93,40 @@ def test_the_package_figures_are_the_doc_tables():
 
 
 def test_lookup_of_the_measured_configurations():
-    none = PrivacyMode.of(None, None)
+    """Wording and details against a fixed table (the shipped figures change with every grid run)."""
+    table = {
+        "none": Measured("none", {"(a) nearest neighbour": 99.9, "(b) probe": 95.4}, 9.2, top1=53.6),
+        DEFAULT_TUNED: Measured("d", {"(a) nearest neighbour": 0.6, "(b) probe": 8.0, "(e) gradient labels": 0.2}, 9.2,
+                                top1=41.9, client_alone_top1=31.7, fclean_top1=53.1, seeds=3, adaptive=True,
+                                source="docs/privacy/frontier.md"),
+        config_key(1024.0, tuned(sigma=0.0)): Measured("e", {"(a) nearest neighbour": 62.5}, 9.2),
+    }
+    none = PrivacyMode.of(None, None, table)
     assert none.label == "none" and not none.defended
     assert none.summary == "none · cloud reads ~99.9 % of tokens"
-    default = PrivacyMode.of(1024.0, tuned())
+    default = PrivacyMode.of(1024.0, tuned(), table)
     assert default.key == DEFAULT_TUNED and default.defended
     assert default.label == "NOIR ε=1024 · STuned 300 steps, gradient σ=0.1"
     assert default.summary == "NOIR ε=1024 · STuned 300 steps, gradient σ=0.1 · strongest attack 8.0 % (baseline 9.2 %)"
     d = default.details
-    assert {"name": "(b) probe", "percent": 8.0} in d["attacks"] and d["baseline"] == 9.2 and d["top1"] == 20.0
-    assert len(d["attacks"]) == 6  # (a)–(e) and (b′)
-    assert d["fcleanTop1"] == 56.8 and d["clientAloneTop1"] is None and d["adaptive"] is False and d["seeds"] == 1
+    assert {"name": "(b) probe", "percent": 8.0} in d["attacks"] and d["baseline"] == 9.2 and d["top1"] == 41.9
+    assert len(d["attacks"]) == 3 and d["belowControl"] is False
+    assert d["fcleanTop1"] == 53.1 and d["clientAloneTop1"] == 31.7 and d["adaptive"] is True and d["seeds"] == 3
     assert d["strongestAttack"] == {"name": "(b) probe", "percent": 8.0}
-    assert d["source"].startswith("docs/privacy/attacks.md")
-    exact = PrivacyMode.of(1024.0, tuned(sigma=0.0))
+    assert d["source"] == "docs/privacy/frontier.md"
+    exact = PrivacyMode.of(1024.0, tuned(sigma=0.0), table)
     assert not exact.defended and exact.summary.endswith("cloud reads ~62.5 % of tokens")
-    assert PrivacyMode.of(500.0, None).summary == "NOIR ε=500 · not measured"
-    assert not PrivacyMode.of(500.0, None).defended
+    assert PrivacyMode.of(500.0, None, table).summary == "NOIR ε=500 · not measured"
+    assert not PrivacyMode.of(500.0, None, table).defended
+
+
+def test_the_shipped_table_has_the_product_defaults():
+    """The package's figures cover no bundle, the untuned default ε and the tuned default."""
+    shipped = measured_table()
+    assert {"none", "eps=1024", DEFAULT_TUNED} <= set(shipped)
+    assert not shipped["none"].holds  # plain states give the code away
+    mode = PrivacyMode.of(1024.0, tuned())
+    assert mode.measured == shipped[DEFAULT_TUNED] and mode.summary.startswith("NOIR ε=1024 · STuned 300 steps")
 
 
 def test_below_the_control_is_never_called_private():
@@ -128,7 +145,8 @@ def test_an_opt_in_is_said_and_the_header_is_ascii():
     sent = PrivacyMode(mode.key, mode.label, mode.measured, opted_in=True)
     assert sent.summary.startswith("none — sent undefended by your setting")
     assert sent.details["optedIn"] is True
-    header = PrivacyMode.of(1024.0, tuned()).header
+    table = {DEFAULT_TUNED: Measured("d", {"(b) probe": 8.0}, 9.2)}
+    header = PrivacyMode.of(1024.0, tuned(), table).header
     assert header == "NOIR eps=1024; STuned 300 steps, gradient sigma=0.1; strongest attack 8.0 % (baseline 9.2 %)"
     header.encode("latin-1")
 
