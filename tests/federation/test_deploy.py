@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import tomllib
 
 import numpy as np
@@ -65,17 +66,18 @@ def test_serve_and_three_joins_from_the_command_line(tmp_path, fim_qwen2_dir):
             procs.append(subprocess.Popen(CLI + args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
         return procs[-1]
 
-    try:
-        serve = spawn("serve", ["serve", "--model", str(fim_qwen2_dir), "--port", str(port), "--insecure",
-                                "--rounds", "1", "--min-nodes", "3", "--rank", "2", "--epochs", "1",
-                                "--block-len", "64", "--batch-size", "4", "--fim-rate", "0", "--out", str(out),
-                                "--record", str(record), "--workdir", str(tmp_path / "work")])
+    try:  # the organizations join first: their SuperNodes wait for the SuperLink
         for org in ORGS:
             code = write_org_code(tmp_path / "orgs", org)
             spawn(f"join-{org}", ["join", f"127.0.0.1:{port}", "--data", str(code), "--model", str(fim_qwen2_dir),
                                   "--internal-domain", f"{org}.com", "--port", str(free_port()), "--threads", "1",
                                   "--home", str(tmp_path / f"home-{org}"), "--insecure",
                                   "--global-out", str(tmp_path / f"{org}-global.npz")])
+        time.sleep(2)
+        serve = spawn("serve", ["serve", "--model", str(fim_qwen2_dir), "--port", str(port), "--insecure",
+                                "--rounds", "1", "--min-nodes", "3", "--rank", "2", "--epochs", "1",
+                                "--block-len", "64", "--batch-size", "4", "--fim-rate", "0", "--out", str(out),
+                                "--record", str(record), "--workdir", str(tmp_path / "work")])
         assert serve.wait(timeout=300) == 0, logs["serve"].read_text()[-3000:]
     finally:
         for p in procs:

@@ -157,9 +157,10 @@ def node_config_arg(config: dict) -> str:
 def supernode_cmd(superlink: str, port: int, node_config: dict, *, insecure: bool = False,
                   root_certificates: Path | None = None, auth_private_key: Path | None = None,
                   auth_public_key: Path | None = None) -> list[str]:
-    """A SuperNode for one organization; `port` is its local ClientApp API (loopback only)."""
+    """A SuperNode for one organization; `port` is its local ClientApp API (loopback only). It keeps
+    retrying to reach the SuperLink (Flower's default), so organizations may join before it is up."""
     cmd = [flower_bin("flower-supernode"), "--superlink", superlink, "--port", str(port),
-           "--node-config", node_config_arg(node_config), "--max-retries", "0"]
+           "--node-config", node_config_arg(node_config)]
     if insecure == (root_certificates is not None):
         raise ConfigError("give the SuperLink's CA certificate (--root-certificates), or --insecure on loopback")
     cmd += ["--insecure"] if insecure else ["--root-certificates", str(root_certificates)]
