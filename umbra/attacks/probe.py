@@ -24,6 +24,7 @@ from torch import nn
 from umbra.attacks.probe_config import ProbeConfig
 from umbra.attacks.public import PublicModel
 from umbra.attacks.transcript import ObservedSequence
+from umbra.errors import ConfigError
 from umbra.model.parts import ClientEncoder
 from umbra.privacy.indvocab import INDVocab, INDVocabConfig
 
@@ -76,7 +77,6 @@ class InversionProbe:
               progress=None) -> "InversionProbe":
         """Fit on public blocks [N,T] of public ids."""
         config.validate()
-        torch.manual_seed(config.seed)
         ids = torch.from_numpy(blocks)
         if config.simulate_epsilon is None:
             states = public.states(ids)
@@ -85,9 +85,21 @@ class InversionProbe:
             with torch.no_grad():
                 pos = torch.arange(ids.shape[1])[None].expand(ids.shape[0], -1)
                 states = torch.cat([enc(ids[i : i + 16], pos[i : i + 16]) for i in range(0, ids.shape[0], 16)])
-        feats = window_features(states, config.window)  # [N,T,F]
-        x, y = feats.reshape(-1, feats.shape[-1]), ids.reshape(-1)
-        vocab = min(public.tokenizer.size, public.vocab_size)
+        return cls.fit(states, ids, config, min(public.tokenizer.size, public.vocab_size), progress)
+
+    @classmethod
+    def fit(cls, states: torch.Tensor, ids: torch.Tensor, config: ProbeConfig, vocab: int,
+            progress=None) -> "InversionProbe":
+        """Fit on any states [N,T,C] (a public encoder's, a shadow client's, the real client's, a
+        middle layer's) labelled with the public ids [N,T] (< `vocab`) at each position."""
+        config.validate()
+        if states.shape[:2] != ids.shape:
+            raise ConfigError(f"states {list(states.shape)} and ids {list(ids.shape)} must align")
+        torch.manual_seed(config.seed)
+        feats = window_features(states.float(), config.window)  # [N,T,F]
+        x, y = feats.reshape(-1, feats.shape[-1]), ids.reshape(-1).long()
+        if y.numel() and (int(y.min()) < 0 or int(y.max()) >= vocab):
+            raise ConfigError(f"probe labels must lie in [0, {vocab})")
         net = ProbeNet(x.shape[1], config.hidden, vocab)
         opt = torch.optim.AdamW(net.parameters(), lr=config.lr, weight_decay=0.01)
         steps = config.epochs * math.ceil(x.shape[0] / config.batch)
@@ -127,7 +139,7 @@ class InversionProbe:
     @classmethod
     def load(cls, path: Path, config: ProbeConfig) -> "InversionProbe | None":
         """The cached probe at `path` if it was trained with exactly `config`, else None."""
-        if not path.is_file():
+        if not Path(path).is_file():
             return None
         from safetensors import safe_open
 

@@ -19,12 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
+from umbra.attacks.decipher import DecipherConfig, Decipherment
 from umbra.attacks.frequency import (
     FrequencyAnalysis, FrequencyBaseline, FrequencyCeiling, FrequencyConfig, FrequencySampler,
 )
 from umbra.attacks.gradients import GradientConfig, GradientLabelRecovery
 from umbra.attacks.metrics import AttackScore, GistThresholds, TextScore, aggregate, text_score, token_recovery
 from umbra.attacks.nearest import NearestConfig, NearestNeighbour
+from umbra.attacks.oracle import oracle_attacks, train_oracle
 from umbra.attacks.probe import InversionProbe, ProbeConfig
 from umbra.attacks.public import CorpusSample, PublicModel
 from umbra.attacks.reconstruction import CodeReconstruction
@@ -38,7 +40,17 @@ YARDSTICKS = ("frequency_ceiling",)  # scored like attacks but read the truth (s
 # Attack (b) trained for a given ε on the attacker's own INDVocab draw (`AttackSuite.noise_aware_probe`);
 # scored where the ε in force is known: per grid cell, per audited bundle.
 NOISE_AWARE = "probe_aware"
-REPORTED = ATTACKS[:ATTACKS.index("probe") + 1] + (NOISE_AWARE,) + ATTACKS[ATTACKS.index("probe") + 1:]
+# The adaptive attacks (issue 17), built with inputs beyond the public model and public code, then
+# run as `extra` attacks: "shadow" / "shadow_layers" — the attacker's own shadow client of the same
+# defence and tuning (umbra/attack_grid/shadow.py: `shadow_attacks`), probes at the split layer / at
+# the layer its own validation picks; "oracle" — probes trained on the REAL client's states of
+# held-out files (`AttackSuite.oracle`, a bound, not an attack a cloud can run); "decipher" —
+# bigram decipherment of the state clusters (`AttackSuite.decipherment`). Per-layer scores of the
+# probes come as "<name>@<layer>" (layer_probes.per_layer).
+SHADOW, SHADOW_LAYERS, ORACLE, DECIPHER = "shadow", "shadow_layers", "oracle", "decipher"
+ADAPTIVE = (SHADOW, SHADOW_LAYERS, ORACLE, DECIPHER)
+REPORTED = (ATTACKS[:ATTACKS.index("probe") + 1] + (NOISE_AWARE,) + ATTACKS[ATTACKS.index("probe") + 1:]
+            + ADAPTIVE)
 
 
 @dataclass(frozen=True)
@@ -88,6 +100,23 @@ class AttackSuite:
             raise ConfigError("this suite was built without its public code sample")
         config = replace(self.config, probe=replace(self.config.probe, simulate_epsilon=float(epsilon)))
         return _probe(self.public, self.blocks, config, self.cache_dir, self.progress)
+
+    def decipherment(self, config: DecipherConfig = DecipherConfig()) -> Decipherment:
+        """The decipherment attack with this suite's public code as its bigram model."""
+        if self.blocks is None:
+            raise ConfigError("this suite was built without its public code sample")
+        return Decipherment(self.blocks, config, vocab=self.public.vocab_size)
+
+    def oracle(self, encoder, permutation, held_out: np.ndarray, middle=None, adapters=None, private_path=None,
+               attacked: list[ObservedSequence] | None = None, per_layer: bool = True) -> dict[str, object]:
+        """The oracle probes (oracle.py) of the REAL client (`encoder`, `permutation`, its private
+        path if any) on `held_out` public-id blocks [N,T] from files disjoint from the attacked
+        prompts, at the split layer and every layer of `middle` (default: the public middle; the
+        LoRA'd one with `adapters`). Never cached: they decode this client's traffic."""
+        middle = self.public.middle if middle is None else middle
+        probes = train_oracle(encoder, permutation, held_out, middle, _vocab(self.public), self.config.probe,
+                              adapters, private_path, attacked=attacked, progress=self.progress)
+        return oracle_attacks(probes, middle, adapters, per_layer)
 
     @classmethod
     def build(cls, public: PublicModel, config: SuiteConfig, cache_dir: Path | None = None,
@@ -151,6 +180,10 @@ def _probe(public: PublicModel, blocks: np.ndarray, config: SuiteConfig, cache_d
     if path is not None:
         probe.save(path)
     return probe
+
+
+def _vocab(public: PublicModel) -> int:
+    return min(public.tokenizer.size, public.vocab_size)
 
 
 def text_scores(result: SuiteResult, attack: str) -> list[TextScore | None]:

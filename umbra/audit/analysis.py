@@ -3,17 +3,25 @@
 Recordings are grouped by the base model and split they were sent with (the cloud's public
 model); each group is attacked as one transcript — a curious cloud pools everything it ever
 received, which is what frequency analysis feeds on — and the per-sequence results are mapped
-back to the recordings (one recording = one `umbra complete` or one editor request)."""
+back to the recordings (one recording = one `umbra complete` or one editor request).
+
+Besides the suite, every group gets the decipherment attack (bigram decipherment of the state
+clusters, umbra/attacks/decipher.py) and whatever `adaptive(public, facts, suite, sequences)`
+returns — `umbra audit` passes the shadow client built from the bundle's configuration and, with
+the bundle at hand, the oracle probe (umbra/attack_grid/shadow_audit.py; this package sits below
+the tuning loop, so it takes them as a callable)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from umbra.attacks.metrics import AttackScore, aggregate, text_score
 from umbra.attacks.public import CorpusSample, PublicModel
-from umbra.attacks.suite import NOISE_AWARE, AttackSuite, SuiteConfig, SuiteResult
+from umbra.attacks.suite import DECIPHER, NOISE_AWARE, AttackSuite, SuiteConfig, SuiteResult
+from umbra.attacks.transcript import ObservedSequence
 from umbra.audit.config import AuditConfig
 from umbra.audit.store import AuditRecord, AuditStore
 from umbra.errors import ConfigError
@@ -36,6 +44,11 @@ class GroupResult:
     public: PublicModel
     guess_bound: float
     positions: int  # fresh positions the cloud received
+    notes: dict[str, str] = field(default_factory=dict)  # attack -> why it did not run / how it ran
+
+
+# (public model, the group's facts, its suite, its sequences) -> ({name: attack}, {name: note})
+Adaptive = Callable[[PublicModel, dict, AttackSuite, list[ObservedSequence]], tuple[dict, dict]]
 
 
 def _group_key(record: AuditRecord, override: Path | None) -> tuple:
@@ -44,7 +57,8 @@ def _group_key(record: AuditRecord, override: Path | None) -> tuple:
             m.get("indvocab"), m.get("ltokenizer"), m.get("bundle_id"))
 
 
-def run_audit(store: AuditStore, config: AuditConfig = AuditConfig(), progress=None) -> list[GroupResult]:
+def run_audit(store: AuditStore, config: AuditConfig = AuditConfig(), progress=None,
+              adaptive: Adaptive | None = None) -> list[GroupResult]:
     records = store.records()
     if config.last is not None:
         records = records[-config.last :]
@@ -70,7 +84,13 @@ def run_audit(store: AuditStore, config: AuditConfig = AuditConfig(), progress=N
         sequences = [s for r in recs for s in r.sequences]
         eps = facts.get("epsilon")
         eps = math.inf if eps in (None, "inf") else float(eps)
-        extra = {NOISE_AWARE: suite.noise_aware_probe(eps)} if "probe" in suite.attacks and math.isfinite(eps) else None
+        extra = {NOISE_AWARE: suite.noise_aware_probe(eps)} if "probe" in suite.attacks and math.isfinite(eps) else {}
+        if config.decipher:
+            extra[DECIPHER] = suite.decipherment()
+        notes: dict[str, str] = {}
+        if adaptive is not None:
+            more, notes = adaptive(public, facts, suite, sequences)
+            extra.update(more)
         pooled = suite.run(sequences, extra=extra)
         requests, first = [], 0
         for r in recs:
@@ -78,7 +98,7 @@ def run_audit(store: AuditStore, config: AuditConfig = AuditConfig(), progress=N
             first += len(r.sequences)
         facts["model_dir"] = str(model_dir)
         out.append(GroupResult(facts, pooled, requests, public, guess_bound(eps, public.vocab_size),
-                               int(sum(s.scored.sum() for s in sequences))))
+                               int(sum(s.scored.sum() for s in sequences)), dict(notes)))
     return out
 
 

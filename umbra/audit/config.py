@@ -18,4 +18,5 @@ class AuditConfig:
     probe: ProbeConfig = ProbeConfig()
     model_dir: Path | None = None  # the base model the cloud holds; None: as recorded
     last: int | None = None  # only the most recent N recordings
-    cache_dir: Path | None = None  # trained probes; None: <audit dir>/cache
+    cache_dir: Path | None = None  # trained probes and shadow clients; None: <audit dir>/cache
+    decipher: bool = True  # run the decipherment attack (bigram decipherment of state clusters)

@@ -39,7 +39,10 @@ def request_facts(model) -> dict:
     else:
         eps = bundle.manifest.epsilon
         facts.update(epsilon="inf" if math.isinf(eps) else eps, indvocab=True, ltokenizer=True,
-                     bundle_id=bundle.manifest.bundle_id)
+                     bundle_id=bundle.manifest.bundle_id, h=bundle.manifest.h,
+                     # the STuning record (`TuneConfig.trajectory()` + "cloud_lora"; None: untuned): the
+                     # adaptive attacker of `umbra audit` tunes its shadow client the same way
+                     stuning=(bundle.manifest.privacy or {}).get("stuning"))
     return facts
 
 

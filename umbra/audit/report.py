@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from umbra.attacks.layer_probes import per_layer
 from umbra.attacks.metrics import GistThresholds
 from umbra.attacks.suite import REPORTED as ATTACKS
 from umbra.audit.analysis import GroupResult
@@ -28,7 +29,14 @@ TITLES = {"baseline": "frequency-only baseline", "sampler": "frequency sampler (
           "probe": "(b) learned inversion probe",
           "probe_aware": "(b′) noise-aware probe (trained on the attacker's own INDVocab draw at your ε)",
           "frequency": "(c) frequency analysis",
-          "reconstruction": "(d) code reconstruction", "gradient": "(e) gradient label recovery"}
+          "reconstruction": "(d) code reconstruction", "gradient": "(e) gradient label recovery",
+          "shadow": "(f) shadow client: its probe at the split layer (its own table and π, configured like yours)",
+          "shadow_layers": "(f′) shadow client: its probe at the layer it reads best (split or a middle layer)",
+          "oracle": "(g) oracle probe: your own client's states of public files (a bound, not an attack)",
+          "decipher": "(h) decipherment: bigram statistics of public code over clusters of the received states"}
+NOT_RUN = {"gradient": "no split fine-tuning traffic recorded", "probe_aware": "no INDVocab noise to simulate: the same as (b)",
+           "oracle": "needs your bundle (umbra audit --bundle DIR)", "shadow": "adaptive attacks off (--no-adaptive)",
+           "shadow_layers": "adaptive attacks off (--no-adaptive)"}
 CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}
 th:first-child,td:first-child{text-align:left}.tok{white-space:pre-wrap;font-family:monospace;font-size:12px;
@@ -124,11 +132,11 @@ def _group_html(group: GroupResult, gist: GistThresholds) -> str:
     for a in ATTACKS:
         s = group.suite.scores.get(a)
         if s is None:
-            note = ("no split fine-tuning traffic recorded" if a == "gradient" else
-                    "no INDVocab noise to simulate: the same as (b)" if a == "probe_aware" else "did not apply")
-            rows.append(f"<tr><td>{TITLES[a]}</td><td colspan=5>{note}</td></tr>")
+            note = group.notes.get(a) or NOT_RUN.get(a, "did not apply")
+            rows.append(f"<tr><td>{TITLES[a]}</td><td colspan=5>{html.escape(note)}</td></tr>")
             continue
-        rows.append(f"<tr><td>{TITLES[a]}</td><td>{100 * s.recovery:.1f}</td><td>{s.rouge1:.2f}</td>"
+        how = f"<br><small>{html.escape(group.notes[a])}</small>" if a in group.notes else ""
+        rows.append(f"<tr><td>{TITLES[a]}{how}</td><td>{100 * s.recovery:.1f}</td><td>{s.rouge1:.2f}</td>"
                     f"<td>{s.bleu1:.2f}</td><td>{s.bleu4:.2f}</td><td>{100 * s.clear_gist_rate:.0f}</td></tr>")
     imgs = "".join(f"<img alt='plot' src='{src}'>" for src in _plots(group))
     reqs = "".join(_request_html(group, k, gist) for k in range(len(group.requests)))
@@ -139,7 +147,22 @@ def _group_html(group: GroupResult, gist: GistThresholds) -> str:
 its row succeeds with probability at most {group.guess_bound:.3g}).
 The cloud received {group.positions} positions in {len(group.requests)} request(s).</p>
 <table><tr><th>attack</th><th>token recovery %</th><th>ROUGE-1</th><th>BLEU-1</th><th>BLEU-4</th>
-<th>clear-gist sequences %</th></tr>{''.join(rows)}</table>{imgs}<h3>Requests</h3>{reqs}"""
+<th>clear-gist sequences %</th></tr>{''.join(rows)}</table>{_layers_html(group)}{imgs}<h3>Requests</h3>{reqs}"""
+
+
+def _layers_html(group: GroupResult) -> str:
+    """Per-layer token recovery of the shadow and oracle probes (the cloud runs the middle itself,
+    so it can read any middle layer's output of what it receives)."""
+    rows = []
+    for prefix in ("shadow", "oracle"):
+        layers = per_layer(group.suite.scores, prefix)
+        if layers:
+            cells = "".join(f"<td>{html.escape(k)}: {100 * v:.1f}</td>" for k, v in layers.items())
+            rows.append(f"<tr><td>{TITLES[prefix].split(':')[0]}</td>{cells}</tr>")
+    if not rows:
+        return ""
+    return ("<p>Token recovery % per layer (split = what the cloud receives; layer<i> = the output of middle "
+            f"block i, which the cloud computes itself):</p><table>{''.join(rows)}</table>")
 
 
 def write_report(path: str | Path, groups: list[GroupResult], command: str, gist: GistThresholds = GistThresholds()) -> Path:

@@ -6,6 +6,10 @@ traffic this client actually sent.
     umbra audit [report]       attack the recordings, write an HTML report (--out)
     umbra audit clear          delete the recordings and their key
 
+The report includes the adaptive attacks: a shadow client of your configuration (its own table
+and π, tuned like yours), bigram decipherment of the received states, and with --bundle the
+oracle probe trained on your own client's states of public files.
+
 UMBRA_AUDIT=1 / 0 overrides the saved setting for one process. See docs/privacy/audit.md."""
 
 from __future__ import annotations
@@ -36,6 +40,14 @@ def register(sub) -> None:
     p.add_argument("--probe-epochs", type=int, default=dp.epochs)
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     p.add_argument("--dir", type=Path, default=None, help="audit directory (default: UMBRA_AUDIT_DIR or XDG data)")
+    p.add_argument("--bundle", type=Path, default=None, metavar="DIR",
+                   help="your client bundle: its manifest's configuration for the shadow client, and the oracle "
+                        "probe (trained on your own client's states of public files)")
+    p.add_argument("--service", default=None, help="keyring service holding the bundle's key (default: umbra)")
+    p.add_argument("--no-adaptive", dest="adaptive", action="store_false",
+                   help="skip the adaptive attacks (shadow client, oracle); decipherment still runs")
+    p.add_argument("--shadow-steps", type=int, default=None,
+                   help="STuning steps of the shadow client (default and minimum: your bundle's)")
     p.set_defaults(func=run)
 
 
@@ -59,6 +71,17 @@ def run(args) -> int:
     return _report(args, store)
 
 
+def _bundle(args):
+    if args.bundle is None:
+        return None
+    import torch
+
+    from keys import DEFAULT_SERVICE, KeyStore
+    from umbra.privacy.bundle import load_bundle
+
+    return load_bundle(args.bundle, store=KeyStore(args.service or DEFAULT_SERVICE), dtype=torch.float32)
+
+
 def _report(args, store) -> int:
     import dataclasses
 
@@ -75,7 +98,17 @@ def _report(args, store) -> int:
         torch.set_num_threads(args.threads)
     config = AuditConfig(corpus_dir=args.corpus, public_blocks=args.public_blocks, model_dir=args.model,
                          last=args.last, probe=dataclasses.replace(ProbeConfig(), epochs=args.probe_epochs))
-    groups = run_audit(store, config)
+    adaptive = None
+    if args.adaptive:
+        from umbra.attack_grid.shadow import ShadowConfig
+        from umbra.attack_grid.shadow_audit import AdaptiveAudit, audit_adaptive
+
+        if args.shadow_steps is not None and args.shadow_steps < 1:
+            raise ConfigError("--shadow-steps must be >= 1")
+        settings = AdaptiveAudit(args.corpus, (args.dir or store.dir) / "cache", public_blocks=args.public_blocks,
+                                 shadow=ShadowConfig(steps=args.shadow_steps, probe=config.probe))
+        adaptive = audit_adaptive(settings, _bundle(args))
+    groups = run_audit(store, config, adaptive=adaptive)
     command = "umbra " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "umbra audit"
     out = write_report(args.out, groups, command)
     print(f"wrote {out}")
