@@ -16,7 +16,6 @@ loopback tests only."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -87,12 +86,14 @@ def _tls_server(p) -> None:
 
 
 def _stop(proc: subprocess.Popen) -> None:
+    """End a Flower process this command started (it shares our process group, so a Ctrl-C or a
+    signal to the group reaches it too; Flower's own helpers exit when their parent does)."""
     if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
+        proc.terminate()
         try:
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            proc.kill()
             proc.wait()
 
 
@@ -116,7 +117,7 @@ def run_serve(args) -> int:
     home = write_flower_home(workdir / "home", f"{local}:{args.port}", insecure=args.insecure,
                              root_certificates=None if args.insecure else args.ssl_ca_certfile)
     app = write_app(workdir / "app", settings)
-    superlink = subprocess.Popen(link, env=flower_env(home), start_new_session=True)
+    superlink = subprocess.Popen(link, env=flower_env(home))
     try:
         wait_port(local, args.port, 60, alive=lambda: superlink.poll() is None)
         print(f"umbra federation: SuperLink on {args.host}:{args.port}; waiting for {args.min_nodes} organizations "
@@ -144,7 +145,7 @@ def run_join(args) -> int:
     cmd = supernode_cmd(superlink_address(args.superlink), args.port, config, insecure=args.insecure,
                         root_certificates=args.root_certificates, auth_private_key=args.auth_private_key,
                         auth_public_key=args.auth_public_key)
-    proc = subprocess.Popen(cmd, env=flower_env(args.home), start_new_session=True)
+    proc = subprocess.Popen(cmd, env=flower_env(args.home))
     try:
         return proc.wait()
     except KeyboardInterrupt:
