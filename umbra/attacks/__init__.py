@@ -14,6 +14,11 @@ public code — never π, the randomized table or the client's tuned blocks.
                        frequency-only baseline
     reconstruction.py (d) code reconstruction through the public middle + decoder + head
     gradients.py   (e) label recovery from split fine-tuning gradients
+    layer_probes.py    probes at the split layer and every middle layer's output (shadow, oracle)
+    client_states.py   what a given client sends for given code (shadow, oracle, volume)
+    oracle.py          the oracle probe: the REAL client's states of held-out files (a bound)
+    decipher.py    (h) bigram decipherment of the clusters of received states (matrix EM)
+    volume.py          k× the grid's traffic (encoder outputs) for decipherment
     metrics.py         token recovery, ROUGE-1, BLEU, NOIR's "clear gist"
     suite.py           AttackSuite: build all attacks once, run and score them on a transcript
 
@@ -21,7 +26,8 @@ This package is the cloud's side only and sits below the client code that uses i
 inversion penalty of `umbra tune` runs attack (a) on the client itself (umbra/tuning), and
 `umbra audit` runs the suite on the client's own recorded traffic (umbra/audit). The simulated
 clients that send traffic, and the benchmark grid that tunes them, are umbra/attack_grid/
-(benchmarks/privacy_attacks.py, docs/privacy/attacks.md). umbra.privacy never imports this
+(benchmarks/privacy_attacks.py, docs/privacy/attacks.md); so is the shadow client (f), which runs
+the tuning loop (umbra/attack_grid/shadow.py). umbra.privacy never imports this
 package (tests/test_architecture.py)."""
 
 from __future__ import annotations

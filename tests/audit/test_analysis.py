@@ -1,0 +1,96 @@
+"""`umbra audit` runs the adaptive attacker on the user's own recorded traffic
+(umbra/audit/analysis.py with umbra/attack_grid/shadow_audit.py, through the real CLI): a bundle
+whose manifest holds a STuning record completes through a self-started cloud with auditing on;
+`umbra audit` then builds a shadow client of that configuration (its own table and π, tuned with
+the bundle's steps), runs the decipherment attack and — given the bundle — the oracle probe, and
+the report shows their figures, the per-layer table and how each ran. Without the bundle the
+oracle says what it needs; `--no-adaptive` leaves the shadow out but keeps decipherment."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+from tiny_models import CODE_SNIPPETS, build_tiny_model_dir
+
+from umbra.attack_grid.shadow import ShadowConfig
+from umbra.attack_grid.shadow_audit import AdaptiveAudit, audit_adaptive
+from umbra.attacks.probe import ProbeConfig
+from umbra.audit.analysis import AuditConfig, run_audit
+from umbra.audit.store import AuditStore
+from umbra.data.corpus import Document, write_documents
+from umbra.paths import repo_root
+from umbra.privacy.bundle import BundleConfig, init_bundle, load_bundle, save_client_weights
+from umbra.privacy.mode import stuning_record
+from umbra.tuning import TuneConfig
+
+SOURCE = "import os\n\n\ndef load_settings(path):\n    if os.path.exists(path):\n        return open(path).read()\n"
+TUNE = TuneConfig(steps=2, batch_size=2, context_length=32, lr=1e-3, warmup_steps=0, checkpoint_every=2)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("audit-adaptive")
+    build_tiny_model_dir(root / "model", family="llama", style="starcoder")
+    rng = random.Random(0)
+    docs = [Document("python", f"{i}.py", "".join(rng.sample(CODE_SNIPPETS, 3))) for i in range(40)]
+    write_documents(root / "corpus", "train", "python", docs)
+    (root / "src.py").write_text(SOURCE)
+    return root
+
+
+def _umbra(*args, env=None) -> subprocess.CompletedProcess:
+    env = {**os.environ, **(env or {})}
+    for name in ("UMBRA_CLOUD_URL", "UMBRA_CLOUD_TOKEN", "UMBRA_BUNDLE"):
+        env.pop(name, None)
+    return subprocess.run([sys.executable, "-m", "umbra.cli.main", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=900, cwd=repo_root())
+
+
+def _tuned_bundle(world, keystore, tmp_path):
+    bundle_dir = tmp_path / "bundle"
+    init_bundle(world / "model", BundleConfig(epsilon=13.0), bundle_dir, store=keystore)
+    bundle = load_bundle(bundle_dir, store=keystore)
+    save_client_weights(bundle, stuning=stuning_record(TUNE, cloud_lora=False))  # the record `umbra tune` writes
+    return bundle_dir
+
+
+def test_audit_reports_shadow_decipherment_and_oracle(world, keystore, tmp_path):
+    bundle = _tuned_bundle(world, keystore, tmp_path)
+    env = {"UMBRA_AUDIT_SERVICE": keystore.service, "UMBRA_AUDIT": "1"}
+    r = _umbra("complete", f"{world / 'src.py'}:6:16", "--model", world / "model", "--max-tokens", "4",
+               "--threads", "1", "--bundle", bundle, "--service", keystore.service, env=env)
+    assert r.returncode == 0, r.stderr
+    (record,) = AuditStore(store=keystore).records()
+    assert record.meta["stuning"]["steps"] == TUNE.steps  # the recorder keeps the manifest's STuning record
+    out = tmp_path / "report.html"
+    r = _umbra("audit", "--out", out, "--corpus", world / "corpus", "--public-blocks", "32", "--probe-epochs", "2",
+               "--threads", "1", "--bundle", bundle, "--service", keystore.service, env=env)
+    assert r.returncode == 0, r.stderr
+    doc = out.read_text()
+    for title in ("(f) shadow client", "(f′) shadow client", "(g) oracle probe", "(h) decipherment"):
+        assert title in doc
+    assert f"tuned like yours ({TUNE.steps} STuning steps" in doc
+    assert "Token recovery % per layer" in doc and "layer1:" in doc
+    assert "needs your bundle" not in doc and "did not apply" not in doc.split("Requests")[0].split("(f)")[1]
+
+
+def test_without_the_bundle_the_oracle_says_what_it_needs(world, keystore, tmp_path):
+    bundle = _tuned_bundle(world, keystore, tmp_path)
+    env = {"UMBRA_AUDIT_SERVICE": keystore.service, "UMBRA_AUDIT": "1"}
+    r = _umbra("complete", f"{world / 'src.py'}:6:16", "--model", world / "model", "--max-tokens", "4",
+               "--threads", "1", "--bundle", bundle, "--service", keystore.service, env=env)
+    assert r.returncode == 0, r.stderr
+    store = AuditStore(store=keystore)
+    config = AuditConfig(corpus_dir=world / "corpus", public_blocks=32, probe=ProbeConfig(epochs=2, hidden=64))
+    settings = AdaptiveAudit(world / "corpus", tmp_path / "cache", public_blocks=32,
+                             shadow=ShadowConfig(probe=ProbeConfig(epochs=2, hidden=64), layers=False))
+    (group,) = run_audit(store, config, adaptive=audit_adaptive(settings))
+    assert {"shadow", "decipher"} <= set(group.suite.scores) and "oracle" not in group.suite.scores
+    assert "needs your bundle" in group.notes["oracle"]
+    assert f"{TUNE.steps} STuning steps" in group.notes["shadow"]
+    (plain,) = run_audit(store, config)  # no adaptive attacker: decipherment still runs
+    assert "decipher" in plain.suite.scores and "shadow" not in plain.suite.scores
