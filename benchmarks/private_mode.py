@@ -20,13 +20,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from umbra.attack_grid.frontier import VARIANTS, FrontierParams, cells, tune_config, tuned_cell  # noqa: E402
-from umbra.attack_grid.measures import attacks, utility  # noqa: E402
+from umbra.attack_grid import measures  # noqa: E402
 from umbra.attacks.probe import ProbeConfig  # noqa: E402
 from umbra.attacks.public import CorpusSample, PublicModel  # noqa: E402
 from umbra.attacks.suite import ATTACKS, AttackSuite, SuiteConfig  # noqa: E402
@@ -34,7 +35,7 @@ from umbra.data.corpus import LANGS, corpus_file, read_documents  # noqa: E402
 from umbra.training.packing import eval_blocks, load_raw_tokenizer  # noqa: E402
 from umbra.tuning import TuneData  # noqa: E402
 
-MEASURES = ("utility", "attacks")
+MEASURES = ("utility", "attacks", "shadow", "oracle", "decipher")
 PROMPT_SEED = 1  # the test-split prompts are the same for every cell (the seed varies the client)
 
 
@@ -85,7 +86,7 @@ class Bench:
         self.public = PublicModel(args.model)
         self.work = args.work / run_key(self.public, params)
         self.results = Results(args.work / "results.jsonl", run_key(self.public, params))
-        self._data = self._suite = self._prompts = self._evals = None
+        self._data = self._suite = self._prompts = self._evals = self._held = self._volume = None
 
     def data(self, cell) -> TuneData:
         if self._data is None:
@@ -95,11 +96,34 @@ class Bench:
         return self._data
 
     @property
+    def public_code(self) -> CorpusSample:
+        """The attacker's public code: the train split (probes, codebooks, the shadow's tuning)."""
+        return CorpusSample(self.args.corpus, "train", block_length=self.params.prompt_length,
+                            blocks=self.params.public_blocks, seed=0)
+
+    @property
+    def held_out(self):
+        """The oracle's held-out files: the valid split (never the test split the prompts come from)."""
+        if self._held is None:
+            self._held = self.public.sample_blocks(CorpusSample(self.args.corpus, "valid", block_length=self.params.prompt_length,
+                                                                blocks=self.params.public_blocks, seed=PROMPT_SEED))
+        return self._held
+
+    @property
+    def volume(self):
+        """The client's own code for 1×, 10×, 100× the prompts' traffic: test then valid blocks."""
+        if self._volume is None:
+            n = self.params.prompt_blocks * max(measures.VOLUMES)
+            parts = [self.public.sample_blocks(CorpusSample(self.args.corpus, split, block_length=self.params.prompt_length,
+                                                            blocks=n, seed=PROMPT_SEED, per_document=10_000))
+                     for split in ("test", "valid")]
+            self._volume = np.concatenate(parts)[:n]
+        return self._volume
+
+    @property
     def suite(self) -> AttackSuite:
         if self._suite is None:
-            corpus = CorpusSample(self.args.corpus, "train", block_length=self.params.prompt_length,
-                                  blocks=self.params.public_blocks, seed=0)
-            config = SuiteConfig(corpus=corpus, attacks=ATTACKS, probe=ProbeConfig(seed=0))
+            config = SuiteConfig(corpus=self.public_code, attacks=ATTACKS, probe=ProbeConfig(seed=0))
             self._suite = AttackSuite.build(self.public, config, self.args.work / "probes")
         return self._suite
 
@@ -131,9 +155,16 @@ class Bench:
         for measure in todo:
             t1 = time.perf_counter()
             if measure == "utility":
-                value = utility(self.public, tuned, self.evals)
+                value = measures.utility(self.public, tuned, self.evals)
+            elif measure == "attacks":
+                value = measures.attacks(self.public, self.suite, tuned, self.prompts)
+            elif measure == "shadow":
+                value = measures.shadow(self.public, self.suite, tuned, self.prompts, self.params, self.public_code,
+                                        self.args.work / "shadows")
+            elif measure == "oracle":
+                value = measures.oracle(self.public, self.suite, tuned, self.prompts, self.held_out)
             else:
-                value = attacks(self.public, self.suite, tuned, self.prompts)
+                value = measures.decipher(self.public, self.suite, tuned, self.volume)
             self.results.add({"cell": cell.key, "variant": cell.variant.name, "epsilon": _eps(cell.epsilon),
                               "seed": cell.seed, "measure": measure, "value": value,
                               "tune_seconds": tuned.seconds, "seconds": round(time.perf_counter() - t1, 1)})

@@ -16,6 +16,7 @@ from umbra.attack_grid.frontier import VARIANTS, Cell, FrontierParams, tune_conf
 from umbra.data.corpus import LANGS
 
 NOT_ATTACKS = ("baseline", "sampler", "frequency_ceiling")  # the floor, a text floor, a yardstick
+BOUNDS = ("oracle",)  # probes on the client's own states: what no cloud has, shown but not an attack
 BAR = 1.0  # points above the frequency-only baseline an attack may reach and the mode still holds
 CLEARANCE = 10.0  # points of top-1 a private mode must add over the client-blocks-alone control
 TITLES = {"nearest": "(a) nearest", "probe": "(b) probe", "probe_aware": "(b′) noise-aware", "frequency": "(c) frequency",
@@ -47,7 +48,8 @@ def _eps(e) -> str:
 
 
 def _strongest(scores: dict) -> tuple[str, float] | None:
-    attacks = {k: 100 * v["recovery"] for k, v in scores.items() if k not in NOT_ATTACKS}
+    attacks = {k: 100 * v["recovery"] for k, v in scores.items()
+               if k not in NOT_ATTACKS and k.split("@")[0] not in BOUNDS}
     if not attacks:
         return None
     name = max(attacks, key=attacks.get)
@@ -70,14 +72,18 @@ def summarize(rows: list[dict]) -> list[dict]:
                     rec["languages"][lang].append(v["top1"])
                 if seed in alone:
                     rec["gain"].append(m["utility"]["top1"] - alone[seed])
-            if "attacks" in m and m["attacks"]:
-                for k, v in m["attacks"].items():
+            scores = dict(m.get("attacks") or {})
+            for name in ("shadow", "oracle"):
+                scores.update(m.get(name) or {})
+            scores.update({f"decipher@{k}": v for k, v in (m.get("decipher") or {}).items()})
+            if scores:
+                for k, v in scores.items():
                     rec["attacks"][k].append(100 * v["recovery"])
-                strongest = _strongest(m["attacks"])
+                strongest = _strongest(scores)
                 if strongest is not None:
                     rec["strongest"].append(strongest[1])
-                if "baseline" in m["attacks"]:
-                    rec["baseline"].append(100 * m["attacks"]["baseline"]["recovery"])
+                if "baseline" in scores:
+                    rec["baseline"].append(100 * scores["baseline"]["recovery"])
         base = float(np.mean(rec["baseline"])) if rec["baseline"] else None
         rec["holds"] = (None if base is None or not rec["strongest"]
                         else max(rec["strongest"]) <= base + BAR)  # every seed's strongest attack
@@ -95,13 +101,22 @@ def tables(summary: list[dict]) -> str:
         lines.append(f"| {VARIANTS[r['variant']].label if r['variant'] in VARIANTS else r['variant']} | {_eps(r['epsilon'])} "
                      f"| {_fmt(r['top1'])} | {_fmt(r['gain'])} | {_fmt(r['strongest'])} | {_fmt(r['baseline'])} "
                      f"| {holds} | {len(r['seeds'])} |")
-    names = [k for k in TITLES if any(k in r["attacks"] for r in summary)]
-    names += sorted({k for r in summary for k in r["attacks"]} - set(names) - set(NOT_ATTACKS))
-    lines += ["", "**Each attack's token recovery (%)**, mean ± 95 % t-interval over seeds:", "",
+    every = {k for r in summary for k in r["attacks"]} - set(NOT_ATTACKS)
+    layered = sorted(k for k in every if "@" in k and not k.startswith("decipher@"))
+    names = [k for k in TITLES if k in every] + sorted(every - set(TITLES) - set(layered))
+    lines += ["", "**Each attack's token recovery (%)**, mean ± 95 % t-interval over seeds (shadow: the adaptive "
+              "attacker's probes, at the layer its own validation picks as `shadow_layers`; oracle: a bound, probes "
+              "trained on the client's own states — not an attack; decipher@k: k× the prompts' traffic):", "",
               "| variant | ε | " + " | ".join(TITLES.get(k, k) for k in names) + " |", "|---|---|" + "---|" * len(names)]
     for r in summary:
         if r["attacks"]:
             lines.append(f"| {r['variant']} | {_eps(r['epsilon'])} | " + " | ".join(_fmt(r["attacks"].get(k, [])) for k in names) + " |")
+    if layered:
+        lines += ["", "**Per layer (%)**: the shadow's and the oracle's probes at the split layer and each middle layer's output:", "",
+                  "| variant | ε | " + " | ".join(layered) + " |", "|---|---|" + "---|" * len(layered)]
+        for r in summary:
+            if any(k in r["attacks"] for k in layered):
+                lines.append(f"| {r['variant']} | {_eps(r['epsilon'])} | " + " | ".join(_fmt(r["attacks"].get(k, [])) for k in layered) + " |")
     lines += ["", "**Top-1 by language (%)**:", "", "| variant | ε | " + " | ".join(LANGS) + " |", "|---|---|" + "---|" * len(LANGS)]
     for r in summary:
         if r["top1"]:
@@ -172,7 +187,7 @@ def measured(summary: list[dict], params: FrontierParams) -> dict:
         eps = None if r["epsilon"] is None else (math.inf if r["epsilon"] == "inf" else float(r["epsilon"]))
         record = stuning_record(tune_config(Cell(v, eps, 0), params), cloud_lora=False) if v.stuning else None
         attacks = {PRODUCT_NAMES.get(k, k): round(float(np.max(x)), 1) for k, x in r["attacks"].items()
-                   if k not in NOT_ATTACKS}  # the worst seed: the product claims no more than that
+                   if k not in NOT_ATTACKS and k.split("@")[0] not in BOUNDS}  # the worst seed
         baseline = round(float(np.mean(r["baseline"])), 1)
         out[config_key(eps if v.noir else None, record)] = {
             "label": v.label + ("" if eps is None else f", ε = {_eps(r['epsilon'])}"),
@@ -181,7 +196,7 @@ def measured(summary: list[dict], params: FrontierParams) -> dict:
             "top1": round(float(np.mean(r["top1"])), 1) if r["top1"] else None,
             "client_alone_top1": round(float(np.mean(alone["top1"])), 1) if alone and alone["top1"] else None,
             "fclean_top1": round(float(np.mean(fclean["top1"])), 1) if fclean and fclean["top1"] else None,
-            "seeds": len(r["seeds"]), "adaptive": any(k in r["attacks"] for k in ("shadow", "oracle", "decipher")),
+            "seeds": len(r["seeds"]), "adaptive": any(k.startswith(("shadow", "decipher")) for k in r["attacks"]),
             "source": "docs/privacy/frontier.md (attacks: the worst seed; top-1: the mean over seeds)"}
     return out
 

@@ -108,3 +108,27 @@ def test_a_private_path_cell_sends_keyed_noise_and_keeps_its_path(world, tmp_pat
     other = tuned_cell(public, Cell(VARIANTS["noir+path+rank8+noise1"], 64.0, 1), PARAMS, data, tmp_path)
     assert not torch.equal(other.client.private_path.basis, basis)  # the secret (and basis) is the seed's
     assert utility(public, tuned, evals)["languages"]["python"]["tokens"] > 0
+
+
+def test_the_adaptive_measures_run_on_a_stored_cell(world, tmp_path):
+    """Shadow (split + every middle layer), oracle (held-out files) and decipherment at 1×/10×/100×
+    on one tuned cell; the client-alone control has nothing for any of them."""
+    root, public, data, prompts, _ = world
+    from umbra.attack_grid.measures import VOLUMES, decipher, oracle, shadow
+
+    suite = AttackSuite.build(public, SuiteConfig(corpus=CorpusSample(root / "corpus", langs=("python",), block_length=32,
+                                                                      blocks=40), attacks=("baseline",)))
+    tuned = tuned_cell(public, Cell(VARIANTS["noir+stuning+noise"], 64.0, 0), PARAMS, data, tmp_path)
+    public_code = CorpusSample(root / "corpus", langs=("python",), block_length=32, blocks=40)
+    s = shadow(public, suite, tuned, prompts, PARAMS, public_code, tmp_path / "shadows")
+    layers = [k for k in s if k.startswith("shadow@")]
+    assert "shadow" in s and "shadow_layers" in s and len(layers) == 1 + len(public.middle.stack.layers)
+    held = np.ascontiguousarray(np.concatenate([prompts[:, ::-1], np.roll(prompts, 5, axis=1)]))  # other sequences
+    o = oracle(public, suite, tuned, prompts, held)
+    assert "oracle" in o and all(0 <= v["recovery"] <= 1 for v in o.values())
+    volume = np.tile(prompts, (max(VOLUMES) * 64 // len(prompts) + 1, 1))
+    d = decipher(public, suite, tuned, volume)
+    assert list(d) == [f"{k}x" for k in VOLUMES] and all(0 <= v["recovery"] <= 1 for v in d.values())
+    alone = tuned_cell(public, Cell(VARIANTS["client_alone"], None, 0), PARAMS, data, tmp_path)
+    assert shadow(public, suite, alone, prompts, PARAMS, public_code, tmp_path) == {}
+    assert oracle(public, suite, alone, prompts, held) == {} and decipher(public, suite, alone, volume) == {}

@@ -6,7 +6,15 @@ the attacks on its traffic, always on the same tuned client.
                                                   the noise-aware probe on the prompts it sends,
                                                   (e) on its recorded tuning traffic
 
-The client-alone control sends nothing: its attack record is empty by construction (the cloud
+    shadow(public, suite, tuned, prompts, ...)    the adaptive attacker: its own client of the same
+                                                  configuration, tuned on public code, probes at the
+                                                  split layer and every middle layer (shadow.py)
+    oracle(public, suite, tuned, prompts, held)   probes trained on the client's OWN states of
+                                                  held-out files (the valid split): a bound
+    decipher(public, suite, tuned, volume)        bigram decipherment over clusters of the sent
+                                                  states at 1×, 10× and 100× the prompts' traffic
+
+The client-alone control sends nothing: its attack records are empty by construction (the cloud
 has no traffic), and it is evaluated with the middle skipped."""
 
 from __future__ import annotations
@@ -15,12 +23,17 @@ import asyncio
 import math
 
 import numpy as np
+import torch
 
-from umbra.attack_grid.frontier import TunedCell
+from umbra.attack_grid.frontier import FrontierParams, TunedCell, tune_config
+from umbra.attack_grid.shadow import build_shadow, shadow_attacks
 from umbra.attack_grid.traffic import inference_traffic
 from umbra.attacks.public import PublicModel
 from umbra.attacks.recorder import RecordingMiddle
+from umbra.attacks.decipher import Decipherment
+from umbra.attacks.oracle import oracle_attacks, train_oracle
 from umbra.attacks.suite import NOISE_AWARE, AttackSuite
+from umbra.attacks.volume import times, volume_traffic
 from umbra.middle.local import LocalMiddle
 from umbra.middle.skip import SkipBlocks
 from umbra.tuning.evaluate import next_token
@@ -65,3 +78,50 @@ def attacks(public: PublicModel, suite: AttackSuite, tuned: TunedCell, prompts: 
     if tuned.training:
         scores.update(suite.run(tuned.training, only=TRAINING_ATTACKS).to_json())
     return scores
+
+
+VOLUMES = (1, 10, 100)  # decipherment traffic, in multiples of the grid's prompts
+
+
+def _score(suite: AttackSuite, sequences: list, attacks: dict) -> dict:
+    return {k: v for k, v in suite.run(sequences, only=(), extra=attacks).to_json().items()}
+
+
+def shadow(public: PublicModel, suite: AttackSuite, tuned: TunedCell, prompts: np.ndarray, params: FrontierParams,
+           corpus, cache_dir) -> dict:
+    """The shadow client's probes (split layer, every middle layer, and the layer its own
+    validation picks) on the prompts the tuned client sends. One shadow per configuration: it is
+    cached by everything that determines it, not by the defender's seed."""
+    if tuned.cell.variant.middle == "skip":
+        return {}
+    cell = tuned.cell
+    attacker = build_shadow(public, cell.defence(), tune_config(cell, params) if cell.variant.stuning else None,
+                            corpus, cache_dir=cache_dir, defender_seed=cell.seed)
+    return _score(suite, sent_prompts(public, tuned, prompts), shadow_attacks(attacker))
+
+
+def oracle(public: PublicModel, suite: AttackSuite, tuned: TunedCell, prompts: np.ndarray, held_out: np.ndarray) -> dict:
+    """Probes trained on the client's own (state, token) pairs of `held_out` blocks (other files
+    than the prompts), at the split layer and every middle layer, applied to its prompts."""
+    if tuned.cell.variant.middle == "skip":
+        return {}
+    client = tuned.client
+    sent = sent_prompts(public, tuned, prompts)
+    probes = train_oracle(client.encoder, client.permutation, held_out, public.middle,
+                          min(public.tokenizer.size, public.vocab_size), private_path=client.private_path,
+                          attacked=sent)
+    return _score(suite, sent, oracle_attacks(probes, public.middle))
+
+
+def decipher(public: PublicModel, suite: AttackSuite, tuned: TunedCell, volume: np.ndarray) -> dict:
+    """{"1x": score, "10x": ..., "100x": ...}: decipherment of the client's sent split-layer states
+    of the first 64·k blocks of `volume` (its own code, other files than the attacker's)."""
+    if tuned.cell.variant.middle == "skip":
+        return {}
+    client, attack = tuned.client, Decipherment(suite.blocks, vocab=public.vocab_size)
+    out = {}
+    for k in VOLUMES:
+        traffic = volume_traffic(client.encoder, client.permutation, times(volume, k), client.private_path,
+                                 dtype=torch.float16)
+        out[f"{k}x"] = _score(suite, traffic, {"decipher": attack})["decipher"]
+    return out
