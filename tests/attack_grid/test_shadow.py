@@ -97,3 +97,38 @@ def test_configuration_from_a_manifest():
         from_manifest(13.0, 0.25, {"steps": "many", "cloud_lora": False})
     with pytest.raises(ConfigError):
         from_manifest(13.0, 0.25, ["not", "a", "record"])
+
+
+def test_with_the_clouds_lora_the_shadow_reads_the_loraed_middle(world):
+    """The cloud holds the client's LoRA on the middle: the shadow's middle-layer probes (and its
+    tuning) go through that middle, and the cache key tells the two apart."""
+    import torch
+
+    from umbra.attacks.layer_probes import layer_states
+    from umbra.model.adapters import AdapterSet, LoraAdapter, Placement
+    from umbra.model.adapters import LoraConfig as AdapterLoraConfig
+    from umbra.model.adapters.config import SplitShape
+
+    root, public, sample, suite, prompts = world
+    spec, stack = public.middle.spec, public.middle.stack
+    shape = SplitShape(spec.num_layers, stack.first, spec.num_layers - stack.last)
+    lora = LoraAdapter("cloud-test", AdapterLoraConfig(rank=4, placement=Placement.MIDDLE, init_seed=0), spec,
+                       shape.blocks(Placement.MIDDLE), torch.float32)
+    with torch.no_grad():
+        for p in lora.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(1)))
+    adapters = AdapterSet([lora])
+    _, seqs = prompts_of(public, Defence(), prompts)
+    hidden = torch.stack([s.hidden for s in seqs[:2]])
+    last = layer_names(public.middle)[-1]
+    assert not torch.allclose(layer_states(hidden, public.middle, adapters)[last], layer_states(hidden, public.middle)[last])
+    config = ShadowConfig(probe=PROBE.__class__(hidden=64, epochs=2))
+    plain = build_shadow(public, Defence(), None, sample, config, cache_dir=root / "lora")
+    loraed = build_shadow(public, Defence(), None, sample, config, cache_dir=root / "lora", adapters=adapters)
+    assert plain.key != loraed.key and loraed.adapters is adapters
+    scores = suite.run(seqs, extra=shadow_attacks(loraed)).scores
+    assert list(per_layer(scores, SHADOW)) == layer_names(public.middle)
+    defence = Defence(indvocab_epsilon=1.0, ltokenizer=True, stuning=True)  # tuned through the LoRA'd middle
+    tuned = build_shadow(public, defence, TUNE, sample, ShadowConfig(probe=config.probe, layers=False),
+                         adapters=adapters)
+    assert len(tuned.losses) == TUNE.steps and all(math.isfinite(x) for x in tuned.losses)

@@ -43,10 +43,10 @@ class DecipherConfig:
     clusters: int | None = None  # None: cluster_ratio × distinct tokens in public code of the received length
     cluster_ratio: float = 1.0  # clusters per expected distinct token (> 1: room for homophones)
     max_clusters: int = 2048  # cap on K (EM costs O(V·K² + V²·K) per iteration)
-    fit_states: int = 65536  # k-means is fitted on at most this many received states; all are assigned
+    fit_states: int = 32768  # k-means is fitted on at most this many received states; all are assigned
     kmeans_iterations: int = 20
-    em_iterations: int = 150
-    restarts: int = 2  # EM starts: frequency-rank matching, then random ones; best likelihood wins
+    em_iterations: int = 100
+    restarts: int = 1  # EM starts: frequency-rank matching, then random ones; best likelihood wins
     smoothing: float = 0.01  # add-λ on public bigram counts
     tol: float = 1e-6  # stop when the mean log-likelihood per pair improves less than this
     anneal: float = 0.5  # β of the annealed E-step at the start (rises to 1 over half the iterations; 1: off)
