@@ -49,6 +49,8 @@ NOISE_AWARE = "probe_aware"
 # probes come as "<name>@<layer>" (layer_probes.per_layer).
 SHADOW, SHADOW_LAYERS, ORACLE, DECIPHER = "shadow", "shadow_layers", "oracle", "decipher"
 ADAPTIVE = (SHADOW, SHADOW_LAYERS, ORACLE, DECIPHER)
+BOUNDS = (ORACLE,)  # reported beside the attacks but not attacks a cloud can run ("oracle@<layer>" too):
+#                     leave them out of "the strongest attack" of a configuration
 REPORTED = (ATTACKS[:ATTACKS.index("probe") + 1] + (NOISE_AWARE,) + ATTACKS[ATTACKS.index("probe") + 1:]
             + ADAPTIVE)
 
