@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -73,12 +72,6 @@ def sequence_layers(seq: ObservedSequence, middle: MiddleBlocks, adapters=None) 
     pad = None if seq.real.all() else torch.from_numpy(seq.real)[None]
     states = layer_states(seq.hidden[None].float(), middle, adapters, seq.positions[None].long(), pad)
     return {name: s[0] for name, s in states.items()}
-
-
-@dataclass(frozen=True)
-class LayerScore:
-    layer: str
-    validation: float  # the probe's accuracy on its own held-out training positions
 
 
 class LayerProbes:
