@@ -32,7 +32,8 @@ TEMPLATES = [
 PROBE = ProbeConfig(hidden=128, epochs=15)
 
 
-def _doc(rng: random.Random) -> str:
+def document(rng: random.Random) -> str:
+    """One templated Python file (12 snippets)."""
     parts = []
     for _ in range(12):
         a, b, c = rng.sample(NAMES, 3)
@@ -46,7 +47,7 @@ def build_world(root: Path) -> tuple[PublicModel, CorpusSample, np.ndarray, np.n
     rng = random.Random(0)
     for split, n in (("train", 60), ("test", 100)):
         write_documents(root / "corpus", split, "python",
-                        [Document("python", f"{split}/{i}.py", _doc(rng)) for i in range(n)])
+                        [Document("python", f"{split}/{i}.py", document(rng)) for i in range(n)])
     public = PublicModel(root / "model")
     sample = CorpusSample(root / "corpus", langs=("python",), block_length=32, blocks=120)
     test = public.sample_blocks(CorpusSample(root / "corpus", "test", ("python",), 32, 96, seed=1, per_document=1))

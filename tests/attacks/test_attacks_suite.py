@@ -17,6 +17,7 @@ import random
 import numpy as np
 import pytest
 import torch
+from attack_world import document
 from tiny_models import build_tiny_model_dir
 
 from umbra.attack_grid.clients import Defence, build_client
@@ -32,32 +33,13 @@ from umbra.data.corpus import Document, write_documents
 from umbra.middle.local import LocalMiddle
 from umbra.tuning import TuneConfig, TuneData
 
-NAMES = ["alpha", "beta", "gamma", "delta", "path", "value", "items", "count", "total", "name", "data", "key"]
-TEMPLATES = [
-    "def {a}({b}, {c}):\n    return {b} + {c}\n",
-    "for {a} in range({n}):\n    print({a}, {b})\n",
-    "class {A}:\n    def __init__(self, {a}):\n        self.{a} = {a}\n",
-    "{a} = [{b} * {b} for {b} in {c} if {b} % 2 == 0]\n",
-    "import os\nif os.path.exists({a}):\n    {b} = open({a}).read()\n",
-    "{a} = {{}}\n{a}[{b}] = {a}.get({b}, 0) + {n}\n",
-]
-
-
-def _doc(rng: random.Random) -> str:
-    parts = []
-    for _ in range(12):
-        a, b, c = rng.sample(NAMES, 3)
-        parts.append(rng.choice(TEMPLATES).format(a=a, b=b, c=c, A=a.title(), n=rng.randint(1, 99)))
-    return "\n".join(parts)
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("attacks")
     build_tiny_model_dir(root / "model", family="qwen2-tied")
     rng = random.Random(0)
     for split, n in (("train", 60), ("test", 12)):
-        write_documents(root / "corpus", split, "python", [Document("python", f"{split}/{i}.py", _doc(rng)) for i in range(n)])
+        write_documents(root / "corpus", split, "python", [Document("python", f"{split}/{i}.py", document(rng)) for i in range(n)])
     public = PublicModel(root / "model")
     sample = CorpusSample(root / "corpus", langs=("python",), block_length=32, blocks=120)
     config = SuiteConfig(corpus=sample, probe=ProbeConfig(hidden=128, epochs=15))
