@@ -8,46 +8,30 @@ oracle says what it needs; `--no-adaptive` leaves the shadow out but keeps decip
 
 from __future__ import annotations
 
-import os
-import random
 import subprocess
-import sys
 
 import pytest
-from tiny_models import CODE_SNIPPETS, build_tiny_model_dir
 
 from umbra.attack_grid.shadow import ShadowConfig
 from umbra.attack_grid.shadow_audit import AdaptiveAudit, audit_adaptive
+from tests.audit.audit_world import make_world, umbra_cli
 from umbra.attacks.probe import ProbeConfig
 from umbra.audit.analysis import AuditConfig, run_audit
 from umbra.audit.store import AuditStore
-from umbra.data.corpus import Document, write_documents
-from umbra.paths import repo_root
 from umbra.privacy.bundle import BundleConfig, init_bundle, load_bundle, save_client_weights
 from umbra.privacy.mode import stuning_record
 from umbra.tuning import TuneConfig
 
-SOURCE = "import os\n\n\ndef load_settings(path):\n    if os.path.exists(path):\n        return open(path).read()\n"
 TUNE = TuneConfig(steps=2, batch_size=2, context_length=32, lr=1e-3, warmup_steps=0, checkpoint_every=2)
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    root = tmp_path_factory.mktemp("audit-adaptive")
-    build_tiny_model_dir(root / "model", family="llama", style="starcoder")
-    rng = random.Random(0)
-    docs = [Document("python", f"{i}.py", "".join(rng.sample(CODE_SNIPPETS, 3))) for i in range(40)]
-    write_documents(root / "corpus", "train", "python", docs)
-    (root / "src.py").write_text(SOURCE)
-    return root
+    return make_world(tmp_path_factory.mktemp("audit-adaptive"))
 
 
 def _umbra(*args, env=None) -> subprocess.CompletedProcess:
-    env = {**os.environ, **(env or {})}
-    for name in ("UMBRA_CLOUD_URL", "UMBRA_CLOUD_TOKEN", "UMBRA_BUNDLE"):
-        env.pop(name, None)
-    return subprocess.run([sys.executable, "-m", "umbra.cli.main", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=900, cwd=repo_root())
+    return umbra_cli(*args, env=env, timeout=900)
 
 
 def _tuned_bundle(world, keystore, tmp_path):

@@ -6,44 +6,28 @@ self-contained HTML report — plots embedded, the truth next to each attack's r
 from __future__ import annotations
 
 import html
-import os
-import random
 import re
 import stat
 import subprocess
-import sys
 
 import pytest
-from tiny_models import CODE_SNIPPETS, build_tiny_model_dir
 
+from tests.audit.audit_world import make_world, umbra_cli
 from umbra.attacks.probe import ProbeConfig
 from umbra.audit.analysis import AuditConfig, run_audit
 from umbra.audit.report import write_report
 from umbra.audit.store import AuditStore
-from umbra.data.corpus import Document, write_documents
-from umbra.paths import repo_root
 from umbra.privacy.bundle import BundleConfig, init_bundle
 
-SOURCE = "import os\n\n\ndef load_settings(path):\n    if os.path.exists(path):\n        return open(path).read()\n"
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    root = tmp_path_factory.mktemp("audit-world")
-    build_tiny_model_dir(root / "model", family="llama", style="starcoder")
-    rng = random.Random(0)
-    docs = [Document("python", f"{i}.py", "".join(rng.sample(CODE_SNIPPETS, 3))) for i in range(40)]
-    write_documents(root / "corpus", "train", "python", docs)
-    (root / "src.py").write_text(SOURCE)
-    return root
+    return make_world(tmp_path_factory.mktemp("audit-world"))
 
 
 def _umbra(*args, env=None) -> subprocess.CompletedProcess:
-    env = {**os.environ, **(env or {})}
-    for name in ("UMBRA_CLOUD_URL", "UMBRA_CLOUD_TOKEN", "UMBRA_BUNDLE"):
-        env.pop(name, None)
-    return subprocess.run([sys.executable, "-m", "umbra.cli.main", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=600, cwd=repo_root())
+    return umbra_cli(*args, env=env, timeout=600)
 
 
 def _complete(world, *extra, env=None):
