@@ -11,6 +11,8 @@ import torch
 from server.launch import local_cloud_sync
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig, StopConfig
 from umbra.engine.runner import MonolithicRunner, SplitRunner
+from umbra.attacks.recorder import RecordingMiddle
+from umbra.attacks.transcript import ForwardEvent
 from umbra.middle.local import LocalMiddle
 from umbra.middle.remote import RemoteMiddle
 from umbra.model.private_path import PrivatePath, split_logits
@@ -21,16 +23,9 @@ IDS = torch.randint(5, 500, (40,), generator=torch.Generator().manual_seed(5)).t
 SECRET = b"engine-test-secret-0123456789abc"
 
 
-class RecordingMiddle(LocalMiddle):
-    """LocalMiddle that keeps what it receives (the cloud's view), per call."""
-
-    def __init__(self, blocks):
-        super().__init__(blocks)
-        self.received: list[torch.Tensor] = []
-
-    async def forward(self, hidden, positions, session, key_padding=None):
-        self.received.append(hidden.detach().clone())
-        return await super().forward(hidden, positions, session, key_padding)
+def received(middle: RecordingMiddle) -> list[torch.Tensor]:
+    """The hidden states the cloud received, one tensor per forward call."""
+    return [e.hidden for e in middle.events if isinstance(e, ForwardEvent)]
 
 
 @pytest.fixture(scope="module")
@@ -92,17 +87,17 @@ async def test_through_the_real_cloud(model, middle_blocks, tiny_dir):
 
 
 async def test_a_resent_prefix_carries_the_same_noise(model, middle_blocks):
-    middle = RecordingMiddle(middle_blocks)
+    middle = RecordingMiddle(LocalMiddle(middle_blocks))
 
     async def send(ids: list[int], chunks: list[int]) -> torch.Tensor:
         runner = SplitRunner(model.encoder, model.decoder, middle, model.private_path)
-        middle.received.clear()
+        middle.events.clear()
         start = 0
         for n in chunks:
             await runner.run(ids[start : start + n])
             start += n
         await runner.close()
-        return torch.cat(middle.received, dim=1)[0]  # [T, d]: every position as the cloud got it
+        return torch.cat(received(middle), dim=1)[0]  # [T, d]: every position as the cloud got it
 
     first = await send(IDS[:24], [24])
     again = await send(IDS[:24], [24])  # a new session over the same text: bit-identical
@@ -114,12 +109,12 @@ async def test_a_resent_prefix_carries_the_same_noise(model, middle_blocks):
     assert torch.equal(first[:10], other[:10])
     assert ((first[10:] - other[10:]).abs().amax(-1) > 1e-3).all()  # from the change on: new noise
     runner = SplitRunner(model.encoder, model.decoder, middle, model.private_path)  # truncate + re-send
-    middle.received.clear()
+    middle.events.clear()
     await runner.run(IDS[:24])
     await runner.truncate(8)
     await runner.run(IDS[8:24])
     await runner.close()
-    assert (middle.received[1][0] - first[8:24]).abs().max().item() < 1e-5
+    assert (received(middle)[1][0] - first[8:24]).abs().max().item() < 1e-5
 
 
 async def test_a_completion_runs_through_the_path(model, middle_blocks):

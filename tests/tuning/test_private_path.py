@@ -10,6 +10,8 @@ import torch
 from server.launch import local_cloud_thread
 from tests.tuning.conftest import tiny_config
 from umbra.errors import ConfigError
+from umbra.attacks.recorder import RecordingMiddle
+from umbra.attacks.transcript import ForwardEvent
 from umbra.middle.local import LocalMiddle
 from umbra.middle.remote import RemoteMiddle
 from umbra.model.loader import load_middle
@@ -28,14 +30,9 @@ SECRET = b"tuning-test-secret-0123456789abc"
 W = "private_path.local.weight"
 
 
-class RecordingMiddle(LocalMiddle):
-    def __init__(self, blocks):
-        super().__init__(blocks)
-        self.received: list[torch.Tensor] = []
-
-    async def forward(self, hidden, positions, session, key_padding=None):
-        self.received.append(hidden.detach().clone())
-        return await super().forward(hidden, positions, session, key_padding)
+def received(middle: RecordingMiddle) -> list[torch.Tensor]:
+    """The hidden states the cloud received, one tensor per forward call."""
+    return [e.hidden for e in middle.events if isinstance(e, ForwardEvent)]
 
 
 def _data(base_dir, corpus_dir, config):
@@ -72,13 +69,13 @@ async def test_the_cloud_gets_the_lossy_state_and_evaluation_runs_the_path(base_
     config = tiny_config(steps=3, private_path=PATH)
     client = clean_client(base_dir)
     path = attach_private_path(client, PATH, SECRET)
-    middle = RecordingMiddle(load_middle(base_dir))
+    middle = RecordingMiddle(LocalMiddle(load_middle(base_dir)))
     data = _data(base_dir, corpus_dir, config)
     await tune(client, middle, data, config)
     ids = torch.from_numpy(data.batch(0, 0, 2)[0])
     positions = torch.arange(ids.shape[1]).expand(ids.shape[0], -1)
-    received = middle.received[0]  # step 1: the weights before any update
-    assert torch.linalg.matrix_rank(received.reshape(-1, 64)).item() == 16
+    first_sent = received(middle)[0]  # step 1: the weights before any update
+    assert torch.linalg.matrix_rank(first_sent.reshape(-1, 64)).item() == 16
     blocks = data.batch(0, 0, 4)[0]
     blocks_middle = load_middle(base_dir)
     with torch.no_grad():
