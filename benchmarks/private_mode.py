@@ -145,8 +145,8 @@ class Bench:
                     self._evals[lang] = eval_blocks(docs, tok, self.params.context_length, self.params.eval_tokens)
         return self._evals
 
-    def run(self, cell, measures: list[str]) -> None:
-        todo = [m for m in measures if not self.results.has(cell.key, m)]
+    def run(self, cell, wanted: list[str]) -> None:
+        todo = [m for m in wanted if not self.results.has(cell.key, m)]
         if not todo:
             return
         t0 = time.perf_counter()
@@ -190,12 +190,12 @@ def main(argv=None) -> int:
 
         write_report(bench.results.rows(), params, args.doc)
         return 0
-    measures = [m.strip() for m in args.measures.split(",") if m.strip()]
-    unknown = set(measures) - set(MEASURES)
+    wanted = [m.strip() for m in args.measures.split(",") if m.strip()]
+    unknown = set(wanted) - set(MEASURES)
     if unknown:
         raise SystemExit(f"unknown measures {sorted(unknown)} (known: {', '.join(MEASURES)})")
     for cell in cells([v.strip() for v in args.variants.split(",") if v.strip()], _floats(args.epsilons), args.seeds):
-        bench.run(cell, measures)
+        bench.run(cell, wanted)
     return 0
 
 
