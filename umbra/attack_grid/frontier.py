@@ -23,7 +23,7 @@ import asyncio
 import hashlib
 import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -162,6 +162,9 @@ class TunedCell:
     training: list = field(default_factory=list)  # ObservedSequences of the last gradient_steps steps
     losses: list[float] = field(default_factory=list)
     seconds: float = 0.0
+    # what the cloud recorded of the tuned client's prompts, kept for the next measurement of the
+    # same prompts (measures.sent_prompts): (the prompts array, its sequences)
+    sent: tuple | None = field(default=None, repr=False)
 
 
 def _store(path: Path, tuned: TunedCell) -> None:
@@ -199,7 +202,7 @@ def tuned_cell(public: PublicModel, cell: Cell, params: FrontierParams, data, wo
             middle = SkipMiddle(public.spec.hidden_size)  # nothing leaves: no traffic to record
         else:
             middle = RecordingMiddle(LocalMiddle(public.middle))
-        tuned.losses = asyncio.run(tuning_traffic(client, middle, data, replace(config), record_last=params.gradient_steps,
+        tuned.losses = asyncio.run(tuning_traffic(client, middle, data, config, record_last=params.gradient_steps,
                                                   noise_seed=cell.seed, codebook=codebook))
         tuned.training = middle.sequences() if isinstance(middle, RecordingMiddle) else []
         tuned.seconds = round(time.perf_counter() - t0, 1)

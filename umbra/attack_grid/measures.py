@@ -56,10 +56,14 @@ def utility(public: PublicModel, tuned: TunedCell, evals: dict[str, np.ndarray])
 
 def sent_prompts(public: PublicModel, tuned: TunedCell, prompts: np.ndarray) -> list:
     """What the cloud records when the tuned client sends `prompts` (public ids [N, T]) as
-    inference prefills, with the truth attached for scoring."""
+    inference prefills, with the truth attached for scoring; computed once per tuned cell and
+    prompts (the attacks, the shadow and the oracle all read the same traffic)."""
+    if tuned.sent is not None and tuned.sent[0] is prompts:
+        return tuned.sent[1]
     middle = RecordingMiddle(LocalMiddle(public.middle))
     asyncio.run(inference_traffic(tuned.client, middle, prompts))
-    return middle.sequences()
+    tuned.sent = (prompts, middle.sequences())
+    return tuned.sent[1]
 
 
 def attacks(public: PublicModel, suite: AttackSuite, tuned: TunedCell, prompts: np.ndarray) -> dict:
@@ -84,7 +88,7 @@ VOLUMES = (1, 10, 100)  # decipherment traffic, in multiples of the grid's promp
 
 
 def _score(suite: AttackSuite, sequences: list, attacks: dict) -> dict:
-    return {k: v for k, v in suite.run(sequences, only=(), extra=attacks).to_json().items()}
+    return suite.run(sequences, only=(), extra=attacks).to_json()
 
 
 def shadow(public: PublicModel, suite: AttackSuite, tuned: TunedCell, prompts: np.ndarray, params: FrontierParams,
