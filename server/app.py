@@ -14,7 +14,7 @@ from fastapi import FastAPI
 
 from server.auth import TokenStore
 from server.deps import CloudState
-from server.lora import LoraStore
+from umbra.middle.lora_store import LoraStore
 from server.errors import install_handlers
 from server.metrics import Metrics
 from server.routes import health, lora, metrics, sessions, stream

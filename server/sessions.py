@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from server.errors import BatchTooLarge, BudgetExceeded, OutOfSync, ServerBusy, TooManySessions
-from server.lora import LoraStore
+from umbra.middle.lora_store import LoraStore
 from server.metrics import Metrics
 from umbra.errors import SessionError, SessionEvicted, ValidationError
 from umbra.middle.runtime import MiddleRuntime

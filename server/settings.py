@@ -47,7 +47,7 @@ class CloudSettings(BaseSettings):
     max_connections_per_address: int = 128  # open connections per client IP (429 over it)
     torch_threads: int | None = None  # intra-op threads of the compute worker (None: torch default)
     debug_routes: bool = False  # expose GET /v1/debug/loaded (loaded tensor names; tests, audits)
-    lora: bool = False  # let each client train its own LoRA on the middle (server/lora.py, /v1/lora)
+    lora: bool = False  # let each client train its own LoRA on the middle (umbra/middle/lora_store.py, /v1/lora)
 
     @property
     def client_quota(self) -> int:

@@ -1,4 +1,4 @@
-"""The caller's own LoRA adapter on the middle blocks (settings.lora; server/lora.py).
+"""The caller's own LoRA adapter on the middle blocks (settings.lora; umbra/middle/lora_store.py).
 
     GET    /v1/lora         {"enabled": false} or the adapter's settings and step count
     PUT    /v1/lora         {"rank", "alpha", "lr", "seed"?} -> a fresh adapter, training on
@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel
 
 from server.deps import CloudState, client_name, get_state
-from server.lora import LoraConfig, LoraStore
+from umbra.middle.lora_store import LoraConfig, LoraStore
 from umbra.errors import SessionError
 
 router = APIRouter(prefix="/v1/lora")

@@ -8,7 +8,7 @@ client (umbra/attack_grid/shadow.py) or, as a bound, the real client's own state
 files (oracle.py) — and applies them to received traffic.
 
 The middle is a parameter: the public middle, or the LoRA'd one the cloud holds for a client
-that tuned with the cloud's LoRA (`adapters`: that client's AdapterSet, server/lora.py). Layers
+that tuned with the cloud's LoRA (`adapters`: that client's AdapterSet, umbra/middle/lora_store.py). Layers
 are named "split" (what the cloud receives) and "layer<i>" (the output of global block i).
 
 Which layer to read is chosen the way an attacker can: by each probe's accuracy on a held-out

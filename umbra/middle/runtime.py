@@ -94,7 +94,7 @@ class MiddleRuntime:
 
     def forward(self, sid: str, hidden: torch.Tensor, positions: torch.Tensor,
                 key_padding: torch.Tensor | None = None, adapters: AdapterSet | None = None) -> torch.Tensor:
-        """`adapters`: the cloud's own adapters for this caller's session (server/lora.py), if any."""
+        """`adapters`: the cloud's own adapters for this caller's session (umbra/middle/lora_store.py), if any."""
         state = self.get(sid)
         self.validate(state, hidden, positions, key_padding)
         x = hidden.to(self.dtype)

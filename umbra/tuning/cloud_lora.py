@@ -1,4 +1,4 @@
-"""Client side of the cloud's per-client LoRA (server/lora.py): ask the cloud to create, train,
+"""Client side of the cloud's per-client LoRA (umbra/middle/lora_store.py): ask the cloud to create, train,
 freeze or drop *this client's* adapter on the middle blocks, over its /v1/lora routes.
 
 The adapter is the cloud's (NOIR: the cloud updates the middle's LoRA, the client its encoder

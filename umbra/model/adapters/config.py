@@ -14,7 +14,7 @@ what the encoder sends — the only thing the cloud sees — cannot depend on wh
 uses. ENCODER and CLIENT (both sides) are opt-in and measured by benchmarks/adapter_leakage.py. A
 soft prompt always sits at the INPUT: its states cross the wire, so only a prompt shared by every
 request (the same for every language and key) may be one. MIDDLE is for the cloud's own LoRA
-(server/lora.py) and never a client placement."""
+(umbra/middle/lora_store.py) and never a client placement."""
 
 from __future__ import annotations
 

@@ -11,7 +11,10 @@ B; the store clips them and takes an AdamW step. B starts at zero, so a new adap
 nothing until its first step. Adapters live in this process's memory only (restart = gone); the
 HTTP routes (server/routes/lora.py) never return their weights.
 
-All calls run on the compute worker's single thread."""
+It lives in the middle layer, not in server/, because it is the cloud's *computation*, not its
+service: the service (server/sessions.py) and an in-process middle with the same LoRA
+(umbra/middle/lora_local.py: the benchmarks' simulated cloud, which may not import the service)
+run this one implementation. In the service all calls run on the compute worker's single thread."""
 
 from __future__ import annotations
 
