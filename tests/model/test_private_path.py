@@ -1,8 +1,11 @@
 """The private local path: bit-exact with the plain split model while W = 0 and nothing is lossy;
 keyed prefix noise (same prefix, same noise; another prefix, other noise); the bottleneck's basis;
-what trains."""
+what trains. The clean residual: bit-exact when the clean table is the sent one, the client-alone
+control with its gate closed, and the message to the cloud the same as without it."""
 
 from __future__ import annotations
+
+import copy
 
 import numpy as np
 import pytest
@@ -116,3 +119,92 @@ def test_config_is_validated():
     assert PrivatePathConfig.from_dict(None) == PrivatePathConfig()
     with pytest.raises(ConfigError, match="at least 16 bytes"):
         PrivatePath(PrivatePathConfig(enabled=True), 64, b"short")
+
+
+# -- the clean residual -------------------------------------------------------------------------
+def _clean_path(encoder, table=None, **kw) -> PrivatePath:
+    config = PrivatePathConfig(enabled=True, residual="clean", **kw)
+    table = encoder.embed_tokens.weight if table is None else table
+    return PrivatePath(config, encoder.spec.hidden_size, SECRET, clean_table=table)
+
+
+def test_a_lossless_clean_residual_over_the_sent_table_is_bit_exactly_the_split_model(parts):
+    # no noise, full rank, clean table = the table that is sent (ε = ∞): h_c = sent, and g = 1
+    encoder, middle, decoder = parts
+    path = _clean_path(encoder)
+    ids = _ids(4)
+    with torch.no_grad():
+        plain = split_logits(encoder, middle, decoder, None, ids)
+        assert torch.equal(plain, split_logits(encoder, middle, decoder, path, ids))
+        path.gate.fill_(0.5)  # a moved gate changes the decoder input
+        assert not torch.equal(plain, split_logits(encoder, middle, decoder, path, ids))
+
+
+def test_a_closed_gate_is_the_client_blocks_alone(parts):
+    # g = 0: decoder(encoder over the clean table), whatever was sent and came back
+    encoder, middle, decoder = parts
+    noisy = encoder.embed_tokens.weight + 0.3 * torch.randn(encoder.embed_tokens.weight.shape,
+                                                            generator=torch.Generator().manual_seed(1))
+    clean = encoder.embed_tokens.weight.detach().clone()
+    sender = copy.deepcopy(encoder)  # the same blocks over a randomized (INDVocab-like) table
+    with torch.no_grad():
+        sender.embed_tokens.weight.copy_(noisy)
+    path = _clean_path(sender, clean, noise=1.0, rank=8)
+    ids = _ids(5)
+    pos = torch.arange(ids.shape[1]).expand(ids.shape[0], -1)
+    with torch.no_grad():
+        path.gate.zero_()
+        logits = split_logits(sender, middle, decoder, path, ids)
+        alone = decoder(encoder(ids, pos), pos)
+    assert torch.allclose(logits, alone, atol=1e-5)
+
+
+def test_what_is_sent_does_not_depend_on_the_clean_table(parts):
+    encoder, middle, decoder = parts
+    ids = _ids(6)
+    pos = torch.arange(ids.shape[1]).expand(ids.shape[0], -1)
+    seen = []
+
+    def recording(x, positions):
+        seen.append(x.clone())
+        return middle(x, positions)
+
+    other = torch.randn(encoder.embed_tokens.weight.shape, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        for table in (encoder.embed_tokens.weight, other):
+            split_logits(encoder, recording, decoder, _clean_path(encoder, table, noise=0.5), ids)
+        local = PrivatePath(PrivatePathConfig(enabled=True, noise=0.5), encoder.spec.hidden_size, SECRET)
+        split_logits(encoder, recording, decoder, local, ids)
+        h = encoder(ids, pos)
+    assert torch.equal(seen[0], seen[1]) and torch.equal(seen[0], seen[2])  # clean or local: the same message
+    assert torch.equal(seen[0], local.send(h, local.noise_for(ids)))
+
+
+def test_the_clean_residual_trains_the_gate_and_keeps_its_table_out_of_the_state(parts):
+    encoder, middle, decoder = parts
+    path = _clean_path(encoder, noise=0.5)
+    assert path.local is None and path.gate.shape == (encoder.spec.hidden_size,)
+    assert set(path.state_dict()) == {"gate"}  # the clean table (private row order) is never saved
+    assert [n for n, _ in path.named_parameters()] == ["gate"]
+    assert _clean_path(encoder, gate="scalar").gate.shape == (1,)
+    ids = _ids(7)
+    split_logits(encoder, middle, decoder, path, ids).float().logsumexp(-1).mean().backward()
+    assert path.gate.grad is not None and path.gate.grad.abs().sum() > 0
+    with pytest.raises(ConfigError, match="needs the public embedding table"):
+        PrivatePath(PrivatePathConfig(enabled=True, residual="clean"), encoder.spec.hidden_size, SECRET)
+    with pytest.raises(ConfigError, match="only the clean residual"):
+        PrivatePath(PrivatePathConfig(enabled=True), encoder.spec.hidden_size, SECRET,
+                    clean_table=encoder.embed_tokens.weight)
+
+
+def test_clean_residual_config_and_its_record():
+    with pytest.raises(ConfigError, match="needs the private local path"):
+        PrivatePathConfig(residual="clean").validate()
+    with pytest.raises(ConfigError, match="residual must be one of"):
+        PrivatePathConfig(enabled=True, residual="other").validate()
+    with pytest.raises(ConfigError, match="setting of the clean residual"):
+        PrivatePathConfig(enabled=True, gate="scalar").validate()
+    # a path configured before the clean residual keeps its record (and so its privacy-mode key)
+    assert PrivatePathConfig(enabled=True, noise=0.5).to_dict() == {"enabled": True, "noise": 0.5, "rank": None}
+    clean = PrivatePathConfig(enabled=True, residual="clean", gate="scalar", noise=1.0)
+    assert clean.to_dict()["residual"] == "clean" and PrivatePathConfig.from_dict(clean.to_dict()) == clean

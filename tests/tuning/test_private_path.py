@@ -1,11 +1,17 @@
 """STuning with a private local path: through LocalMiddle and the real cloud service it gives
 bit-identical weights (W included) for a fixed seed; W starts at zero and moves; the cloud gets
-the lossy state; utility evaluation runs the same path; a run resumes exactly."""
+the lossy state; utility evaluation runs the same path; a run resumes exactly. The clean
+residual: a step's gradients are the whole model's, its gate has its own learning rate, the cloud
+receives the same message as without it, its table is the public one in the client's id order."""
 
 from __future__ import annotations
 
+import copy
+from dataclasses import replace
+
 import pytest
 import torch
+import torch.nn.functional as F
 
 from server.launch import local_cloud_thread
 from tests.tuning.conftest import tiny_config
@@ -15,14 +21,14 @@ from umbra.attacks.transcript import ForwardEvent
 from umbra.middle.local import LocalMiddle
 from umbra.middle.remote import RemoteMiddle
 from umbra.model.loader import load_middle
-from umbra.model.private_path import split_logits
+from umbra.model.private_path import PrivatePath, split_logits
 from umbra.model.private_path_config import PrivatePathConfig
 from umbra.privacy.bundle import BundleConfig, init_bundle, load_bundle
 from umbra.privacy.bundle_private_path import bundle_secret
-from umbra.tuning.client import clean_client, named_parameters
+from umbra.tuning.client import clean_client, defended_client, named_parameters, select_trainable
 from umbra.tuning.data import TuneData
 from umbra.tuning.evaluate import next_token
-from umbra.tuning.loop import tune
+from umbra.tuning.loop import split_step, tune
 from umbra.tuning.private_path import attach_private_path, prepare_for_tuning
 
 PATH = PrivatePathConfig(enabled=True, noise=0.5, rank=16)
@@ -121,3 +127,72 @@ async def test_the_path_and_the_config_must_agree(base_dir, corpus_dir):
         attach_private_path(client, PATH, SECRET)
     with pytest.raises(ConfigError, match="needs its secret"):
         prepare_for_tuning(clean_client(base_dir), tiny_config(private_path=PATH), None)
+
+
+# -- the clean residual -------------------------------------------------------------------------
+CLEAN = PrivatePathConfig(enabled=True, residual="clean", noise=0.5, rank=16)
+
+
+def _public_table(base_dir) -> torch.Tensor:
+    return clean_client(base_dir).encoder.embed_tokens.weight.detach().clone()
+
+
+async def test_a_clean_residual_step_gives_the_gradient_of_the_whole_model(base_dir, corpus_dir):
+    """split_step's gradients (the middle's backward over the wire, −g⊙∂L/∂in on what was sent, the
+    clean pass's own) equal autograd through split_logits in one graph."""
+    config = tiny_config(private_path=CLEAN)
+    ids = torch.from_numpy(_data(base_dir, corpus_dir, config).batch(0, 0, 2)[0])
+    grads, first = [], defended_client(base_dir, 64.0, seed=b"clean-grad")
+    attach_private_path(first, CLEAN, SECRET, _public_table(base_dir))
+    with torch.no_grad():
+        first.private_path.gate.uniform_(0.2, 1.5, generator=torch.Generator().manual_seed(0))
+    for through_wire in (True, False):
+        client = copy.deepcopy(first)  # the same π, table, gate
+        trainable = select_trainable(client, train_embedding=False)
+        middle_blocks = load_middle(base_dir)
+        if through_wire:
+            middle = LocalMiddle(middle_blocks)
+            session = await middle.open_session(training=True)
+            loss = await split_step(client, middle, session, ids)
+        else:
+            logits = split_logits(client.encoder, middle_blocks, client.decoder, client.private_path, ids)
+            loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), ids[:, 1:].reshape(-1))
+            loss.backward()
+        grads.append({n: p.grad.clone() for n, p in trainable.items()})
+    assert "private_path.gate" in grads[0] and grads[0]["private_path.gate"].abs().sum() > 0
+    for name in grads[0]:
+        assert torch.allclose(grads[0][name], grads[1][name], atol=1e-5, rtol=1e-4), name
+
+
+async def test_the_gate_has_its_own_learning_rate_and_the_message_is_unchanged(base_dir, corpus_dir):
+    config = tiny_config(steps=3, private_path=CLEAN, gate_lr=0.05)
+    client = defended_client(base_dir, 64.0, seed=b"clean-lr")
+    path = attach_private_path(client, CLEAN, SECRET, _public_table(base_dir))
+    data = _data(base_dir, corpus_dir, config)
+    await tune(client, LocalMiddle(load_middle(base_dir)), data, config)
+    moved = (path.gate.detach() - 1).abs().max().item()
+    assert 0.01 < moved <= 3 * 0.05 + 1e-6  # AdamW moves it by about gate_lr per step (not the blocks' lr)
+    # what the middle receives is the same with and without the clean residual, for the same weights
+    local = PrivatePath(replace(CLEAN, residual="local"), 64, SECRET)
+    seen = []
+    for p in (path, local):
+        client.private_path = p
+        select_trainable(client, train_embedding=False)  # tune() left the client frozen
+        middle = RecordingMiddle(LocalMiddle(load_middle(base_dir)))
+        session = await middle.open_session(training=True)
+        await split_step(client, middle, session, torch.from_numpy(data.batch(0, 0, 2)[0]))
+        seen.append(received(middle)[0])
+    assert torch.equal(seen[0], seen[1])
+
+
+def test_the_clean_table_is_the_public_one_in_the_clients_order(base_dir):
+    client = defended_client(base_dir, 64.0, seed=b"clean-rows")
+    public = _public_table(base_dir)
+    path = attach_private_path(client, CLEAN, SECRET, public)
+    tokens = torch.arange(40)
+    assert torch.equal(path.clean_embed[client.permutation.to_private(tokens)], public[tokens])
+    assert not torch.equal(path.clean_embed, client.encoder.embed_tokens.weight)  # not the INDVocab table
+    with pytest.raises(ConfigError, match="needs the base model's public embedding table"):
+        attach_private_path(clean_client(base_dir), CLEAN, SECRET)
+    with pytest.raises(ConfigError, match="not this client's base model"):
+        attach_private_path(clean_client(base_dir), CLEAN, SECRET, public[:10])

@@ -23,7 +23,7 @@ import asyncio
 import hashlib
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -55,11 +55,15 @@ class Variant:
     # the private local path (decoder gets y + W·h; what is sent is noised / low-rank), off by default
     private_path: PrivatePathConfig = PrivatePathConfig()
     adversary: AdversaryConfig = AdversaryConfig()  # STuning with a probe in the loop, off by default
+    gate_lr: float | None = None  # the clean residual's gate lr (TuneConfig.gate_lr); None: the run's lr
 
     @property
     def needs_epsilon(self) -> bool:
         return self.noir
 
+
+_CLEAN = PrivatePathConfig(enabled=True, residual="clean")
+CLEAN_GATE_LR = 1e-2  # the gate's peak lr: about ±2 over the 300-step schedule (the blocks' 3e-4: ±0.06)
 
 VARIANTS = {v.name: v for v in (
     Variant("base", "base model, untuned (no defence)", noir=False, stuning=False, control=True),
@@ -83,6 +87,18 @@ VARIANTS = {v.name: v for v in (
             gradient_noise=DEFAULT_SIGMA, private_path=PrivatePathConfig(enabled=True, noise=4.0)),
     Variant("noir+path+rank8+noise1", "NOIR + private local path, rank 8 + keyed noise s = 1, noised gradient",
             gradient_noise=DEFAULT_SIGMA, private_path=PrivatePathConfig(enabled=True, noise=1.0, rank=8)),
+    # the clean residual: decoder reads h_c (encoder over the clean public table, never sent) + g ⊙ (y − sent)
+    Variant("noir+clean", "NOIR + clean residual (lossless send), noised gradient",
+            gradient_noise=DEFAULT_SIGMA, private_path=_CLEAN, gate_lr=CLEAN_GATE_LR),
+    Variant("noir+clean+noise1", "NOIR + clean residual, keyed noise s = 1, noised gradient",
+            gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=1.0), gate_lr=CLEAN_GATE_LR),
+    Variant("noir+clean+noise4", "NOIR + clean residual, keyed noise s = 4, noised gradient",
+            gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=4.0), gate_lr=CLEAN_GATE_LR),
+    Variant("noir+clean+rank8+noise1", "NOIR + clean residual, rank 8 + keyed noise s = 1, noised gradient",
+            gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=1.0, rank=8), gate_lr=CLEAN_GATE_LR),
+    Variant("noir+clean+noise1+scalar", "NOIR + clean residual (scalar gate), keyed noise s = 1, noised gradient",
+            gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=1.0, gate="scalar"),
+            gate_lr=CLEAN_GATE_LR),
 )}
 
 
@@ -144,7 +160,7 @@ def tune_config(cell: Cell, params: FrontierParams):
                       lr=params.tune_lr, warmup_steps=min(params.warmup_steps, steps // 5), seed=cell.seed,
                       checkpoint_every=steps, gradient_noise=GradientNoise(v.gradient_noise, params.gradient_clip),
                       inversion_penalty=InversionPenalty(weight=v.inversion_penalty),
-                      private_path=v.private_path, adversary=v.adversary)
+                      private_path=v.private_path, adversary=v.adversary, gate_lr=v.gate_lr)
 
 
 def cell_secret(cell: Cell) -> bytes:
@@ -184,7 +200,8 @@ def tuned_cell(public: PublicModel, cell: Cell, params: FrontierParams, data, wo
 
     client = build_client(public.dir, cell.defence(), public.plan, seed=cell.seed)
     if cell.variant.private_path.enabled:
-        attach_private_path(client, cell.variant.private_path, cell_secret(cell))
+        attach_private_path(client, cell.variant.private_path, cell_secret(cell),
+                            public.encoder.embed_tokens.weight)  # the clean table (clean residual only)
     path = Path(work) / "tuned" / f"{cell.key}.pt"
     if path.is_file():
         saved = torch.load(path, weights_only=False)

@@ -149,7 +149,8 @@ def build_shadow(public: PublicModel, defence: Defence, tune, corpus: CorpusSamp
         if tcfg.private_path.enabled:
             from umbra.tuning.private_path import attach_private_path
 
-            attach_private_path(client, tcfg.private_path, hashlib.sha256(f"umbra-shadow-{config.seed}".encode()).digest())
+            attach_private_path(client, tcfg.private_path, hashlib.sha256(f"umbra-shadow-{config.seed}".encode()).digest(),
+                                public.encoder.embed_tokens.weight)  # the clean table: public to the attacker too
         saved = None if home is None else home / "client.pt"
         if saved is not None and saved.is_file():
             state = torch.load(saved, weights_only=True)

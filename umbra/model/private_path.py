@@ -6,6 +6,9 @@ so what is sent to the cloud can be deliberately lossy (issue 17).
            =    h  + s·rms(h)·z         (full rank)
     y      = middle(sent)                                   cloud
     logits = decoder(y + W·h)                               client; W learned, zero at the start
+    (residual "clean")
+    h_c    = encoder(ids) over the CLEAN public table       client only, never sent
+    logits = decoder(h_c + g ⊙ (y − sent))                  client; g a learned gate, one at the start
 
 z is keyed, prefix-determined noise (prefix_noise.py: a re-sent prefix gets the same z), s the
 configured scale (0: none), Q a fixed orthonormal d×r basis (below), W `local`. With W = 0, no
@@ -21,7 +24,21 @@ the attacks then measure), adds no trained parameter, and is reproducible from t
 cloud can estimate the subspace (PCA of what it receives), so the basis is not a secret that
 protects anything by itself; the noise is added inside the subspace, where projecting cannot
 remove it. The basis is drawn from the bundle's secret and also stored with the path's weights,
-so a bundle loads exactly what it was tuned with."""
+so a bundle loads exactly what it was tuned with.
+
+The clean residual (residual "clean"). With "local", h is the encoder's output over the
+INDVocab-randomized table, so the decoder's own copy of the context is as noisy as what is sent,
+and W, zero at the start, moves about lr per AdamW step. The clean residual instead gives the
+decoder the client's own encoder blocks over the base model's public, un-randomized table — public
+information the client may keep — and adds only what the middle did to what was sent, (y − sent),
+scaled by a learned gate g. With g = 0 the decoder reads h_c alone: the client-blocks-alone
+control; with no noise, full rank and ε = ∞ (clean table = sent table) and g = 1 it is the plain
+split model, bit for bit (computed as y + (h_c − sent) + (g − 1) ⊙ (y − sent), whose last two terms
+are then exactly zero). What is sent is computed as before, from the INDVocab table only: the clean
+table never enters `send`, so the cloud receives the same kind of state (invariant 7). The clean
+table is a non-persistent buffer in the client's (private) row order: a state_dict never holds it,
+so no saved artefact reveals π through its rows (the bundle stores it in public order,
+umbra/privacy/bundle_private_path.py)."""
 
 from __future__ import annotations
 
@@ -48,6 +65,15 @@ def subkey(secret: bytes, label: bytes) -> bytes:
     return hmac.new(secret, label, hashlib.sha256).digest()
 
 
+def clean_residual(middle_out: torch.Tensor, sent: torch.Tensor, clean: torch.Tensor,
+                   gate: torch.Tensor) -> torch.Tensor:
+    """The decoder's input h_c + g ⊙ (y − s), computed as y + (h_c − s) + (g − 1) ⊙ (y − s) so that
+    h_c = s and g = 1 give y exactly. middle_out y, sent s, clean h_c: [B, T, d]; gate g: [d] or [1]."""
+    dtype = middle_out.dtype
+    sent, clean = sent.to(dtype), clean.to(dtype)
+    return middle_out + (clean - sent) + (gate.to(dtype) - 1) * (middle_out - sent)
+
+
 def random_basis(secret: bytes, hidden_size: int, rank: int) -> torch.Tensor:
     """[d, r] orthonormal columns, a deterministic function of the secret (QR of keyed normals)."""
     seeds = [hmac.new(subkey(secret, BASIS_LABEL), i.to_bytes(4, "little"), hashlib.sha256).digest()
@@ -63,15 +89,27 @@ class PrivatePath(nn.Module):
     (never in state_dict, never on disk)."""
 
     def __init__(self, config: PrivatePathConfig, hidden_size: int, secret: bytes,
-                 basis: torch.Tensor | None = None):
+                 basis: torch.Tensor | None = None, clean_table: torch.Tensor | None = None):
+        """`clean_table` [V, d]: the base model's public embedding table in the CLIENT's id order
+        (rows permuted by π for a bundle); required with residual "clean", refused otherwise."""
         super().__init__()
         config.validate(hidden_size)
         if not config.enabled:
             raise ConfigError("a PrivatePath needs an enabled PrivatePathConfig")
         self.config = config
         self.hidden_size = hidden_size
-        self.local = nn.Linear(hidden_size, hidden_size, bias=False)
-        nn.init.zeros_(self.local.weight)
+        if config.clean:
+            if clean_table is None or clean_table.dim() != 2 or clean_table.shape[1] != hidden_size:
+                raise ConfigError(f"the clean residual needs the public embedding table [V, {hidden_size}]")
+            self.local = None
+            self.gate = nn.Parameter(torch.ones(hidden_size if config.gate == "channel" else 1))
+            self.register_buffer("clean_embed", clean_table.detach().clone(), persistent=False)
+        else:
+            if clean_table is not None:
+                raise ConfigError("only the clean residual holds a clean table")
+            self.local = nn.Linear(hidden_size, hidden_size, bias=False)
+            nn.init.zeros_(self.local.weight)
+            self.gate = self.clean_embed = None
         if config.rank is not None:
             b = random_basis(secret, hidden_size, config.rank) if basis is None else basis.float()
             if tuple(b.shape) != (hidden_size, config.rank):
@@ -119,8 +157,25 @@ class PrivatePath(nn.Module):
             x = x @ self.basis.T
         return x.to(hidden.dtype)
 
-    def decoder_input(self, middle_out: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
-        """y + W·h: the decoder's input at each position."""
+    def clean_hidden(self, encoder, ids: torch.Tensor | None, positions: torch.Tensor, cache=None,
+                     embeds: torch.Tensor | None = None, adapters=None) -> torch.Tensor | None:
+        """h_c [B, T, d]: `encoder`'s blocks over the clean table at ids [B, T] (or over `embeds`
+        [B, T, d], soft-prompt positions, which are no table rows), with its own `cache`; None
+        without the clean residual. Never sent."""
+        if not self.config.clean:
+            return None
+        if embeds is None:
+            embeds = self.clean_embed[ids].to(encoder.embed_tokens.weight.dtype)  # [B, T, d]
+        return encoder(None, positions, cache, embeds=embeds, adapters=adapters)
+
+    def decoder_input(self, middle_out: torch.Tensor, hidden: torch.Tensor, *, sent: torch.Tensor | None = None,
+                      clean: torch.Tensor | None = None) -> torch.Tensor:
+        """The decoder's input at each position: y + W·h ("local"), or h_c + g ⊙ (y − sent)
+        ("clean": `sent` what was sent, `clean` = clean_hidden(...)). All [B, T, d]."""
+        if self.config.clean:
+            if sent is None or clean is None:
+                raise ConfigError("the clean residual needs what was sent and the clean encoder output")
+            return clean_residual(middle_out, sent, clean, self.gate)
         return middle_out + self.local(hidden.to(self.local.weight.dtype)).to(middle_out.dtype)
 
 
@@ -134,5 +189,7 @@ def split_logits(encoder, middle, decoder, path: PrivatePath | None, ids: torch.
     hidden = encoder(ids, positions)
     if path is None:
         return decoder(middle(hidden, positions), positions)
-    out = middle(path.send(hidden, path.noise_for(ids)), positions)
-    return decoder(path.decoder_input(out, hidden), positions)
+    sent = path.send(hidden, path.noise_for(ids))
+    out = middle(sent, positions)
+    clean = path.clean_hidden(encoder, ids, positions)
+    return decoder(path.decoder_input(out, hidden, sent=sent, clean=clean), positions)

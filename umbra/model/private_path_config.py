@@ -5,6 +5,10 @@ CLI parser, TuneConfig and the bundle manifest can hold it.
     PrivatePathConfig(enabled=True)                 the local projection only (nothing lossy yet)
     PrivatePathConfig(enabled=True, noise=0.5)      + keyed Gaussian noise on every sent position
     PrivatePathConfig(enabled=True, rank=32)        + a rank-32 bottleneck on what is sent
+    PrivatePathConfig(enabled=True, residual="clean", noise=1.0)
+                                                    the clean residual: the decoder reads the client's
+                                                    encoder over the CLEAN public table plus the
+                                                    middle's gated residual delta g ⊙ (y − sent)
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ import math
 from dataclasses import asdict, dataclass
 
 from umbra.errors import ConfigError
+
+RESIDUALS = ("local", "clean")  # what the decoder reads besides the middle (PrivatePathConfig.residual)
+GATES = ("channel", "scalar")  # the clean residual's gate g: per channel [d], or one number
 
 
 @dataclass(frozen=True)
@@ -28,6 +35,15 @@ class PrivatePathConfig:
     # r: send Q·Qᵀ·h for a fixed orthonormal d×r basis Q drawn from the bundle's secret (noise, if
     # any, is added inside the r-dim subspace); None = full rank.
     rank: int | None = None
+    # What the decoder's input is built from (umbra/model/private_path.py):
+    #   "local": y + W·h, h the encoder over the INDVocab table (as noisy as what is sent), W a
+    #            zero-initialized d×d projection;
+    #   "clean": h_clean + g ⊙ (y − sent), h_clean the same encoder blocks over the base model's
+    #            CLEAN public table (kept on the client, never sent), g a learned gate, init 1;
+    #            g = 0 is the client-blocks-alone control, and anything the middle adds is on top.
+    residual: str = "local"
+    # The clean residual's gate: "channel" (one per hidden channel, [d]) or "scalar" ([1]).
+    gate: str = "channel"
 
     @property
     def lossy(self) -> bool:
@@ -43,10 +59,28 @@ class PrivatePathConfig:
             raise ConfigError(f"private path rank {self.rank} exceeds the hidden size {hidden_size}")
         if not self.enabled and (self.noise > 0 or self.rank is not None):
             raise ConfigError("a lossy send (noise, rank) needs the private local path: enable it")
+        if self.residual not in RESIDUALS:
+            raise ConfigError(f"private path residual must be one of {', '.join(RESIDUALS)}, got {self.residual!r}")
+        if self.gate not in GATES:
+            raise ConfigError(f"private path gate must be one of {', '.join(GATES)}, got {self.gate!r}")
+        if self.residual == "clean" and not self.enabled:
+            raise ConfigError("the clean residual needs the private local path: enable it")
+        if self.residual != "clean" and self.gate != "channel":
+            raise ConfigError("a gate is a setting of the clean residual (residual=\"clean\")")
         return self
 
+    @property
+    def clean(self) -> bool:
+        """Whether the decoder reads the clean residual (and the path holds the clean table)."""
+        return self.enabled and self.residual == "clean"
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        """asdict, without `residual` and `gate` when they are the defaults ("local"): a path
+        configured before they existed keeps its record, and so its privacy-mode key."""
+        d = asdict(self)
+        if self.residual == "local" and self.gate == "channel":
+            del d["residual"], d["gate"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "PrivatePathConfig":

@@ -44,6 +44,10 @@ class TuneConfig:
     # The private local path: the decoder also gets W·(encoder output) locally, and what is sent is
     # made lossy (keyed noise, a rank bottleneck); off by default. umbra/model/private_path.py.
     private_path: PrivatePathConfig = field(default_factory=PrivatePathConfig)
+    # Peak learning rate of the clean residual's gate g (its own AdamW group, same schedule);
+    # None: `lr`. A gate starting at 1 that must find its scale in a few hundred steps needs more
+    # than the blocks' lr (umbra/model/private_path.py).
+    gate_lr: float | None = None
     # A probe the client trains on the states it sends, whose success the encoder is penalized
     # for; off by default. umbra/tuning/adversary.py.
     adversary: AdversaryConfig = field(default_factory=AdversaryConfig)
@@ -68,6 +72,8 @@ class TuneConfig:
             raise ConfigError(f"context_length {self.context_length} exceeds the model's {max_positions} positions")
         if not self.lr > 0 or not 0 <= self.min_lr_ratio <= 1 or self.warmup_steps < 0:
             raise ConfigError("need lr > 0, 0 <= min_lr_ratio <= 1 and warmup_steps >= 0")
+        if self.gate_lr is not None and not self.gate_lr > 0:
+            raise ConfigError(f"gate_lr must be > 0, got {self.gate_lr}")
         if self.grad_clip <= 0 or self.weight_decay < 0:
             raise ConfigError("need grad_clip > 0 and weight_decay >= 0")
         if self.stop_at_step is not None and self.stop_at_step < 0:
@@ -82,6 +88,7 @@ class TuneConfig:
         """asdict, plus each sub-config's `enabled` (a property, which asdict leaves out)."""
         d = asdict(self)
         d["adversary"]["enabled"] = self.adversary.enabled
+        d["private_path"] = self.private_path.to_dict()  # older records stay as they were
         return d
 
     @classmethod

@@ -7,6 +7,7 @@ One step, for a batch of public ids mapped to private ids p = π(t) in memory:
     s = path.send(h, z)   (s = h without a path)     client: keyed noise / bottleneck (private_path.py)
     y = await middle.forward(s, positions, session)  cloud: middle blocks (no labels, no ids)
     loss = CE(decoder(y [+ W·h])[:, :-1], p[:, 1:])  client: logits and labels never leave
+      (clean residual: decoder(h_c + g ⊙ (y − s)), h_c = encoder over the clean table, local)
     g_y  = d loss / d y                              client: decoder backward
     g_y' = clip + noise(g_y)  (only if configured)   client: umbra/tuning/gradient_noise.py
     g_s  = await middle.backward(g_y', session)      cloud: recompute + backprop the middle
@@ -71,17 +72,29 @@ class StepReport:
     probe_accuracy: float | None = None  # the in-loop probe on this batch's sent states, before training on it
 
 
+GATE = "private_path.gate"  # the clean residual's gate: a param group of its own (TuneConfig.gate_lr)
+
+
+def _group(name: str, p: torch.nn.Parameter) -> int:
+    """0: matrices (decayed), 1: vectors, 2: the clean residual's gate (own learning rate)."""
+    return 2 if name == GATE else (0 if p.dim() >= 2 else 1)
+
+
 def make_optimizer(trainable: dict[str, torch.nn.Parameter], config: TuneConfig) -> torch.optim.AdamW:
-    """AdamW with decay on matrices only, parameter order = `trainable`'s (checkpoints rely on it)."""
-    params = list(trainable.values())
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": config.weight_decay},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    """AdamW with decay on matrices only, parameter order = `trainable`'s (checkpoints rely on it).
+    Each group's `lr_scale` multiplies the schedule's lr (the gate's: gate_lr / lr)."""
+    groups = [{"params": [p for n, p in trainable.items() if _group(n, p) == 0], "weight_decay": config.weight_decay,
+               "lr_scale": 1.0},
+              {"params": [p for n, p in trainable.items() if _group(n, p) == 1], "weight_decay": 0.0, "lr_scale": 1.0}]
+    if GATE in trainable:
+        groups.append({"params": [trainable[GATE]], "weight_decay": 0.0,
+                       "lr_scale": (config.gate_lr or config.lr) / config.lr})
     return torch.optim.AdamW(groups, lr=config.lr, betas=(config.beta1, config.beta2), eps=1e-8)
 
 
 def _ordered(trainable: dict[str, torch.nn.Parameter]) -> dict[str, torch.nn.Parameter]:
-    """The same dict in optimizer-state index order (matrices first, as make_optimizer groups them)."""
-    return {n: p for n, p in trainable.items() if p.dim() >= 2} | {n: p for n, p in trainable.items() if p.dim() < 2}
+    """The same dict in optimizer-state index order (make_optimizer's groups, in order)."""
+    return {n: p for g in range(3) for n, p in trainable.items() if _group(n, p) == g}
 
 
 async def split_step(client: Tunable, middle: Middle, session: str, ids: torch.Tensor,
@@ -102,9 +115,13 @@ async def split_step(client: Tunable, middle: Middle, session: str, ids: torch.T
     sent = hidden if path is None else path.send(hidden, path.noise_for(ids))
     out = await middle.forward(sent.detach(), positions, session)
     out = out.detach().requires_grad_(True)
-    local = None
+    local = local_sent = None
     if path is None:
         logits = client.decoder(out, positions)
+    elif path.config.clean:  # h_c's gradient reaches the encoder and g directly; −g⊙∂L/∂in joins s's below
+        local_sent = sent.detach().requires_grad_(True)
+        clean = path.clean_hidden(client.encoder, ids, positions)
+        logits = client.decoder(path.decoder_input(out, hidden, sent=local_sent, clean=clean), positions)
     else:  # W·h's gradient to h is collected here and joins the middle's below
         local = hidden.detach().requires_grad_(True)
         logits = client.decoder(path.decoder_input(out, local), positions)
@@ -116,6 +133,8 @@ async def split_step(client: Tunable, middle: Middle, session: str, ids: torch.T
             raise ConfigError("gradient noise needs its generator")
         grad_out = noise.apply(grad_out, generator)
     grad_in = await middle.backward(grad_out, session)
+    if local_sent is not None:
+        grad_in = grad_in + local_sent.grad.to(grad_in.dtype)
     roots, grads = [sent], [grad_in]
     if local is not None:
         roots.append(hidden)
@@ -188,7 +207,7 @@ class _Run:
             ids = self.client.permutation.to_private(ids)  # labels are π(t) too
         lr = lr_at(st.step, cfg.lr, cfg.warmup_steps, cfg.steps, cfg.min_lr_ratio)
         for group in self.optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group.get("lr_scale", 1.0)
         t0 = time.perf_counter()
         try:
             loss = await split_step(self.client, self.middle, session, ids, cfg.gradient_noise, self.noise_generator,
