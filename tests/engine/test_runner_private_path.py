@@ -1,9 +1,14 @@
 """The engine with a private local path runs exactly what STuning trains: the split runner's logits
 (through LocalMiddle and the real cloud service; prefill in chunks, decode, truncation) equal a
 plain full forward of the same client with the same keyed noise; a re-sent prefix is sent with the
-same noise, a different prefix with different noise; a completion runs through the path."""
+same noise, a different prefix with different noise; a completion runs through the path. The clean
+residual: incremental decode equals split_logits (its own encoder cache), the cloud receives what
+it receives without it, and a step cancelled while the cloud computes rolls every cache back."""
 
 from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
 
 import pytest
 import torch
@@ -124,3 +129,81 @@ async def test_a_completion_runs_through_the_path(model, middle_blocks):
         first = await session.complete("def add(a, b):\n    return ", "\n")
         again = await session.complete("def add(a, b):\n    return ", "\n")
     assert first.text == again.text and again.reused_tokens > 0 and first.generated_tokens >= 1
+
+
+# -- the clean residual: its own encoder pass and KV cache ------------------------------------------
+CLEAN = PrivatePathConfig(enabled=True, residual="clean", noise=0.4, rank=16)
+
+
+@pytest.fixture(scope="module")
+def clean_model(tiny_dir) -> ClientModel:
+    """A client whose clean table differs from the table it sends (as with INDVocab) and whose gate
+    has moved, so every term of h_c + g ⊙ (y − sent) counts."""
+    m = ClientModel.load(tiny_dir)
+    gen = torch.Generator().manual_seed(1)
+    table = m.encoder.embed_tokens.weight
+    clean = table + 0.5 * table.std() * torch.randn(table.shape, generator=gen)
+    path = PrivatePath(CLEAN, m.spec.hidden_size, SECRET, clean_table=clean)
+    with torch.no_grad():
+        path.gate.uniform_(0.3, 1.3, generator=gen)
+    m.private_path = path.eval()
+    return m
+
+
+class StallingMiddle:
+    """A LocalMiddle whose forward waits forever while `stall` is set (to cancel a step mid-flight)."""
+
+    def __init__(self, inner):
+        self.inner, self.stall = inner, False
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def forward(self, hidden, positions, session):
+        if self.stall:
+            await asyncio.sleep(3600)
+        return await self.inner.forward(hidden, positions, session)
+
+
+async def test_clean_residual_incremental_decode_equals_split_logits(clean_model, middle_blocks):
+    model = clean_model
+    steps = await _script(SplitRunner(model.encoder, model.decoder, LocalMiddle(middle_blocks), model.private_path))
+    for ids, logits in steps:
+        assert (logits - _reference(model, middle_blocks, ids)).abs().max().item() <= TOL
+    mono = await _script(MonolithicRunner(model.encoder, middle_blocks, model.decoder, model.private_path))
+    for (_, a), (_, b) in zip(steps, mono):
+        assert (a - b).abs().max().item() <= TOL
+    plain_path = PrivatePath(replace(CLEAN, residual="local"), model.spec.hidden_size, SECRET)
+    other = await _script(SplitRunner(model.encoder, model.decoder, LocalMiddle(middle_blocks), plain_path))
+    assert (other[0][1] - steps[0][1]).abs().max().item() > 1e-2  # the clean residual is really in force
+
+
+async def test_clean_residual_sends_what_the_path_sends_without_it(clean_model, middle_blocks):
+    model, seen = clean_model, []
+    plain_path = PrivatePath(replace(CLEAN, residual="local"), model.spec.hidden_size, SECRET)
+    for path in (model.private_path, plain_path):
+        middle = RecordingMiddle(LocalMiddle(middle_blocks))
+        runner = SplitRunner(model.encoder, model.decoder, middle, path)
+        await runner.run(IDS[:20])
+        await runner.run([IDS[20]])
+        await runner.close()
+        seen.append(torch.cat(received(middle), dim=1))
+    assert torch.equal(seen[0], seen[1])
+
+
+async def test_clean_residual_step_cancelled_at_the_cloud_rolls_back(clean_model, middle_blocks):
+    model = clean_model
+    middle = StallingMiddle(LocalMiddle(middle_blocks))
+    runner = SplitRunner(model.encoder, model.decoder, middle, model.private_path)
+    await runner.run(IDS[:10])
+    middle.stall = True
+    task = asyncio.create_task(runner.run(IDS[10:16]))  # the clean pass has run, the cloud has not answered
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    middle.stall = False
+    assert runner.length == 10
+    logits = await runner.run(IDS[10:14])
+    await runner.close()
+    assert (logits - _reference(model, middle_blocks, IDS[:14])).abs().max().item() <= TOL

@@ -26,7 +26,10 @@ A private local path (umbra/model/private_path.py), when the model has one, runs
 STuning trained it: each step sends `path.send(h, z)` — z from the session's keyed noise stream,
 which is extended, truncated and reset with the caches, so a re-sent prefix carries the same
 noise — and feeds the decoder `y + W·h` at the same positions; `mid_out` keeps that decoder
-input, so a decoder-side adapter change rebuilds from it without sending anything."""
+input, so a decoder-side adapter change rebuilds from it without sending anything. With the
+clean residual the encoder blocks also run over the clean table, before the middle is awaited,
+with a KV cache of their own (`clean_cache`) that is truncated, cleared and rolled back with the
+encoder's; the decoder gets `h_c + g ⊙ (y − sent)`, and what is sent is the same as without it."""
 
 from __future__ import annotations
 
@@ -104,6 +107,8 @@ class _Parts(abc.ABC):
         self.path = private_path
         self.noise = private_path.stream() if private_path is not None else None  # keyed, per position
         self.enc_cache = encoder.stack.new_cache()
+        # the clean residual's own pass of the encoder blocks over the clean table: a cache of its own
+        self.clean_cache = encoder.stack.new_cache() if private_path is not None and private_path.config.clean else None
         self.dec_cache = decoder.stack.new_cache()
         self.mid_out = HiddenBuffer()  # the decoder's input, to rebuild its cache when its adapters change
         self._enc_blocks = range(encoder.stack.first, encoder.stack.last)
@@ -131,8 +136,12 @@ class _Parts(abc.ABC):
     def _total(self) -> int:
         return self.prompt_length + self.length
 
+    def _clean_caches(self) -> list:
+        return [] if self.clean_cache is None else [self.clean_cache]
+
     async def _truncate_parts(self, total: int) -> None:
-        self.enc_cache.truncate(min(total, self.enc_cache.length))
+        for cache in [self.enc_cache, *self._clean_caches()]:
+            cache.truncate(min(total, cache.length))
         self.dec_cache.truncate(min(total, self.dec_cache.length))
         self.mid_out.truncate(total)
         if self.noise is not None:
@@ -150,7 +159,8 @@ class _Parts(abc.ABC):
         dec_key = adapters.key_for(self._dec_blocks)
         await self._sync()
         if enc_key != self._enc_key:  # what the encoder sends changes: every part starts over
-            self.enc_cache.clear()
+            for cache in [self.enc_cache, *self._clean_caches()]:
+                cache.clear()
             self.dec_cache.clear()
             self.mid_out.truncate(0)
             if self.noise is not None:
@@ -174,9 +184,11 @@ class _Parts(abc.ABC):
             x = torch.tensor([ids], dtype=torch.int64) if ids is not None else None
             hidden = self.encoder(x, pos, self.enc_cache, embeds=hidden_in, adapters=self.adapters)
             sent = hidden if self.path is None else self.path.send(hidden, self._noise(hidden_in, ids, start))
+            clean = None if self.clean_cache is None else self.path.clean_hidden(
+                self.encoder, x, pos, self.clean_cache, embeds=hidden_in, adapters=self.adapters)
         out = await self._mid_forward(sent, pos)
         with torch.no_grad():
-            dec_in = out if self.path is None else self.path.decoder_input(out, hidden)
+            dec_in = out if self.path is None else self.path.decoder_input(out, hidden, sent=sent, clean=clean)
         self.mid_out.write(start, dec_in)
         with torch.no_grad():
             return self.decoder(dec_in, pos, self.dec_cache, last_only=True, adapters=self.adapters)
@@ -218,7 +230,8 @@ class _Parts(abc.ABC):
 
     def _forget(self) -> None:
         """Empty every client-side cache; the adapter set stays (the next run starts from its prompt)."""
-        self.enc_cache.clear()
+        for cache in [self.enc_cache, *self._clean_caches()]:
+            cache.clear()
         self.dec_cache.clear()
         self.mid_out.truncate(0)
         if self.noise is not None:
