@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import time
 
 import pytest
 import torch
@@ -239,3 +240,32 @@ async def test_token_healing_regenerates_the_last_prefix_token(client_model, loc
     steered = await CompletionEngine.split(_biased(client_model, favoured, 100.0), local_middle, healing).complete(
         prefix, suffix)
     assert steered.tokens[0] != favoured
+
+
+async def test_a_deadline_stops_the_decode_and_trims_the_text(engine):
+    long = dataclasses.replace(CFG, stop=StopConfig(max_tokens=32, multiline=True, stop_at_block_end=False))
+    async with engine.session() as s:
+        full = await s.complete(PREFIX, SUFFIX, long)
+        past = await s.complete(PREFIX, SUFFIX, long, deadline=time.monotonic())  # passed before the first step
+        later = await s.complete(PREFIX, SUFFIX, long, deadline=time.monotonic() + 600)
+        with pytest.raises(ConfigError, match="streamed"):  # a deadline could take back streamed text
+            await s.complete(PREFIX, SUFFIX, long, deadline=time.monotonic() + 600, on_text=lambda delta: None)
+    assert full.generated_tokens == 32
+    assert past.stop_reason == "deadline" and past.generated_tokens == 1  # the prompt's logits give one token
+    assert full.text.startswith(past.text)
+    assert later.tokens == full.tokens and later.text == full.text
+
+
+async def test_a_degenerate_loop_stops_after_one_copy(client_model, local_middle):
+    from umbra.engine.repetition import loop_cut
+
+    cfg = dataclasses.replace(CFG, stop=StopConfig(max_tokens=48, multiline=True, stop_at_block_end=False))
+    engine = CompletionEngine.split(client_model, local_middle, cfg)
+    free = await engine.complete(PREFIX, SUFFIX)
+    cut = loop_cut(free.tokens, 12)
+    assert cut is not None, "the tiny random model is expected to loop here"  # what makes this test bite
+    stopped = await engine.complete(PREFIX, SUFFIX, dataclasses.replace(cfg, stop=dataclasses.replace(cfg.stop,
+                                                                                                      repetition=12)))
+    assert stopped.stop_reason == "repetition" and stopped.generated_tokens < free.generated_tokens
+    assert stopped.tokens == free.tokens[:stopped.generated_tokens]
+    assert stopped.text == client_model.tokenizer.decode(list(free.tokens[:cut])).rstrip()

@@ -1,11 +1,13 @@
-"""Text stop rules: single-line, and end of block by indentation in multi-line mode."""
+"""Text stop rules: single-line, end of block by indentation in multi-line mode, "auto" (line or
+block by the cursor line), and where a completion cut short by a deadline ends."""
 
 from __future__ import annotations
 
 import pytest
 
 from umbra.engine.config import StopConfig
-from umbra.engine.stops import StopContext, check_text, indent_width
+from umbra.engine.stops import StopContext, check_text, indent_width, unfinished_cut
+from umbra.errors import ConfigError
 
 SINGLE = StopConfig(multiline=False)
 MULTI = StopConfig(multiline=True)
@@ -102,3 +104,40 @@ def test_the_earlier_of_a_line_rule_and_a_stop_string_wins():
     assert _complete("ab\ncd zz", "x = ", cfg=single) == ("ab", "newline")  # the newline comes first
     multi = StopConfig(multiline=True, strings=("\n\n",))  # a stop string spanning lines
     assert _complete("\n    a()\n\n    b()", "def f():", cfg=multi) == ("\n    a()", "stop_string")
+
+
+AUTO = StopConfig(multiline="auto")
+
+
+def test_auto_mid_line_completes_the_rest_of_the_line():
+    assert _complete("a, b)\n    return x\n", "    x = f(", ")", AUTO) == ("a, b)", "newline")
+    # after text on the cursor line (its end): the rest of the line, or the next line's statement
+    assert _complete("\n    return 1\n    y = 2\n", "def f():", "", AUTO) == ("\n    return 1", "newline")
+
+
+def test_auto_at_a_blank_line_completes_the_block_up_to_a_dedent_or_a_blank_line():
+    prefix = "def f(x):\n    "
+    assert StopContext.from_cursor(prefix, "\n").blank_line
+    assert _complete("y = x\n    return y\n\n    z = 3\n", prefix, "\n", AUTO) == ("y = x\n    return y", "blank_line")
+    assert _complete("y = x\n    return y\ndef g():\n", prefix, "\n", AUTO) == ("y = x\n    return y", "block_end")
+    # blank lines before any content are the block's start, not its end
+    assert _complete("\n\n    y = x\n\n", "def f(x):\n", "", AUTO) == ("\n\n    y = x", "blank_line")
+    # an explicit multi-line completion does not stop at a blank line
+    assert _complete("y = x\n\n    return y\n", prefix, "\n", MULTI) == ("y = x\n\n    return y\n", None)
+
+
+def test_auto_is_a_valid_mode_and_nothing_else_is():
+    StopConfig(multiline="auto").validate()
+    for bad in ("block", 1, None):
+        with pytest.raises(ConfigError, match="multiline"):
+            StopConfig(multiline=bad).validate()
+    with pytest.raises(ConfigError, match="repetition"):
+        StopConfig(repetition=2).validate()
+
+
+def test_unfinished_cut_keeps_whole_lines_or_words():
+    assert unfinished_cut("lute = os.path.jo") == len("lute = os.path.")
+    assert unfinished_cut("x = 1\n    y = compu") == len("x = 1")
+    assert unfinished_cut("\n    retu") == len("\n    ")  # no earlier line with content: the word rule
+    assert unfinished_cut("foo(a, ") == len("foo(a, ")
+    assert unfinished_cut("name") == 0

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from umbra.engine.config import StopConfig
 from umbra.engine.postprocess import postprocess, strip_trailing_whitespace
-from umbra.engine.stops import StopContext, check_text
+from umbra.engine.stops import StopContext, block_mode, check_text, unfinished_cut
 from umbra.errors import StreamDiverged
 
 _WS = re.compile(r"\s+")
@@ -78,15 +78,18 @@ class CompletionText:
         if at_limit:
             return "max_tokens"
         if self.stream is not None:
-            self.stream.advance(settled_text(text, self.suffix, self.cfg))
+            self.stream.advance(settled_text(text, self.suffix, self.cfg, self.ctx))
         return None
 
     def end(self, reason: str) -> str:
-        """The completion's final text, once decoding stopped for `reason`."""
+        """The completion's final text, once decoding stopped for `reason` ("deadline": cut
+        short, so trimmed to its last whole line or word: stops.unfinished_cut)."""
         text = self.text
-        if reason == "max_tokens":
+        if reason in ("max_tokens", "deadline"):
             text = text.rstrip(_PARTIAL_CHAR)  # bytes of a character the cap cut in half
-        if reason in ("eos", "max_tokens", "stop_string"):  # the last line is complete now: rules apply to it
+        if reason == "deadline":
+            text = text[: unfinished_cut(text)]
+        elif reason in ("eos", "max_tokens", "stop_string", "repetition"):  # the last line is complete: rules apply
             stop = check_text(text, self.ctx, self.cfg, final=True)
             if stop is not None:
                 text = text[: stop.cut]
@@ -96,12 +99,13 @@ class CompletionText:
         return final
 
 
-def settled_text(text: str, suffix: str, cfg: StopConfig) -> str:
+def settled_text(text: str, suffix: str, cfg: StopConfig, ctx: StopContext | None = None) -> str:
     """The longest text that the final text of every continuation of `text` starts with, when
-    decoding goes on after `text` (no stop rule fired on it)."""
+    decoding goes on after `text` (no stop rule fired on it); `ctx` the cursor's (stops.py;
+    None: the cursor of an empty document)."""
     end = len(text.rstrip(_PARTIAL_CHAR))  # a partly decoded character changes when it completes
     end = min(end, len(text) - _partial_stop(text, cfg.strings))  # may become a stop string
-    if cfg.multiline and cfg.stop_at_block_end:
+    if block_mode(cfg, ctx or StopContext.from_cursor("", suffix)) and cfg.stop_at_block_end:
         # A block-end cut falls on a newline; lines complete before the one holding `end` are
         # judged already (stops.py), that one may still be cut at the newline before it.
         newline = text.rfind("\n", 0, end)

@@ -58,18 +58,31 @@ class SamplingConfig:
         return self.temperature == 0.0
 
 
+LINE_MODES = (False, True, "auto")
+
+
 @dataclass(frozen=True)
 class StopConfig:
     max_tokens: int = 64  # hard cap on generated tokens
-    multiline: bool = False  # False: stop at the end of the current line
+    # False: stop at the end of the current line; True: the block at the cursor; "auto": the
+    # rest of the line mid-line, the block (ending at a dedent or a blank line) at a blank line.
+    multiline: bool | str = False
     # Multi-line only: stop where a line dedents out of the cursor's block (see stops.py).
     stop_at_block_end: bool = True
     # Stop sequences (OpenAI's `stop`): the completion ends before the first one it contains.
     strings: tuple[str, ...] = ()
+    # Stop a degenerate loop: once the last `repetition` generated tokens (or more) are one unit
+    # of at most a third as many tokens repeated, the completion keeps one copy of the unit
+    # (repetition.py). 0 = off (never for streaming: a cut could take back streamed text).
+    repetition: int = 0
 
     def validate(self) -> None:
         if self.max_tokens < 1:
             raise ConfigError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if not any(self.multiline is mode or self.multiline == mode and type(mode) is str for mode in LINE_MODES):
+            raise ConfigError(f"multiline must be true, false or \"auto\", got {self.multiline!r}")
+        if self.repetition != 0 and self.repetition < 3:
+            raise ConfigError(f"repetition must be 0 (off) or >= 3 tokens, got {self.repetition}")
         if not all(isinstance(s, str) and s for s in self.strings):
             raise ConfigError("stop strings must be non-empty strings")
 

@@ -10,6 +10,13 @@ Each request names its adapters (`adapters=`, an AdapterSet; none = the plain mo
 keeps the caches valid for that set (see runner.py), and a soft prompt's positions come out of
 the context budget.
 
+A request may carry a deadline (`deadline=`, a `time.monotonic()` instant, e.g. an editor
+request's arrival plus its latency budget): decoding stops at the first step past it and the
+completion is the text so far, trimmed to its last whole line or word (stop reason "deadline";
+completion_text.py). The prompt always runs in full, so its caches serve the next request.
+`StopConfig.repetition` stops a degenerate loop (repetition.py; stop reason "repetition").
+Neither is for streaming callers: both can take back text a stream would have sent.
+
 Requests are serialised per session. Between prefill chunks and decode steps the session
 yields to the event loop and checks its CancelToken: asyncio cancellation (task.cancel()) and
 `CancelToken.cancel()` both stop the request there (the latter raises umbra.errors.Cancelled);
@@ -27,6 +34,7 @@ import torch
 from umbra.engine.config import EngineConfig, PromptConfig
 from umbra.engine.fim import FimFormat, build_prompt
 from umbra.engine.completion_text import CompletionText, TextStream
+from umbra.engine.repetition import loop_cut
 from umbra.engine.runner import Runner
 from umbra.engine.sampling import Sampler
 from umbra.engine.tokenizer import ClientTokenizer
@@ -58,7 +66,8 @@ class CancelToken:
 class CompletionResult:
     text: str  # what the editor inserts at the cursor
     tokens: tuple[int, ...]  # generated ids (stop token excluded), before text stop rules
-    stop_reason: str  # "eos" | "max_tokens" | "newline" | "block_end" | "stop_string"
+    # "eos" | "max_tokens" | "newline" | "block_end" | "blank_line" | "stop_string" | "repetition" | "deadline"
+    stop_reason: str
     prompt_tokens: int  # length of the FIM prompt
     reused_tokens: int  # prompt tokens served from the session's caches
     recomputed_tokens: int  # prompt tokens run by this request (= prompt_tokens - reused_tokens)
@@ -96,12 +105,16 @@ class CompletionSession:
 
     async def complete(self, prefix: str, suffix: str = "", config: EngineConfig | None = None,
                        cancel: CancelToken | None = None, adapters: AdapterSet | None = None,
-                       on_text: Callable[[str], None] | None = None) -> CompletionResult:
+                       on_text: Callable[[str], None] | None = None,
+                       deadline: float | None = None) -> CompletionResult:
         """Complete at the cursor between `prefix` and `suffix` with `adapters` (None: none).
         `on_text(delta)`, when given, streams the completion: it is called once per decode step
         that does not end it, with the text that step settled ("" if none), and once at the end
-        with the rest; the deltas concatenate to `result.text` (completion_text.py)."""
+        with the rest; the deltas concatenate to `result.text` (completion_text.py).
+        `deadline`: a `time.monotonic()` instant after which decoding stops (see the module)."""
         cfg = (config or self.config).validate()
+        if on_text is not None and (deadline is not None or cfg.stop.repetition):
+            raise ConfigError("a streamed completion takes no deadline and no repetition stop")
         cancel = cancel or CancelToken()
         adapters = adapters if adapters is not None else EMPTY
         stream = TextStream(on_text) if on_text is not None else None
@@ -114,13 +127,13 @@ class CompletionSession:
             self._cut_hint = prompt.prefix_cut
             try:
                 await self.runner.use(adapters)
-                result = await self._generate(prompt.ids, prompt.heal, prefix, suffix, cfg, cancel, stream)
+                result = await self._generate(prompt.ids, prompt.heal, prefix, suffix, cfg, cancel, stream, deadline)
             except SessionError:  # evicted or lost by the cloud: start over once, in full
                 await self.runner.reset()
                 self._cached = []
                 await self.runner.use(adapters)  # `use` itself may have been what found the session gone
                 result = _replace_evicted(await self._generate(prompt.ids, prompt.heal, prefix, suffix, cfg, cancel,
-                                                               stream))
+                                                               stream, deadline))
             return replace(result, adapters=adapters.names)
 
     async def close(self) -> None:
@@ -149,7 +162,8 @@ class CompletionSession:
         return logits
 
     async def _generate(self, ids: list[int], heal: str, prefix: str, suffix: str, cfg: EngineConfig,
-                        cancel: CancelToken, stream: TextStream | None = None) -> CompletionResult:
+                        cancel: CancelToken, stream: TextStream | None = None,
+                        deadline: float | None = None) -> CompletionResult:
         """Run the prompt, then sample. With token healing, the prompt lacks the prefix's last
         token (text `heal`): the first sampled token must start with `heal`, and the completion
         is the generated text after it."""
@@ -177,9 +191,16 @@ class CompletionSession:
                 reason = "eos"
                 break
             generated.append(next_id)
+            loop = loop_cut(generated, cfg.stop.repetition) if cfg.stop.repetition else None
+            if loop is not None:  # keep one copy of the repeated unit
+                reason = completion.feed(self.tokenizer.decode(generated[:loop])[len(heal):]) or "repetition"
+                break
             reason = completion.feed(self.tokenizer.decode(generated)[len(heal):],
                                      at_limit=len(generated) >= cfg.stop.max_tokens)
             if reason is not None:
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                reason = "deadline"
                 break
             await _checkpoint(cancel)
             logits = await self._run([next_id])

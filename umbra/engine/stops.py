@@ -3,11 +3,11 @@
 Token-level stops (FIM end / EOS token, max tokens) live in the decode loop; this module
 decides where the *text* ends:
 
-single-line mode  The completion ends at its first newline. A newline that comes before any
+single-line mode  (multiline False) The completion ends at its first newline. A newline that comes before any
                   other text is allowed when the cursor sits at the end of its line (so
                   `def f():|` can be completed with the next line's statement); the completion
                   then ends at the following newline.
-multi-line mode   The completion ends where its code leaves the cursor's block. With `ref` the
+multi-line mode   (multiline True) The completion ends where its code leaves the cursor's block. With `ref` the
                   indentation of the cursor line, a later line (with content) ends it when
                   - it is indented less than `ref` (dedent out of the block), or
                   - it is indented exactly `ref` after some completion line went deeper (the
@@ -15,7 +15,12 @@ multi-line mode   The completion ends where its code leaves the cursor's block. 
                     `end`, ...) is kept and ends the completion; a continuation (`else`,
                     `elif`, `except`, `finally`, `catch`) is kept and decoding goes on;
                     anything else is dropped.
-stop strings      (either mode; `StopConfig.strings`, OpenAI's `stop`) the completion ends
+auto              (multiline "auto", what an editor's inline completion wants) Mid-line, or
+                  after text on the cursor line, single-line mode: the rest of the line.
+                  On a blank line (only whitespace before and after the cursor), multi-line
+                  mode that also ends at the first blank line after some content: the block
+                  the user starts there, up to a dedent out of it or a blank line.
+stop strings      (every mode; `StopConfig.strings`, OpenAI's `stop`) the completion ends
                   just before the first occurrence of any of them, unless a line rule above
                   ends it earlier.
 Tabs count as 4 columns."""
@@ -41,18 +46,26 @@ def indent_width(line: str) -> int:
 class StopContext:
     indent: int  # indentation of the cursor line
     at_line_end: bool  # nothing but whitespace follows the cursor on its line
+    blank_line: bool = False  # nothing but whitespace before and after the cursor on its line
 
     @classmethod
     def from_cursor(cls, prefix: str, suffix: str) -> "StopContext":
         line = prefix[prefix.rfind("\n") + 1 :]
         rest = suffix.split("\n", 1)[0]
-        return cls(indent_width(line), not rest.strip())
+        return cls(indent_width(line), not rest.strip(), not line.strip() and not rest.strip())
+
+
+def block_mode(cfg: StopConfig, ctx: StopContext) -> bool:
+    """Whether the completion is a block (multi-line rules) rather than the rest of a line."""
+    if cfg.multiline == "auto":
+        return ctx.blank_line
+    return bool(cfg.multiline)
 
 
 @dataclass(frozen=True)
 class TextStop:
     cut: int  # the completion is text[:cut]
-    reason: str  # "newline" | "block_end" | "stop_string"
+    reason: str  # "newline" | "block_end" | "blank_line" | "stop_string"
 
 
 def check_text(text: str, ctx: StopContext, cfg: StopConfig, final: bool = False) -> TextStop | None:
@@ -66,10 +79,10 @@ def check_text(text: str, ctx: StopContext, cfg: StopConfig, final: bool = False
 
 
 def _line_rule(text: str, ctx: StopContext, cfg: StopConfig, final: bool) -> TextStop | None:
-    if not cfg.multiline:
+    if not block_mode(cfg, ctx):
         return _single_line(text, ctx)
     if cfg.stop_at_block_end:
-        return _block_end(text, ctx, final)
+        return _block_end(text, ctx, final, at_blank_line=cfg.multiline == "auto")
     return None
 
 
@@ -95,20 +108,26 @@ def _single_line(text: str, ctx: StopContext) -> TextStop | None:
         start = nxt
 
 
-def _block_end(text: str, ctx: StopContext, final: bool) -> TextStop | None:
+def _block_end(text: str, ctx: StopContext, final: bool, at_blank_line: bool = False) -> TextStop | None:
+    """The multi-line rules; `at_blank_line` also ends the block at its first blank line after
+    some content."""
     ref = ctx.indent
     deeper = False
     pos = text.find("\n")
     if pos == -1:
         return None
+    seen = bool(text[:pos].strip())  # the block has content before the line under inspection
     while pos != -1:  # `pos` is the newline that starts the line under inspection
         start = pos + 1
         end = text.find("\n", start)
         line = text[start:] if end == -1 else text[start:end]
         content = line.lstrip(" \t")
         if not content:  # blank, or indentation not finished yet
+            if at_blank_line and seen and end != -1:
+                return TextStop(pos, "blank_line")
             pos = end
             continue
+        seen = True
         width = indent_width(line)
         if width < ref:
             return TextStop(pos, "block_end")
@@ -125,3 +144,17 @@ def _block_end(text: str, ctx: StopContext, final: bool) -> TextStop | None:
                 return TextStop(pos, "block_end")
         pos = end
     return None
+
+
+_IDENTIFIER_END = re.compile(r"[A-Za-z0-9_]+\Z")
+
+
+def unfinished_cut(text: str) -> int:
+    """Where a completion cut short mid-way (a latency deadline) ends sensibly: before its
+    unfinished last line if an earlier line has content, else before the identifier the text
+    may be in the middle of (`os.path.jo` -> `os.path.`)."""
+    last = text.rfind("\n")
+    if last != -1 and text[:last].strip():
+        return last
+    word = _IDENTIFIER_END.search(text)
+    return word.start() if word else len(text)
