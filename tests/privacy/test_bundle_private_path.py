@@ -1,18 +1,20 @@
 """A bundle's private local path: tune → save → load → complete gives the tuned client's logits;
 the secret is derived from π (stable under key rotation, never on disk); a changed file is refused;
-a new save sweeps the old file."""
+a new save sweeps the old file. The clean residual: its gate and its clean table (public row
+order) round-trip; untuned and lossless at ε = ∞ it is the plain split model."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from safetensors.torch import load as st_load
 
 from tests.tuning.conftest import tiny_config
 from umbra.engine import ClientModel
 from umbra.engine.runner import SplitRunner
 from umbra.errors import ConfigError
 from umbra.middle.local import LocalMiddle
-from umbra.model.loader import load_middle
+from umbra.model.loader import load_client, load_middle
 from umbra.model.private_path import NOISE_LABEL, split_logits, subkey
 from umbra.model.private_path_config import PrivatePathConfig
 from umbra.privacy.bundle import BundleConfig, init_bundle, load_bundle, rotate_bundle_key, save_client_weights
@@ -100,3 +102,56 @@ def test_a_changed_file_is_refused_and_old_files_are_swept(tuned, keystore):
     (tuned.dir / new["file"]).write_bytes(b"not the weights")
     with pytest.raises(ConfigError, match="does not match the manifest"):
         load_bundle(tuned.dir, store=keystore)
+
+
+# -- the clean residual: its gate and its clean table in the bundle -------------------------------
+CLEAN = PrivatePathConfig(enabled=True, residual="clean", noise=0.5)
+
+
+def _public_table(base_dir) -> torch.Tensor:
+    return load_client(base_dir)[0].embed_tokens.weight.detach().clone()
+
+
+async def test_a_clean_residual_bundle_round_trips_with_its_table_in_public_order(fim_qwen2_dir, tmp_path, keystore,
+                                                                               tune_corpus):
+    out = tmp_path / "bundle"
+    init_bundle(fim_qwen2_dir, BundleConfig(epsilon=32.0), out, store=keystore)
+    bundle = load_bundle(out, store=keystore)
+    config = tiny_config(private_path=CLEAN, gate_lr=0.05)
+    public = _public_table(fim_qwen2_dir)
+    prepare_for_tuning(bundle, config, bundle_secret(bundle.permutation, bundle.manifest.bundle_id), public)
+    data = TuneData.from_corpus(tune_corpus, fim_qwen2_dir, config, vocab_size=512)
+    await tune(bundle, LocalMiddle(load_middle(fim_qwen2_dir)), data, config)
+    save_private_path(bundle)
+    save_client_weights(bundle)
+    entry = Manifest.read(out).privacy[PRIVATE_PATH]
+    assert entry["config"]["residual"] == "clean"
+    stored = st_load((out / entry["file"]).read_bytes())
+    assert set(stored) == {"gate", "clean_embed"}
+    assert torch.equal(stored["clean_embed"], public)  # the base model's rows as they are: no π in the order
+    loaded = load_bundle(out, store=keystore)
+    assert torch.equal(loaded.private_path.gate, bundle.private_path.gate)
+    assert torch.equal(loaded.private_path.clean_embed, bundle.private_path.clean_embed)
+    middle = load_middle(fim_qwen2_dir)
+    with torch.no_grad():
+        want = split_logits(bundle.encoder, middle, bundle.decoder, bundle.private_path, IDS)[0, -1]
+    model = ClientModel.from_bundle(out, store=keystore)
+    runner = SplitRunner(model.encoder, model.decoder, LocalMiddle(middle), model.private_path)
+    await runner.run(IDS[0, :9].tolist())
+    got = await runner.run(IDS[0, 9:].tolist())
+    await runner.close()
+    assert (got - want.float()).abs().max().item() <= 1e-4
+
+
+def test_an_untuned_lossless_clean_residual_at_eps_inf_is_the_plain_split_model(fim_qwen2_dir, tmp_path, keystore):
+    out = tmp_path / "bundle"
+    init_bundle(fim_qwen2_dir, BundleConfig(epsilon=float("inf")), out, store=keystore)
+    bundle = load_bundle(out, store=keystore)
+    config = tiny_config(private_path=PrivatePathConfig(enabled=True, residual="clean"))
+    prepare_for_tuning(bundle, config, bundle_secret(bundle.permutation, bundle.manifest.bundle_id),
+                       _public_table(fim_qwen2_dir))
+    middle = load_middle(fim_qwen2_dir)
+    with torch.no_grad():
+        plain = split_logits(bundle.encoder, middle, bundle.decoder, None, IDS)
+        clean = split_logits(bundle.encoder, middle, bundle.decoder, bundle.private_path, IDS)
+    assert torch.equal(plain, clean)

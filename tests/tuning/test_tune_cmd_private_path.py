@@ -52,3 +52,26 @@ def test_tune_with_a_private_path_and_an_adversary(bundle, corpus_dir, keystore,
     assert main(["tune", "--bundle", str(bundle), *_flags(corpus_dir, keystore), "--out", str(bundle / "t3"),
                  "--path-noise", "1.0"]) == 2
     assert "cannot be changed in place" in capsys.readouterr().err
+
+
+def test_tune_with_the_clean_residual(bundle, corpus_dir, keystore, base_dir, capsys):
+    assert main(["tune", "--bundle", str(bundle), *_flags(corpus_dir, keystore), "--clean-residual",
+                 "--path-noise", "0.5", "--gate-lr", "0.05", "--model", str(base_dir)]) == 0
+    saved = ckpt.load(bundle / "tuning" / ckpt.CHECKPOINT_NAME)["config"]
+    assert saved["private_path"] == {"enabled": True, "noise": 0.5, "rank": None, "residual": "clean",
+                                     "gate": "channel"}
+    assert saved["gate_lr"] == 0.05
+    manifest = Manifest.read(bundle)
+    assert manifest.privacy["private_path"]["config"] == saved["private_path"]
+    assert manifest.privacy["stuning"]["private_path"]["residual"] == "clean"  # in the privacy mode's key
+    model = ClientModel.from_bundle(bundle, store=keystore)
+    assert model.private_path.config.clean and model.private_path.local is None
+    assert 0 < (model.private_path.gate - 1).abs().max().item() <= 3 * 0.05 + 1e-6
+    engine = CompletionEngine.split(model, LocalMiddle(model.load_middle()),
+                                    EngineConfig(stop=StopConfig(max_tokens=4, multiline=True)))
+    assert asyncio.run(engine.complete("def add(a, b):\n    return ", "\n")).generated_tokens >= 1
+    assert main(["tune", "--bundle", str(bundle), *_flags(corpus_dir, keystore), "--out", str(bundle / "t2"),
+                 "--private-path", "--path-noise", "0.5"]) == 2  # the local residual is another path
+    assert "cannot be changed in place" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["tune", "--bundle", str(bundle), *_flags(corpus_dir, keystore), "--path-gate", "vector"])

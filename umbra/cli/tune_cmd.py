@@ -93,6 +93,14 @@ def register(sub) -> None:
     pp.add_argument("--path-rank", type=int, default=None, metavar="R",
                     help="send only a rank-R projection (a fixed orthonormal basis drawn from the bundle's secret); "
                          "implies --private-path")
+    pp.add_argument("--clean-residual", action="store_true",
+                    help="the decoder reads the encoder over the base model's CLEAN public table (kept in the "
+                         "bundle, never sent) plus the middle's gated residual g ⊙ (y − sent) instead of y + W·h; "
+                         "read once from the base model (--model); implies --private-path")
+    pp.add_argument("--path-gate", choices=("channel", "scalar"), default="channel",
+                    help="the clean residual's gate g: one per hidden channel or a single number (starts at 1)")
+    pp.add_argument("--gate-lr", type=float, default=_D.gate_lr, metavar="LR",
+                    help="peak learning rate of the clean residual's gate (default: --lr)")
     adv = p.add_argument_group("adversary in the loop (a probe trained on the states the client sends; the encoder "
                                "is penalized for what it reads; umbra/tuning/adversary.py)")
     adv.add_argument("--adversary", type=float, default=_D.adversary.weight, metavar="LAMBDA",
@@ -125,7 +133,7 @@ def _config(args) -> TuneConfig:
                       warmup_steps=args.warmup_steps, seed=args.seed, train_embedding=args.train_embedding,
                       gradient_noise=GradientNoise(sigma, args.gradient_clip),
                       inversion_penalty=InversionPenalty(args.inversion_penalty, args.penalty_temperature),
-                      private_path=_private_path(args),
+                      private_path=_private_path(args), gate_lr=args.gate_lr,
                       adversary=AdversaryConfig(args.adversary, args.adversary_monitor, args.adversary_steps,
                                                 args.adversary_lr, args.adversary_hidden),
                       checkpoint_every=args.checkpoint_every, stop_at_step=args.stop_at_step).validate()
@@ -135,8 +143,11 @@ def _private_path(args) -> PrivatePathConfig:
     """The flags' private path; a bundle that has one keeps it (its settings win, other ones are refused)."""
     from umbra.privacy.manifest import Manifest
 
-    on = args.private_path or args.path_noise > 0 or args.path_rank is not None
-    asked = PrivatePathConfig(on, args.path_noise, args.path_rank).validate()
+    on = args.private_path or args.path_noise > 0 or args.path_rank is not None or args.clean_residual
+    if args.path_gate != "channel" and not args.clean_residual:
+        raise ConfigError("--path-gate is a setting of --clean-residual")
+    asked = PrivatePathConfig(on, args.path_noise, args.path_rank, "clean" if args.clean_residual else "local",
+                              args.path_gate).validate()
     have = Manifest.read(args.bundle).privacy.get("private_path")  # umbra/privacy/bundle_private_path.py
     if isinstance(have, dict):
         kept = PrivatePathConfig.from_dict(have.get("config"))
@@ -216,12 +227,15 @@ async def _tune(model, config: TuneConfig, out: Path, args, cloud, mode):
         codebook = await asyncio.to_thread(own_codebook, model.check_base(), data, config.inversion_penalty,
                                            model.plan)
 
-    if config.private_path.enabled:  # attach a fresh path (W = 0) unless the bundle has one
+    if config.private_path.enabled:  # attach a fresh path (W = 0, g = 1) unless the bundle has one
         from umbra.privacy.bundle_private_path import bundle_secret
         from umbra.tuning.private_path import prepare_for_tuning
 
         b = model.bundle
-        prepare_for_tuning(b, config, bundle_secret(b.permutation, b.manifest.bundle_id))
+        table = None
+        if config.private_path.clean and b.private_path is None:  # the clean table: the base model's, once
+            table = await asyncio.to_thread(_public_table, model)
+        prepare_for_tuning(b, config, bundle_secret(b.permutation, b.manifest.bundle_id), table)
         model.private_path = b.private_path
 
     async def go(middle):
@@ -242,6 +256,14 @@ async def _tune(model, config: TuneConfig, out: Path, args, cloud, mode):
         if args.cloud_lora:
             return await _with_cloud_lora(go, link, args)
         return await go(link.middle)
+
+
+def _public_table(model):
+    """The base model's public embedding table [V, d] (public row order), from the base model
+    directory the bundle was made from (checked by its weight hashes): the clean residual's table."""
+    from umbra.model.loader import load_part
+
+    return load_part(model.check_base(), "encoder", model.plan, model.dtype, model.spec).embed_tokens.weight.detach()
 
 
 async def _with_cloud_lora(go, link, args):

@@ -269,7 +269,7 @@ def load_bundle(
     to_private_order_(encoder, decoder, perm)
     tokenizer = None if tokenizer_loader is None else PrivateTokenizer(tokenizer_loader(d / BASE_DIR), perm)
     adapters = load_adapters(d, manifest, spec, plan.shape(spec.num_layers), dtype)
-    private_path = load_private_path(d, manifest, spec, perm)
+    private_path = load_private_path(d, manifest, spec, perm, encoder.embed_tokens.weight.dtype)
     return ClientBundle(d, manifest, spec, plan, encoder, decoder, perm, tokenizer, adapters, private_path)
 
 

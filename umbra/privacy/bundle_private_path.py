@@ -4,10 +4,23 @@ bundle, its secret derived from the bundle's key material.
     manifest.privacy["private_path"] = {"config": {...PrivatePathConfig}, "file": "private_path/
                                         private_path.<sha256[:12]>.safetensors", "sha256": "..."}
     file: "local.weight" (W, d×d) and, with a bottleneck, "basis" (Q, d×r); float32
+          clean residual: "gate" ([d] or [1]) instead of W, and "clean_embed" ([V, d], the base
+          model's public embedding table, PUBLIC row order, the base checkpoint's dtype)
 
 Written like the client weights: a content-addressed file, then one atomic manifest commit
-(bundle_commit.py), which also sweeps files no manifest names. Nothing in the file is
-vocab-indexed, so nothing in it depends on π's row order.
+(bundle_commit.py), which also sweeps files no manifest names. The only vocab-indexed tensor, the
+clean table, is stored in public row order and permuted in memory at load time, like the INDVocab
+table: stored in private order, a public table next to the public model would give π away row by
+row.
+
+Why the clean table is stored in the bundle rather than read from the base model directory at
+load time: the completion path with a remote cloud never needs the base model (only `--local`
+and a self-started cloud read its middle blocks), a bundle must load the same way wherever it is
+copied, and a content-addressed, hash-checked copy cannot drift from what the path was tuned with.
+It costs one more V×d table (as large as indvocab.safetensors). It is public information — the
+base model's own rows — so storing it reveals nothing; it is read once, from the base model
+directory the bundle was made from (checked by its weight hashes), when `umbra tune
+--clean-residual` attaches the path.
 
 The secret. The noise key and the basis are derived, with domain-separation labels
 (umbra/model/private_path.py), from
@@ -38,7 +51,7 @@ from umbra.model.private_path_config import PrivatePathConfig
 from umbra.model.spec import ModelSpec
 from umbra.privacy.aead import derive_key
 from umbra.privacy.bundle_commit import bundle_change
-from umbra.privacy.ltokenizer import Permutation
+from umbra.privacy.ltokenizer import Permutation, private_rows, public_rows
 from umbra.privacy.manifest import Manifest, sha256_file
 
 PRIVATE_PATH = "private_path"  # manifest privacy key, and the bundle subdirectory of its files
@@ -64,8 +77,12 @@ def path_file(manifest: Manifest) -> str | None:
     return found.get("file") if isinstance(found, dict) else None
 
 
-def _tensors(path: PrivatePath) -> dict[str, torch.Tensor]:
-    out = {"local.weight": path.local.weight.detach().float().cpu().contiguous()}
+def _tensors(path: PrivatePath, permutation: Permutation, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    if path.config.clean:
+        out = {"gate": path.gate.detach().float().cpu().contiguous(),
+               "clean_embed": public_rows(path.clean_embed.detach(), permutation).to("cpu", dtype).contiguous()}
+    else:
+        out = {"local.weight": path.local.weight.detach().float().cpu().contiguous()}
     if path.basis is not None:
         out["basis"] = path.basis.detach().float().cpu().contiguous()
     return out
@@ -76,7 +93,9 @@ def save_private_path(bundle, path: PrivatePath | None = None) -> Manifest:
     path = path if path is not None else getattr(bundle, "private_path", None)
     if path is None:
         raise ConfigError("there is no private path to save")
-    data = st_save(_tensors(path), metadata={"format": "umbra-private-path/v1"})
+    dtype = getattr(torch, bundle.spec.torch_dtype, None)
+    dtype = dtype if isinstance(dtype, torch.dtype) and dtype.is_floating_point else torch.float32
+    data = st_save(_tensors(path, bundle.permutation, dtype), metadata={"format": "umbra-private-path/v1"})
     with bundle_change(bundle.dir) as change:
         rel = change.store(PRIVATE_PATH, PRIVATE_PATH, data)
         change.manifest.privacy[PRIVATE_PATH] = {"config": path.config.to_dict(), "file": rel,
@@ -86,8 +105,9 @@ def save_private_path(bundle, path: PrivatePath | None = None) -> Manifest:
 
 
 def load_private_path(bundle_dir: str | Path, manifest: Manifest, spec: ModelSpec,
-                      permutation: Permutation) -> PrivatePath | None:
-    """The bundle's private path (weights checked against the manifest's hash), or None."""
+                      permutation: Permutation, dtype: torch.dtype | None = None) -> PrivatePath | None:
+    """The bundle's private path (weights checked against the manifest's hash), or None. `dtype`:
+    the clean table's, as the encoder is loaded (None: as stored)."""
     found = entry(manifest)
     if found is None:
         return None
@@ -101,12 +121,19 @@ def load_private_path(bundle_dir: str | Path, manifest: Manifest, spec: ModelSpe
         tensors = st_load(file.read_bytes())
     except (OSError, SafetensorError) as exc:
         raise ConfigError(f"cannot read {file}: {exc}") from exc
+    clean = None
+    if config.clean:
+        clean = tensors.get("clean_embed")
+        if clean is None or tuple(clean.shape) != (spec.vocab_size, spec.hidden_size):
+            raise ConfigError(f"{found['file']} does not hold the clean table [{spec.vocab_size}, {spec.hidden_size}]")
+        clean = private_rows(clean.to(dtype or clean.dtype), permutation)
     module = PrivatePath(config, spec.hidden_size, bundle_secret(permutation, manifest.bundle_id),
-                         basis=tensors.get("basis"))
-    weight = tensors.get("local.weight")
-    if weight is None or tuple(weight.shape) != tuple(module.local.weight.shape):
-        raise ConfigError(f"{found['file']} does not hold a {spec.hidden_size}×{spec.hidden_size} local projection")
+                         basis=tensors.get("basis"), clean_table=clean)
+    name, param = ("gate", module.gate) if config.clean else ("local.weight", module.local.weight)
+    weight = tensors.get(name)
+    if weight is None or tuple(weight.shape) != tuple(param.shape):
+        raise ConfigError(f"{found['file']} does not hold the path's {name} of shape {tuple(param.shape)}")
     with torch.no_grad():
-        module.local.weight.copy_(weight)
+        param.copy_(weight)
     return module.eval().requires_grad_(False)
 
