@@ -132,3 +132,24 @@ def test_the_adaptive_measures_run_on_a_stored_cell(world, tmp_path):
     alone = tuned_cell(public, Cell(VARIANTS["client_alone"], None, 0), PARAMS, data, tmp_path)
     assert shadow(public, suite, alone, prompts, PARAMS, public_code, tmp_path) == {}
     assert oracle(public, suite, alone, prompts, held) == {} and decipher(public, suite, alone, volume) == {}
+
+
+def test_a_clean_residual_cell_keeps_its_gate_and_reads_the_public_table(world, tmp_path):
+    _, public, data, prompts, evals = world
+    cell = Cell(VARIANTS["noir+clean+noise1"], 64.0, 0)
+    assert tune_config(cell, PARAMS).gate_lr == VARIANTS["noir+clean+noise1"].gate_lr > PARAMS.tune_lr
+    tuned = tuned_cell(public, cell, PARAMS, data, tmp_path)
+    path, perm = tuned.client.private_path, tuned.client.permutation
+    gate = path.gate.detach().clone()
+    assert (gate - 1).abs().max() > 0  # STuning moved the gate from its start at 1
+    tokens = torch.arange(16)
+    assert torch.equal(path.clean_embed[perm.to_private(tokens)], public.encoder.embed_tokens.weight[tokens])
+    again = tuned_cell(public, cell, PARAMS, data, tmp_path)  # reloaded: the gate from the store, the table rebuilt
+    assert torch.equal(again.client.private_path.gate, gate)
+    assert torch.equal(again.client.private_path.clean_embed, path.clean_embed)
+    sent = sent_prompts(public, tuned, prompts)
+    with torch.no_grad():  # the cloud gets the INDVocab encoder's noised state, never anything of the clean table
+        ids = tuned.client.private(prompts[:1])
+        h = tuned.client.encoder(ids, torch.arange(ids.shape[1])[None])
+        assert torch.equal(sent[0].hidden, path.send(h, path.noise_for(ids))[0].to(sent[0].hidden.dtype))
+    assert utility(public, tuned, evals)["languages"]["python"]["tokens"] > 0
