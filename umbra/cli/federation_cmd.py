@@ -65,6 +65,12 @@ def register(sub) -> None:
     j.add_argument("--threads", type=int, default=0, help="torch threads for training (0: torch's default)")
     j.add_argument("--global-out", type=Path, metavar="FILE",
                    help="keep the final global secure adapter here (.npz) for `umbra securegate train --global`")
+    j.add_argument("--dp-epsilon", type=float, default=0.0, metavar="EPS",
+                   help="train this organization's secure adapter by document-level DP-SGD at this ε for the whole "
+                        "federation (0: no DP; default: %(default)s)")
+    j.add_argument("--dp-delta", type=float, default=1e-6, help="DP δ, below 1 / files (default: %(default)s)")
+    j.add_argument("--dp-clip", type=float, default=1.0, help="DP clip bound C per file (default: %(default)s)")
+    j.add_argument("--dp-batch", type=int, default=8, help="DP expected files per step B (default: %(default)s)")
     j.add_argument("--home", type=Path, metavar="DIR", help="Flower's state directory (default: ~/.flwr)")
     j.add_argument("--insecure", action="store_true", help="no TLS (loopback tests only)")
     j.add_argument("--root-certificates", type=Path, metavar="PEM", help="CA certificate that signed the SuperLink's")
@@ -142,6 +148,9 @@ def run_join(args) -> int:
     config = {"data": os.pathsep.join(str(p.resolve()) for p in args.data), "model": str(args.model.resolve()),
               "internal-domains": ",".join(args.internal_domain), "threads": args.threads,
               "global-out": str(args.global_out.resolve()) if args.global_out else ""}
+    if args.dp_epsilon:
+        config.update({"dp-epsilon": args.dp_epsilon, "dp-delta": args.dp_delta, "dp-clip": args.dp_clip,
+                       "dp-batch": args.dp_batch})
     cmd = supernode_cmd(superlink_address(args.superlink), args.port, config, insecure=args.insecure,
                         root_certificates=args.root_certificates, auth_private_key=args.auth_private_key,
                         auth_public_key=args.auth_public_key)

@@ -9,9 +9,13 @@ The node's own settings come from its `--node-config` (`umbra federation join` w
     internal-domains  the organization's own domains, comma-separated (their hosts/URLs are scrubbed)
     threads           torch threads (0: torch's default)
     global-out        where to keep the federation's final global secure adapter (.npz; "" none),
-                      for `umbra securegate train --global` (fusion, eqs. 6-8)
+                      for `umbra securegate train --global` (fusion, eqs. 6-8); under DP the ε
+                      spent is kept beside it (`<global-out>.privacy.json`)
+    dp-epsilon        > 0: train the secure adapter by document-level DP-SGD at this ε for the whole
+                      federation (org_training.py); 0 or absent: no DP
+    dp-delta, dp-clip, dp-batch   δ, the clip bound C and the expected batch of files B
 The training settings come from the server with each round (the same LoRA at every organization):
-rank, lr, epochs, block-len, batch-size, fim-rate, seed, server-round."""
+rank, lr, epochs, block-len, batch-size, fim-rate, seed, rounds, server-round."""
 
 from __future__ import annotations
 
@@ -44,6 +48,18 @@ def train_config(config) -> "AdapterTrainConfig":
         raise ConfigError(f"the server's training config lacks {exc}") from None
 
 
+def dp_settings(node_config):
+    """The organization's DP setting (a DPConfig) or None when dp-epsilon is absent or 0."""
+    eps = float(node_config.get("dp-epsilon", 0) or 0)
+    if eps == 0:
+        return None
+    from umbra.tuning.noesis_config import DEFAULT_DELTA, DPConfig
+
+    return DPConfig(epsilon=eps, delta=float(node_config.get("dp-delta", DEFAULT_DELTA)),
+                    clip_norm=float(node_config.get("dp-clip", 1.0)),
+                    expected_batch=int(node_config.get("dp-batch", 8))).validate()
+
+
 def node_settings(node_config) -> tuple[tuple[Path, ...], Path, tuple[str, ...], int]:
     try:
         data = tuple(Path(p) for p in str(node_config["data"]).split(os.pathsep) if p)
@@ -54,8 +70,8 @@ def node_settings(node_config) -> tuple[tuple[Path, ...], Path, tuple[str, ...],
     return data, model, domains, int(node_config.get("threads", 0))
 
 
-async def _trainer(settings, config):
-    key = (settings, config)
+async def _trainer(settings, config, dp=None, rounds: int = 1):
+    key = (settings, config, dp, rounds)
     if key not in _TRAINERS:
         import torch
 
@@ -72,20 +88,32 @@ async def _trainer(settings, config):
         scrubber = Scrubber(ScrubConfig(internal_domains=domains) if domains else None)
         view = scrubbed_view(read_org_code(list(data)), scrubber)
         _TRAINERS.clear()  # one organization per node: a new setting replaces the old
-        _TRAINERS[key] = await OrgTrainer.create(model, LocalMiddle(model.load_middle()), view, config)
+        _TRAINERS[key] = await OrgTrainer.create(model, LocalMiddle(model.load_middle()), view, config, dp, rounds)
     return _TRAINERS[key]
+
+
+def train_reply(trainer, msg: Message) -> tuple[Message, dict]:
+    """One organization's answer to a TRAIN message: its secure adapter trained from the global one
+    in the message, and its count of scrubbed tokens, nothing else (and the local report)."""
+    config = msg.content[CONFIG]
+    global_arrays = {name: a.numpy() for name, a in msg.content[ARRAYS].items()}
+    arrays, samples, report = trainer.round(global_arrays, int(config["server-round"]))
+    reply: ArrayRecord = to_record(arrays)
+    return Message(RecordDict({ARRAYS: reply, METRICS: MetricRecord({SAMPLES: int(samples)})}), reply_to=msg), report
 
 
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     config = msg.content[CONFIG]
-    trainer = asyncio.run(_trainer(node_settings(context.node_config), train_config(config)))
-    global_arrays = {name: a.numpy() for name, a in msg.content[ARRAYS].items()}
-    arrays, samples, report = trainer.round(global_arrays, int(config["server-round"]))
-    print(f"umbra federation: round {report['round']}: {report['steps']} steps on {samples} scrubbed tokens, "
-          f"epoch losses {report['epoch_losses']} ({report['seconds']} s)", flush=True)
-    reply: ArrayRecord = to_record(arrays)
-    return Message(RecordDict({ARRAYS: reply, METRICS: MetricRecord({SAMPLES: int(samples)})}), reply_to=msg)
+    rounds = int(config["rounds"]) if "rounds" in config else 1
+    trainer = asyncio.run(_trainer(node_settings(context.node_config), train_config(config),
+                                   dp_settings(context.node_config), rounds))
+    reply, report = train_reply(trainer, msg)
+    dp = report.get("privacy")
+    spent = f", DP ε spent {dp['epsilon_spent']:.3g} of {dp['target_epsilon']}" if dp else ""
+    print(f"umbra federation: round {report['round']}: {report['steps']} steps on {report['tokens']} scrubbed tokens, "
+          f"epoch losses {report['epoch_losses']} ({report['seconds']} s){spent}", flush=True)
+    return reply
 
 
 @app.query()
@@ -103,4 +131,9 @@ def keep_final(msg: Message, context: Context) -> Message:
     if out:
         save_arrays(Path(out), arrays)
         print(f"umbra federation: final global secure adapter kept at {out}", flush=True)
+        privacy = [t.privacy() for t in _TRAINERS.values() if t.privacy() is not None]
+        if privacy:
+            import json
+
+            Path(out + ".privacy.json").write_text(json.dumps(privacy[0], indent=1) + "\n", encoding="utf-8")
     return Message(RecordDict(), reply_to=msg)

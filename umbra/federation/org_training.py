@@ -10,12 +10,20 @@ is packed and trained on: the revealing adapter is no part of a round and never 
 `round` returns is the secure LoRA's arrays, the count of scrubbed tokens trained on (the weight of
 eq. 3) and a report of numbers (losses, counts; no text, no finding's value). The encoder and the
 middle do not depend on a decoder LoRA, so the view's middle outputs are computed once (through the
-organization's Middle) and every round trains the decoder LoRA on them (dual_adapters.train_lora)."""
+organization's Middle) and every round trains the decoder LoRA on them (dual_adapters.train_lora).
+
+With `dp` (a private DPConfig: the organization's own choice, `umbra federation join --dp-epsilon`)
+the secure adapter is trained by document-level DP-SGD instead (umbra/tuning/dp_lora.py: Poisson
+sampling of files, each file's gradient clipped to C, Gaussian noise, opacus' accountant). σ is
+planned once for the whole federation, `rounds` rounds of `epochs` expected passes each; round t
+runs its share of the plan's steps, and the report says the ε spent so far (`privacy()`). A round
+past the planned ones is refused (PrivacyBudgetError): the budget is spent."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,6 +33,9 @@ from umbra.scrub import Scrubber
 from umbra.tuning.adapter_config import AdapterTrainConfig
 from umbra.tuning.dual_adapters import pack_view, train_lora, trunk_states
 from umbra.federation.adapter_arrays import adapter_to_arrays, arrays_to_adapter
+
+if TYPE_CHECKING:
+    from umbra.tuning.noesis_config import DPConfig
 
 
 @dataclass(frozen=True)
@@ -47,15 +58,29 @@ def scrubbed_view(files: list[tuple[str, str]], scrubber: Scrubber) -> ScrubbedV
 
 
 class OrgTrainer:
-    """Holds the packed scrubbed view and its cached middle outputs across rounds."""
+    """Holds the packed scrubbed view and its cached middle outputs across rounds (and, under DP,
+    the plan, the CSPRNG and the steps taken)."""
 
-    def __init__(self, model, view: ScrubbedView, config: AdapterTrainConfig, blocks, hidden):
+    def __init__(self, model, view: ScrubbedView, config: AdapterTrainConfig, blocks, hidden, dp=None):
         self.model, self.view, self.config = model, view, config
         self.blocks, self.hidden = blocks, hidden
+        self.dp = dp  # None, or (DocumentBlocks, DPPlan, DPRandom, rounds)
+        self.dp_steps = self.dp_rounds = 0
 
     @classmethod
-    async def create(cls, model, middle: Middle, view: ScrubbedView, config: AdapterTrainConfig) -> "OrgTrainer":
+    async def create(cls, model, middle: Middle, view: ScrubbedView, config: AdapterTrainConfig,
+                     dp: "DPConfig | None" = None, rounds: int = 1) -> "OrgTrainer":
         config.validate()
+        if dp is not None and dp.private:
+            from umbra.tuning.dp_lora import pack_documents
+            from umbra.tuning.dp_sgd import DPRandom, plan_run
+
+            if rounds < 1:
+                raise ConfigError(f"a DP plan needs the federation's rounds (>= 1), got {rounds}")
+            docs = pack_documents(model.tokenizer, list(view.texts), config.block_len, config.fim_rate, config.seed)
+            plan = plan_run(replace(dp, epochs=float(config.epochs * rounds)), docs.count)
+            hidden = await trunk_states(model, middle, docs.blocks.ids, config.batch_size)
+            return cls(model, view, config, docs.blocks, hidden, (docs, plan, DPRandom(dp.noise_seed), rounds))
         blocks = pack_view(model.tokenizer, list(view.texts), config.block_len, config.fim_rate, config.seed)
         hidden = await trunk_states(model, middle, blocks.ids, config.batch_size)
         return cls(model, view, config, blocks, hidden)
@@ -65,6 +90,19 @@ class OrgTrainer:
         """|D_n^mask|: real (unpadded) tokens of the scrubbed view."""
         return self.blocks.tokens
 
+    def privacy(self) -> dict | None:
+        """Under DP: the plan and the ε spent by the steps taken so far (None without DP)."""
+        if self.dp is None:
+            return None
+        from umbra.tuning.dp_sgd import spent_epsilon
+
+        _, plan, _, rounds = self.dp
+        out = plan.record()
+        out.update(rounds=rounds, rounds_taken=self.dp_rounds, steps_taken=self.dp_steps,
+                   epsilon_spent=spent_epsilon(plan.noise_multiplier, plan.sample_rate, self.dp_steps, plan.delta,
+                                               plan.accountant))
+        return out
+
     def round(self, global_arrays, server_round: int) -> tuple[dict[str, np.ndarray], int, dict]:
         """(Δw_n^{t+1} as arrays, |D_n^mask|, report) from Δw^t. The batch order differs per round
         (seed + round); the start is the global adapter, copied."""
@@ -73,8 +111,29 @@ class OrgTrainer:
         t0 = time.perf_counter()
         start = arrays_to_adapter(global_arrays, self.model, self.config, "secure-global")
         config = replace(self.config, seed=self.config.seed + server_round)
-        adapter, losses, epoch_losses = train_lora(self.model, self.hidden, self.blocks, config, "secure",
-                                                   start=start)
+        if self.dp is not None:
+            adapter, losses = self._dp_round(start, config)
+            epoch_losses = [float(np.nanmean(losses))] if losses and not np.isnan(losses).all() else []
+        else:
+            adapter, losses, epoch_losses = train_lora(self.model, self.hidden, self.blocks, config, "secure",
+                                                       start=start)
         report = {"round": server_round, "steps": len(losses), "epoch_losses": [round(x, 4) for x in epoch_losses],
                   "tokens": self.samples, "seconds": round(time.perf_counter() - t0, 2)}
+        if self.dp is not None:
+            report["privacy"] = self.privacy()
         return adapter_to_arrays(adapter), self.samples, report
+
+    def _dp_round(self, start, config: AdapterTrainConfig):
+        from umbra.tuning.dp_lora import train_lora_dp
+        from umbra.tuning.dp_sgd import PrivacyBudgetError
+
+        docs, plan, rng, rounds = self.dp
+        done = self.dp_rounds
+        if done >= rounds:
+            raise PrivacyBudgetError(f"the DP budget (ε = {plan.target_epsilon:g} over {rounds} rounds) is spent: "
+                                     f"{self.dp_steps} of {plan.steps} steps taken; this organization trains no more")
+        steps = (done + 1) * plan.steps // rounds - self.dp_steps
+        adapter, losses = train_lora_dp(self.model, self.hidden, docs, config, plan, rng, steps, "secure", start=start)
+        self.dp_steps += steps
+        self.dp_rounds += 1
+        return adapter, losses

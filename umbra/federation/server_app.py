@@ -9,6 +9,7 @@ Run config (`umbra federation serve` sets it; `flwr run --run-config` overrides)
     rounds, min-nodes, node-wait (s), round-timeout (s)
     momentum, server-lr                     m and η of eqs. 4-5
     rank, lr, epochs, block-len, batch-size, fim-rate, seed    the organizations' local training
+                                            (with `rounds`, which an organization under DP plans by)
     record-dir, out                         "" for none"""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from umbra.federation.record import RecordingGrid, save_arrays
 from umbra.federation.strategy import SecureFedNesterov, to_record
 
 app = ServerApp()
-TRAIN_KEYS = ("rank", "lr", "epochs", "block-len", "batch-size", "fim-rate", "seed")
+TRAIN_KEYS = ("rank", "lr", "epochs", "block-len", "batch-size", "fim-rate", "seed", "rounds")
 
 
 def initial_global(model_dir: Path, run_config) -> dict:
