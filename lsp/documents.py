@@ -15,6 +15,7 @@ positions stay where they were) before text reaches a tokenizer."""
 
 from __future__ import annotations
 
+import copy
 import re
 from bisect import bisect_right
 
@@ -85,6 +86,10 @@ class Document:
         character = sum(_width(c, self.encoding) for c in self.text[start:offset])
         return types.Position(line=line, character=character)
 
+    def snapshot(self) -> Document:
+        """This document as it is now: later edits replace the copy's text, never change it."""
+        return copy.copy(self)  # `_set` replaces `text` and `_starts`, it never mutates them
+
     def split(self, position: types.Position) -> tuple[str, str]:
         """(prefix, suffix) at the cursor."""
         at = self.offset(position)
@@ -130,6 +135,9 @@ class Documents:
 
     def close(self, uri: str) -> None:
         self._docs.pop(uri, None)
+
+    def find(self, uri: str) -> Document | None:
+        return self._docs.get(uri)
 
     def get(self, uri: str) -> Document:
         doc = self._docs.get(uri)

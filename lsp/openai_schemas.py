@@ -58,7 +58,7 @@ class CompletionRequest(BaseModel):
     # -- Umbra's extras ------------------------------------------------------------------------
     session: SessionId | None = None  # a warm session kept for prefix reuse (POST /v1/infill's)
     language: LanguageId | None = None  # the document's language: picks a bundle's expert
-    multiline: bool | None = None  # null: the server's completion.multiline
+    multiline: bool | Literal["auto"] | None = None  # null: the server's completion.multiline
     context_tokens: int | None = Field(None, ge=1, alias="contextTokens")  # null: the server's
 
     @field_validator("prompt", mode="before")

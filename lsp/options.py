@@ -8,8 +8,9 @@ Three sources, one schema:
         {
           "model":  {"dir": null, "bundle": null, "keyringService": "umbra"},
           "cloud":  {"url": null, "certificate": null, "tokenEnv": "UMBRA_CLOUD_TOKEN"},
-          "completion": {"maxTokens": 64, "multiline": false, "temperature": 0.0, "topP": 1.0,
+          "completion": {"maxTokens": 64, "multiline": "auto", "temperature": 0.0, "topP": 1.0,
                          "contextTokens": 1024, "languages": null},
+          "inline": {"deadlineMs": 250, "repetitionTokens": 12},
           "languages": {"aliases": {"golang": "go", "py": "python", ...}},
           "threads": null,
           "allowUndefendedRemoteCloud": false
@@ -21,6 +22,10 @@ Three sources, one schema:
   * the per-request overrides of POST /v1/infill (and the OpenAI API's `max_tokens`,
     `temperature`, `top_p`, ...): the `completion` part, validated per
     request (`CompletionOptions.with_overrides`).
+
+`inline` applies to the language server's editor requests only (textDocument/inlineCompletion
+and textDocument/completion: what a user waits for while typing); the HTTP APIs complete as the
+caller asks, up to `max_tokens` and the `stop` strings.
 
 Every key is optional; a missing key or `null` means the default. JSON values must have their
 JSON type (no "1" for 1, no 1 for true). A bad value raises OptionsError naming its JSON path, one
@@ -40,7 +45,8 @@ import re
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from typing import Annotated
+from dataclasses import replace
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
@@ -54,6 +60,7 @@ from umbra.errors import ConfigError
 log = logging.getLogger("umbra.lsp")
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ENV_BOOLEANS = {**dict.fromkeys(("1", "true", "yes", "on"), True), **dict.fromkeys(("0", "false", "no", "off"), False)}
 
 # Editor language ids and aliases -> the canonical language name: the router's own table
 # (umbra/engine/routing.py), one source for both. `languages.aliases` is merged over it.
@@ -125,8 +132,10 @@ class CloudOptions(_Options):
 class CompletionOptions(_Options):
     # Most tokens one completion generates.
     max_tokens: int = Field(64, ge=1)
-    # false: complete the current line; true: the block at the cursor.
-    multiline: bool = False
+    # false: complete the current line; true: the block at the cursor; "auto": the rest of the
+    # line mid-line, and at a blank line the block started there, up to a dedent out of it or a
+    # blank line (umbra/engine/stops.py).
+    multiline: bool | Literal["auto"] = "auto"
     # Sampling temperature; 0 = greedy.
     temperature: float = Field(0.0, ge=0, le=MAX_TEMPERATURE)
     # Nucleus sampling mass (with temperature > 0).
@@ -136,6 +145,15 @@ class CompletionOptions(_Options):
     # Canonical names of the languages the server completes (after `languages.aliases`, e.g.
     # ["python", "go"]); null = all. A server setting: a request cannot override it.
     languages: tuple[NonEmpty, ...] | None = None
+
+    @field_validator("multiline", mode="before")
+    @classmethod
+    def _line_mode(cls, value: object, info: ValidationInfo) -> object:
+        if value is True or value is False or value == "auto":
+            return value
+        if info.mode == "python" and isinstance(value, str) and value.lower() in _ENV_BOOLEANS:
+            return _ENV_BOOLEANS[value.lower()]  # an environment variable's text (lsp/settings.py)
+        raise ValueError(f'must be true, false or "auto", got {_json_type(value)}')
 
     def validate(self) -> CompletionOptions:
         """The engine's own checks (ConfigError); returns self."""
@@ -164,6 +182,32 @@ class CompletionOptions(_Options):
         return convert(CompletionOptions, data, warn=warn, unknown=[key for key, name in names.items() if name is None])
 
 
+class InlineOptions(_Options):
+    # Milliseconds from an editor request's arrival after which its decode stops and the text so
+    # far is the answer, trimmed to its last whole line or word; 0 = no deadline. The prompt
+    # always runs in full (its caches serve the next keystroke).
+    deadline_ms: int = Field(250, ge=0)
+    # Stop a degenerate loop once this many generated tokens (or more) repeat one unit of at most
+    # a third as many, keeping one copy of it (umbra/engine/repetition.py); 0 = off.
+    repetition_tokens: int = Field(12, ge=0)
+
+    @field_validator("repetition_tokens")
+    @classmethod
+    def _off_or_three(cls, value: int) -> int:
+        if 0 < value < 3:
+            raise ValueError(f"must be 0 (off) or >= 3, got {value}")
+        return value
+
+    @property
+    def deadline_s(self) -> float | None:
+        """The deadline in seconds after a request's arrival; None for none."""
+        return self.deadline_ms / 1000 if self.deadline_ms else None
+
+    def engine_config(self, completion: EngineConfig) -> EngineConfig:
+        """`completion` (the completion section's config) with this section's stop rules."""
+        return replace(completion, stop=replace(completion.stop, repetition=self.repetition_tokens))
+
+
 class LanguageOptions(_Options):
     # Editor language id or alias -> canonical language name ({"golang": "go", "py": "python"}),
     # merged over DEFAULT_ALIASES (map an id to itself to drop a default). Used to name a
@@ -188,6 +232,8 @@ class InitializationOptions(_Options):
     cloud: CloudOptions = Field(default_factory=CloudOptions)
     # How completions are made (HTTP requests may override all but `languages`).
     completion: CompletionOptions = Field(default_factory=CompletionOptions)
+    # What the language server's editor requests add: a latency deadline, the loop stop.
+    inline: InlineOptions = Field(default_factory=InlineOptions)
     # Language names: aliases of editor language ids.
     languages: LanguageOptions = Field(default_factory=LanguageOptions)
     # torch intra-op threads, here and in a self-started cloud; null = torch's default.

@@ -12,13 +12,23 @@ loop (in place of pygls's `run_async`, the same framing):
   a request after `shutdown`            InvalidRequest; notifications but `exit` are dropped
   a second `initialize`                 InvalidRequest; the server keeps its first session
 A malformed notification has nobody to answer: it is logged (its type, not its content) and
-dropped. The server keeps reading in every case."""
+dropped. The server keeps reading in every case.
+
+Input is read in chunks of whatever has arrived (`read_frames`), and every message of a chunk is
+handled before any request's handler runs: under rapid typing the handlers see the edits and
+requests already waiting behind theirs (lsp/arrivals.py). Each request is announced to the
+server (`request_arrived(message)`) as it is read, before pygls schedules its handler."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import logging
 import re
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
+from typing import BinaryIO
 
 import cattrs
 from lsprotocol import types
@@ -85,6 +95,8 @@ class UmbraProtocol(LanguageServerProtocol):
         if is_request and method == types.INITIALIZE and self._server.initialized:
             self.reply_error(message.id, INVALID_REQUEST, "the server is already initialized")
             return
+        if is_request:
+            self._server.request_arrived(message)
         super().handle_message(message)
 
     def reply_error(self, msg_id, code: int, message: str) -> None:
@@ -98,30 +110,54 @@ def _id(data) -> int | str | None:
     return msg_id if isinstance(msg_id, str) or type(msg_id) is int else None
 
 
-async def read_frames(reader, protocol: UmbraProtocol) -> None:
-    """Read `Content-Length` frames from `reader` (pygls's StdinAsyncReader) into `protocol` until
-    end of input or `exit`; headers other than Content-Length are ignored."""
+async def read_frames(read: Callable[[], Awaitable[bytes]], protocol: UmbraProtocol) -> None:
+    """Read `Content-Length` frames into `protocol` until end of input or `exit`. `read()` returns
+    the bytes that have arrived (at least one; b"" at the end of input); every complete frame among
+    them is handled before the next read. Headers other than Content-Length are ignored."""
+    buffer = bytearray()
+    length: int | None = None  # the header block's Content-Length so far
+    body: int | None = None  # the length of the body being read, once its headers have ended
     while True:
-        length = None
-        while True:  # one frame's header block
-            line = await reader.readline()
-            if not line:
-                return
-            if not line.strip():
+        while True:  # every complete frame in the buffer
+            if body is None:
+                end = buffer.find(b"\n")
+                if end == -1:
+                    break
+                line = bytes(buffer[: end + 1])
+                del buffer[: end + 1]
+                if line.strip():
+                    match = _CONTENT_LENGTH.fullmatch(line)
+                    if match:
+                        length = int(match.group(1))
+                elif length is None:
+                    log.warning("dropped a frame without Content-Length")
+                else:
+                    body, length = length, None
+                continue
+            if len(buffer) < body:
                 break
-            match = _CONTENT_LENGTH.fullmatch(line)
-            if match:
-                length = int(match.group(1))
-        if length is None:
-            log.warning("dropped a frame without Content-Length")
-            continue
-        body = await reader.readexactly(length) if length else b""
-        if len(body) < length:
+            frame = bytes(buffer[:body])
+            del buffer[:body]
+            body = None
+            _receive(protocol, frame)
+        chunk = await read()
+        if not chunk:
             return
-        try:
-            protocol.receive(body)
-        except SystemExit:
-            raise
-        except Exception as exc:  # noqa: BLE001 — a bug in a handler must not stop the server
-            log.error("handling a message failed: %s", type(exc).__name__)
+        buffer += chunk
 
+
+def _receive(protocol: UmbraProtocol, frame: bytes) -> None:
+    try:
+        protocol.receive(frame)
+    except SystemExit:
+        raise
+    except Exception as exc:  # noqa: BLE001 — a bug in a handler must not stop the server
+        log.error("handling a message failed: %s", type(exc).__name__)
+
+
+def chunk_reader(stdin: BinaryIO, executor: Executor | None = None, size: int = 1 << 20
+                 ) -> Callable[[], Awaitable[bytes]]:
+    """`read()` for `read_frames`: what has arrived on `stdin` (a buffered binary stream), up to
+    `size` bytes, read in `executor`'s threads so that the event loop keeps running."""
+    loop = asyncio.get_running_loop()
+    return functools.partial(loop.run_in_executor, executor, stdin.read1, size)

@@ -18,12 +18,19 @@ Features
                  `data` carries the request's token statistics (never token ids)
   umbra/stats                     (custom request, no params) the server's counters, counts only:
                  {"decodes": {"running", "started", "maxPerDocument"}, "completions": {"ok",
-                 "cancelled", "typeahead", "failed", "unreachable"}, "sessions", "typeaheadEntries"}
-Each document has one warm CompletionSession (prefix reuse across keystrokes); `$/cancelRequest`
-and a newer request on the same document cancel the running one, and only the newest request of
-a document runs (lsp/sessions.py): rapid typing never queues stale decodes. A cancelled request
-is answered RequestCancelled. Typing the first characters of the completion just shown is
-answered with its rest, without a decode (lsp/typeahead.py).
+                 "cancelled", "typeahead", "skipped", "failed", "unreachable"}, "stops": {stop
+                 reason: decoded completions}, "sessions", "typeaheadEntries"}
+Both completion requests complete with the `completion` options plus the `inline` ones (the
+loop stop; the decode ends `inline.deadlineMs` after the request was read, with the text so far
+trimmed to a whole line or word). Each document has one warm CompletionSession (prefix reuse
+across keystrokes); `$/cancelRequest` and a newer request on the same document cancel the
+running one, and only the newest request of a document runs (lsp/sessions.py): rapid typing
+never queues stale decodes. A request is completed on the document as it was when the request
+was read; one whose document already has a newer request, or a newer edit, when its handler
+starts is answered RequestCancelled / ContentModified without a decode (lsp/arrivals.py;
+counted as "skipped"). A cancelled request is answered RequestCancelled. Typing the first
+characters of the completion just shown is answered with its rest, without a decode
+(lsp/typeahead.py).
 Malformed messages, requests after `shutdown` and a second `initialize` are answered with
 LSP errors (lsp/protocol.py); the server keeps serving. Errors go through one table (lsp/errors.py). A cloud that cannot be reached yields an empty
 result: the `umbra/status` notification says so once, and nothing is sent any other way."""
@@ -35,24 +42,29 @@ import logging
 import os
 import signal
 import sys
+import time
 import traceback
 from importlib.metadata import PackageNotFoundError, version
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException
-from pygls.io_ import StdinAsyncReader, StdoutWriter
+from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
+from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 
-from lsp.backend import Backend, Status
-from lsp.documents import Documents, identifier_before
+from lsp.arrivals import Arrival, Arrivals
+from lsp.backend import Backend
+from lsp.documents import Document, Documents, identifier_before
 from lsp.errors import NotReady, fault_for
 from lsp.options import InitializationOptions
-from lsp.protocol import UmbraProtocol, read_frames, strict_converter
+from lsp.protocol import UmbraProtocol, chunk_reader, read_frames, strict_converter
+from lsp.status import Status
 from umbra.engine import CompletionResult
 from umbra.errors import CloudUnavailable, UmbraError, ValidationError
 
 STATUS_METHOD = "umbra/status"
 STATS_METHOD = "umbra/stats"
+COMPLETION_METHODS = (types.TEXT_DOCUMENT_INLINE_COMPLETION, types.TEXT_DOCUMENT_COMPLETION)
+CONTENT_MODIFIED = -32801  # LSP: the document changed under the request
 log = logging.getLogger("umbra.lsp")
 
 
@@ -77,6 +89,7 @@ class UmbraLanguageServer(LanguageServer):
         super().__init__("umbra", _version(), text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
                          protocol_cls=UmbraProtocol, converter_factory=strict_converter)
         self.documents = Documents()
+        self.arrivals = Arrivals()
         self.options: InitializationOptions | None = None
         self.backend: Backend | None = None
         self._starting: asyncio.Task | None = None
@@ -93,15 +106,50 @@ class UmbraLanguageServer(LanguageServer):
         """A warning in the editor's log of this server (allowed before `initialize` answers)."""
         self.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=f"Umbra: {message}"))
 
-    async def complete(self, uri: str, prefix: str, suffix: str, language: str) -> CompletionResult | None:
-        """The completion in the document's session, with the expert of its `languageId`; None when
-        the cloud is unreachable or `completion.languages` leaves the language out."""
+    def request_arrived(self, message) -> None:
+        """A request was read (lsp/protocol.py): note a completion's document as it is now."""
+        if message.method in COMPLETION_METHODS:
+            uri = message.params.text_document.uri
+            self.arrivals.arrived(message.params, uri, self.documents.find(uri))
+
+    def arrival(self, params) -> tuple[Document, float, Arrival | None]:
+        """The request's document as it was when the request was read, and when that was."""
+        arrival = self.arrivals.take(params)
+        document = arrival.document if arrival is not None else None
+        if document is None:  # not open then: the current one, or the error saying it is not open
+            document = self.documents.get(params.text_document.uri)
+        return document, arrival.at if arrival is not None else time.monotonic(), arrival
+
+    def stale(self, arrival: Arrival | None) -> JsonRpcException | None:
+        """The answer to a request that a newer request or edit of its document made stale, or None."""
+        if arrival is None or arrival.document is None or self.backend is None:
+            return None
+        if self.arrivals.superseded(arrival):
+            self.backend.counts["skipped"] += 1
+            return JsonRpcRequestCancelled("a newer request on the document replaced this one")
+        try:
+            current = self.documents.get(arrival.uri)
+        except UmbraError as exc:  # closed since
+            return lsp_error(exc)
+        if current.version != arrival.document.version:
+            self.backend.counts["skipped"] += 1
+            return JsonRpcException(code=CONTENT_MODIFIED, message="the document changed since this request")
+        return None
+
+    async def complete(self, uri: str, prefix: str, suffix: str, language: str, arrived_at: float
+                       ) -> CompletionResult | None:
+        """The completion in the document's session, with the expert of its `languageId` and the
+        `inline` options (the deadline counted from `arrived_at`); None when the cloud is
+        unreachable or `completion.languages` leaves the language out."""
         if self.backend is None:
             raise lsp_error(NotReady("the server is not initialized"))
         if not self.backend.serves(language or None):
             return None
+        budget = self.options.inline.deadline_s
         try:
-            return await self.backend.complete(uri, prefix, suffix, language=language or None, typeahead=True)
+            return await self.backend.complete(uri, prefix, suffix, self.backend.inline_config,
+                                               language=language or None, typeahead=True,
+                                               deadline=None if budget is None else arrived_at + budget)
         except CloudUnavailable:
             return None  # the status notification said so; an error per keystroke would be noise
         except Exception as exc:  # noqa: BLE001 — mapped in one place
@@ -152,6 +200,7 @@ def create_server(allow_undefended_remote_cloud: bool = False) -> UmbraLanguageS
     @ls.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     async def did_close(ls: UmbraLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
         ls.documents.close(params.text_document.uri)
+        ls.arrivals.forget(params.text_document.uri)
         if ls.backend is not None:
             await ls.backend.forget(params.text_document.uri)
 
@@ -159,7 +208,7 @@ def create_server(allow_undefended_remote_cloud: bool = False) -> UmbraLanguageS
     async def inline_completion(ls: UmbraLanguageServer,
                                 params: types.InlineCompletionParams) -> types.InlineCompletionList:
         try:
-            doc = ls.documents.get(params.text_document.uri)
+            doc, arrived_at, arrival = ls.arrival(params)
             cursor = doc.offset(params.position)
             start, end, lead = cursor, cursor, ""
             selected = params.context.selected_completion_info if params.context else None
@@ -170,10 +219,11 @@ def create_server(allow_undefended_remote_cloud: bool = False) -> UmbraLanguageS
                 lead = selected.text
         except UmbraError as exc:
             raise lsp_error(exc) from None
-        # Everything from the document is taken before the await: edits may arrive meanwhile.
+        if (stale := ls.stale(arrival)) is not None:
+            raise stale
         prefix, suffix = doc.text[:start] + lead, doc.text[end:]
         edit = types.Range(start=doc.position(start), end=doc.position(end))
-        result = await ls.complete(params.text_document.uri, prefix, suffix, doc.language_id)
+        result = await ls.complete(params.text_document.uri, prefix, suffix, doc.language_id, arrived_at)
         if result is None or not result.text:
             return types.InlineCompletionList(items=[])
         return types.InlineCompletionList(items=[types.InlineCompletionItem(insert_text=lead + result.text, range=edit)])
@@ -181,14 +231,16 @@ def create_server(allow_undefended_remote_cloud: bool = False) -> UmbraLanguageS
     @ls.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False))
     async def completion(ls: UmbraLanguageServer, params: types.CompletionParams) -> types.CompletionList:
         try:
-            doc = ls.documents.get(params.text_document.uri)
+            doc, arrived_at, arrival = ls.arrival(params)
             cursor = doc.offset(params.position)
         except UmbraError as exc:
             raise lsp_error(exc) from None
+        if (stale := ls.stale(arrival)) is not None:
+            raise stale
         prefix, suffix = doc.text[:cursor], doc.text[cursor:]
         word = identifier_before(prefix)
         edit = types.Range(start=doc.position(cursor - len(word)), end=doc.position(cursor))
-        result = await ls.complete(params.text_document.uri, prefix, suffix, doc.language_id)
+        result = await ls.complete(params.text_document.uri, prefix, suffix, doc.language_id, arrived_at)
         label = (word + result.text).strip().split("\n")[0].strip()[:80] if result is not None else ""
         if not label:
             return types.CompletionList(is_incomplete=True, items=[])
@@ -217,7 +269,7 @@ def _stats(result: CompletionResult) -> dict:
 async def _serve(ls: UmbraLanguageServer, stdin, stdout) -> None:
     ls.protocol.set_writer(StdoutWriter(stdout))
     try:
-        await read_frames(StdinAsyncReader(stdin, ls.thread_pool), ls.protocol)
+        await read_frames(chunk_reader(stdin, ls.thread_pool), ls.protocol)
     finally:  # end of input, `exit`, or a signal: the self-started cloud must not outlive us
         if ls.backend is not None:
             await ls.backend.aclose()

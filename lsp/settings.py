@@ -34,6 +34,7 @@ from lsp.options import (
     CloudOptions,
     CompletionOptions,
     InitializationOptions,
+    InlineOptions,
     LanguageOptions,
     ModelOptions,
     Threads,
@@ -81,6 +82,7 @@ class LocalSettings(BaseSettings):
     cloud: CloudOptions = Field(default_factory=CloudOptions)
     completion: CompletionOptions = Field(default_factory=CompletionOptions)  # request defaults
     languages: LanguageOptions = Field(default_factory=LanguageOptions)
+    inline: InlineOptions = Field(default_factory=InlineOptions)  # the language server's; unused here
     threads: Threads = None
     allow_undefended_remote_cloud: bool = False  # the opt-in of umbra/privacy/cloud_policy.py
 

@@ -29,7 +29,7 @@ from lsp.options import CompletionOptions, InitializationOptions, section
 from umbra.paths import repo_root
 
 sys.path.append(str(Path(__file__).parents[1] / "lsp"))  # the lsp tests' helpers, shared
-from lsp_helpers import Monolithic, offset_of, refuses_connections, wait_until  # noqa: E402
+from lsp_helpers import EXACT_INLINE, Monolithic, offset_of, refuses_connections, wait_until  # noqa: E402
 
 PACKAGE = "neovim"  # Debian's package of `nvim`
 PLUGIN = repo_root() / "editors" / "neovim"
@@ -38,7 +38,8 @@ DOCS = repo_root() / "docs" / "editors" / "neovim.md"
 DRIVER = Path(__file__).with_name("neovim_driver.lua")
 # One line (omnifunc inserts a single line), short: the tiny model is random.
 COMPLETION = CompletionOptions(max_tokens=16)
-INIT_OPTIONS = {"completion": {"maxTokens": COMPLETION.max_tokens, "multiline": COMPLETION.multiline}, "threads": 1}
+INIT_OPTIONS = {"completion": {"maxTokens": COMPLETION.max_tokens, "multiline": COMPLETION.multiline},
+                "inline": EXACT_INLINE, "threads": 1}
 SOURCE = "def add(a, b):\n    total = a + b\n    return tot\n\n\nprint(add(1, 2))\n"
 CURSOR = (2, 14)  # after "    return tot": the item's edit replaces "tot" by "tot" + the completion
 WORD = "tot"

@@ -23,10 +23,10 @@ from lsprotocol import types
 
 from lsp.api_auth import ApiAuth
 from lsp.http_app import uvicorn_config
-from lsp.options import CompletionOptions
+from lsp.options import CompletionOptions, InlineOptions
 from lsp.settings import LocalSettings
 from umbra.listen import listen_socket
-from umbra.engine import ClientModel, CompletionEngine
+from umbra.engine import ClientModel, CompletionEngine, CompletionResult
 from umbra.paths import repo_root
 
 LSP_COMMAND = [sys.executable, "-m", "lsp"]
@@ -92,6 +92,11 @@ def plain(value):
     return value
 
 
+# The `inline` options that keep an editor's completion the engine's own, bit for bit: no latency
+# deadline (it makes the text depend on time) and no loop stop. The tests of those set them.
+EXACT_INLINE = {"deadlineMs": 0, "repetitionTokens": 0}
+
+
 def initialize_params(options: dict, root: Path | None = None) -> types.InitializeParams:
     return types.InitializeParams(capabilities=CAPABILITIES, initialization_options=options,
                                   root_uri=None if root is None else root.as_uri())
@@ -123,11 +128,19 @@ class Monolithic:
         self.model = ClientModel.load(model_dir)
         self._engines: dict = {}
 
-    async def complete(self, prefix: str, suffix: str, options: CompletionOptions) -> str:
-        key = options
+    async def complete(self, prefix: str, suffix: str, options: CompletionOptions,
+                       inline: InlineOptions | None = None) -> str:
+        """The completion with `options`, and the `inline` options' stop rules (an editor's request)."""
+        return (await self.result(prefix, suffix, options, inline)).text
+
+    async def result(self, prefix: str, suffix: str, options: CompletionOptions,
+                     inline: InlineOptions | None = None) -> CompletionResult:
+        key = (options, inline)
         if key not in self._engines:
-            self._engines[key] = CompletionEngine.monolithic(self.model, options.engine_config())
-        return (await self._engines[key].complete(prefix, suffix)).text
+            config = options.engine_config()
+            self._engines[key] = CompletionEngine.monolithic(
+                self.model, config if inline is None else inline.engine_config(config))
+        return await self._engines[key].complete(prefix, suffix)
 
 
 def free_port() -> int:

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 import pytest_lsp
-from lsp_helpers import API_TOKEN, LSP_COMMAND, StatusLog, initialize_params, serving
+from lsp_helpers import API_TOKEN, EXACT_INLINE, LSP_COMMAND, StatusLog, initialize_params, serving
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
@@ -140,7 +140,8 @@ async def client(lsp_client: LanguageClient, tmp_path_factory, lsp_model_dir, ke
     lsp_client.statuses = StatusLog(lsp_client)
     lsp_client.bundle = out
     options = {"model": {"bundle": str(out), "dir": str(lsp_model_dir), "keyringService": keystore.service},
-               "completion": {"maxTokens": COMPLETION.max_tokens, "multiline": True}, "threads": 1}
+               "completion": {"maxTokens": COMPLETION.max_tokens, "multiline": True},
+               "inline": EXACT_INLINE, "threads": 1}
     await lsp_client.initialize_session(initialize_params(options))
     await lsp_client.statuses.wait_for("ready")
     yield

@@ -14,7 +14,7 @@ import asyncio
 import httpx
 import pytest
 import pytest_lsp
-from lsp_helpers import API_TOKEN, LSP_COMMAND, StatusLog, initialize_params, serving
+from lsp_helpers import API_TOKEN, EXACT_INLINE, LSP_COMMAND, StatusLog, initialize_params, serving
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
@@ -89,7 +89,8 @@ def expected(bundle, lsp_model_dir, keystore) -> dict[str | None, str]:
 async def client(lsp_client: LanguageClient, bundle, lsp_model_dir, keystore):
     lsp_client.statuses = StatusLog(lsp_client)
     options = {"model": {"bundle": str(bundle), "dir": str(lsp_model_dir), "keyringService": keystore.service},
-               "completion": {"maxTokens": COMPLETION.max_tokens, "multiline": True}, "threads": 1}
+               "completion": {"maxTokens": COMPLETION.max_tokens, "multiline": True},
+               "inline": EXACT_INLINE, "threads": 1}
     await lsp_client.initialize_session(initialize_params(options))
     await lsp_client.statuses.wait_for("ready")
     yield

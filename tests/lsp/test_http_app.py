@@ -129,7 +129,7 @@ async def test_without_a_session_each_request_starts_fresh(http):
     ({"prefix": "x", "suffix": "", "maxTokens": 4.0}, "maxTokens must be an integer, got a number"),
     ({"prefix": "x", "suffix": "", "topP": 2}, "topP must be <= 1, got 2"),
     ({"prefix": "x", "suffix": "", "temperature": -1}, "temperature must be >= 0, got -1"),
-    ({"prefix": "x", "suffix": "", "multiline": "yes"}, "multiline must be a boolean, got a string"),
+    ({"prefix": "x", "suffix": "", "multiline": "yes"}, 'multiline must be true, false or "auto", got a string'),
     ({"prefix": "x", "suffix": "", "languages": ["go"]}, "languages is a server setting"),
     ({"prefix": "x", "suffix": "", "session": "a b"}, "session"),
     ({"prefix": "x", "suffix": "", "language": ""}, "language"),

@@ -15,6 +15,7 @@ from urllib.parse import urlparse
 
 import pytest
 from lsp_helpers import (
+    EXACT_INLINE,
     LSP_COMMAND,
     SOURCE,
     Monolithic,
@@ -61,7 +62,8 @@ def _env(**extra: str) -> dict:
 def _options(model_dir, url: str, service: str, **model) -> dict:
     return {"model": {"dir": str(model_dir), "keyringService": service, **model},
             "cloud": {"url": url, "tokenEnv": TOKEN_ENV},
-            "completion": {"maxTokens": COMPLETION.max_tokens, "multiline": True}, "threads": 1}
+            "completion": {"maxTokens": COMPLETION.max_tokens, "multiline": True}, "inline": EXACT_INLINE,
+            "threads": 1}
 
 
 @contextlib.asynccontextmanager

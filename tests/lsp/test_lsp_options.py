@@ -11,14 +11,15 @@ import pytest
 
 from lsp.errors import OptionsError
 from lsp.options import DEFAULT_ALIASES, CompletionOptions, InitializationOptions
-from umbra.engine import EngineConfig
+from umbra.engine import EngineConfig, StopConfig
 
 CONTRACT = {  # the defaults, as JSON; names and defaults must not drift
     "model": {"dir": None, "bundle": None, "keyringService": "umbra"},
     "cloud": {"url": None, "certificate": None, "tokenEnv": "UMBRA_CLOUD_TOKEN"},
-    "completion": {"maxTokens": 64, "multiline": False, "temperature": 0.0, "topP": 1.0, "contextTokens": 1024,
+    "completion": {"maxTokens": 64, "multiline": "auto", "temperature": 0.0, "topP": 1.0, "contextTokens": 1024,
                    "languages": None},
     "languages": {"aliases": dict(DEFAULT_ALIASES)},
+    "inline": {"deadlineMs": 250, "repetitionTokens": 12},  # the language server's editor requests only
     "threads": None,
     "allowUndefendedRemoteCloud": False,  # private by default (umbra/privacy/cloud_policy.py)
 }
@@ -41,12 +42,17 @@ def test_defaults_are_the_contract():
 def test_what_the_vscode_extension_sends_is_accepted_without_a_warning(caplog):
     with caplog.at_level(logging.WARNING, logger="umbra.lsp"):
         warnings = []
-        assert InitializationOptions.from_json(VSCODE, warn=warnings.append) == InitializationOptions()
+        # the extension's `multiline` setting is a boolean (false by default): its users get the rest of
+        # the line at a blank line too, where the server's default "auto" would complete a block
+        assert InitializationOptions.from_json(VSCODE, warn=warnings.append) == InitializationOptions(
+            completion=CompletionOptions(multiline=False))
     assert warnings == [] and caplog.records == []
 
 
 def test_completion_defaults_are_the_engines():
-    assert CompletionOptions().engine_config() == EngineConfig()
+    # but for the line rule: an editor's is "auto" (stops.py), the engine's own (`umbra complete`) the line
+    assert CompletionOptions(multiline=False).engine_config() == EngineConfig()
+    assert CompletionOptions().engine_config() == EngineConfig(stop=StopConfig(multiline="auto"))
 
 
 def test_camel_case_keys_convert_once_into_typed_frozen_fields():
@@ -99,7 +105,10 @@ def test_lists_and_maps():
     ({"completion": 5}, "completion must be an object, got an integer"),
     ({"completion": {"maxTokens": 8.0}}, "completion.maxTokens must be an integer, got a number"),
     ({"completion": {"maxTokens": True}}, "completion.maxTokens must be an integer, got a boolean"),
-    ({"completion": {"multiline": 1}}, "completion.multiline must be a boolean, got an integer"),
+    ({"completion": {"multiline": 1}}, 'completion.multiline must be true, false or "auto", got an integer'),
+    ({"completion": {"multiline": "block"}}, 'completion.multiline must be true, false or "auto", got a string'),
+    ({"inline": {"deadlineMs": -1}}, "inline.deadlineMs must be >= 0, got -1"),
+    ({"inline": {"repetitionTokens": 2}}, "inline.repetitionTokens must be 0 (off) or >= 3, got 2"),
     ({"completion": {"topP": "1"}}, "completion.topP must be a number, got a string"),
     ({"model": {"dir": 3}}, "model.dir must be a string, got an integer"),
     ({"completion": {"maxTokens": 0}}, "completion.maxTokens must be >= 1, got 0"),
@@ -162,7 +171,7 @@ def test_a_request_overrides_the_completion_part_through_the_same_schema(caplog)
     assert any("nBestCandidates" in r.getMessage() for r in caplog.records)
     for overrides, message in [({"maxTokens": 0}, "maxTokens must be >= 1, got 0"),
                                ({"max_tokens": 2.5}, "maxTokens must be an integer, got a number"),
-                               ({"multiline": "yes"}, "multiline must be a boolean, got a string"),
+                               ({"multiline": "yes"}, 'multiline must be true, false or "auto", got a string'),
                                ({"languages": ["go"]}, "languages is a server setting")]:
         with pytest.raises(OptionsError) as err:
             base.with_overrides(overrides)

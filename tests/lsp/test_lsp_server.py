@@ -12,6 +12,7 @@ import asyncio
 import pytest
 import pytest_lsp
 from lsp_helpers import (
+    EXACT_INLINE,
     LSP_COMMAND,
     SOURCE,
     Monolithic,
@@ -35,10 +36,11 @@ pytestmark = [pytest.mark.asyncio(loop_scope="module"),
 
 COMPLETION = CompletionOptions(max_tokens=300, multiline=True)  # long enough to cancel mid-flight
 # With keys of a newer editor extension, which this server warns about and ignores.
-OPTIONS = {"completion": {"maxTokens": 300, "multiline": True, "draftTokens": 4}, "threads": 1,
-           "telemetry": {"level": 1}}
+OPTIONS = {"completion": {"maxTokens": 300, "multiline": True, "draftTokens": 4}, "inline": EXACT_INLINE,
+           "threads": 1, "telemetry": {"level": 1}}
 CURSOR = (11, 17)  # after "        self.y = "
 REQUEST_CANCELLED = -32800
+CONTENT_MODIFIED = -32801
 INVALID_PARAMS = -32602
 
 
@@ -226,6 +228,7 @@ def _type(client: LanguageClient, uri: str, text: str, at: int, char: str, versi
 
 async def test_fifty_keystrokes_without_waiting_run_one_decode_at_a_time_and_answer_the_last(
         client: LanguageClient, mono):
+    """A burst: the requests already superseded when their handler starts never begin a decode."""
     uri = "file:///rapid.py"
     open_document(client, uri, SOURCE)
     text, at = SOURCE, offset_of(SOURCE, *CURSOR)
@@ -244,14 +247,16 @@ async def test_fifty_keystrokes_without_waiting_run_one_decode_at_a_time_and_ans
     expected = await _expected(mono, text, cursor.line, cursor.character)
     assert [i.insert_text for i in results[-1].items] == [expected]  # a real answer, for the final text
     cancelled = [r for r in results[:-1] if isinstance(r, JsonRpcException)]
-    assert all(r.code == REQUEST_CANCELLED for r in cancelled)
+    assert all(r.code in (REQUEST_CANCELLED, CONTENT_MODIFIED) for r in cancelled)
     assert all(isinstance(r, (JsonRpcException, types.InlineCompletionList)) for r in results[:-1])
     assert after["decodes"]["maxPerDocument"] == 1 and after["decodes"]["running"] == 0
     started = after["decodes"]["started"] - before["decodes"]["started"]
     outcomes = {k: after["completions"][k] - before["completions"][k] for k in after["completions"]}
-    assert 1 <= started <= 50 and sum(outcomes.values()) == 50
+    assert sum(outcomes.values()) == 50
     assert outcomes["failed"] == outcomes["unreachable"] == outcomes["typeahead"] == 0
-    assert outcomes["cancelled"] == len(cancelled) >= 25  # most keystrokes never ran a decode to its end
+    assert outcomes["cancelled"] + outcomes["skipped"] == len(cancelled) >= 40  # never ran a decode to its end
+    # the server read the burst in a few chunks: only the newest request of each began a decode
+    assert 1 <= started <= 10 and outcomes["skipped"] >= 40 and started == 50 - outcomes["skipped"]
     await asyncio.sleep(0.5)
     assert await _stats(client) == after  # nothing started after the last answer
 

@@ -1,0 +1,116 @@
+"""The editor path's own options (lsp/options.py `inline`, `completion.multiline` "auto") through
+the real language server over stdio and the real cloud it starts on loopback: with the default
+options an inline completion is the rest of the line mid-line and a block at a blank line, a
+degenerate loop is cut after one copy, and the latency deadline ends a long decode with the text
+so far (the server's `umbra/stats` counts completions by stop reason)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import pytest_lsp
+from lsp_helpers import LSP_COMMAND, SOURCE, Monolithic, StatusLog, initialize_params, offset_of, open_document, plain
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+from lsp.options import CompletionOptions, InlineOptions
+from lsp.server import STATS_METHOD
+from umbra.engine.repetition import loop_cut
+
+pytestmark = [pytest.mark.asyncio(loop_scope="module"),
+              pytest.mark.filterwarnings("error::pytest_lsp.LspSpecificationWarning")]
+
+DEFAULTS = CompletionOptions()  # maxTokens 64, multiline "auto"
+NO_DEADLINE = InlineOptions(deadline_ms=0)  # the default loop stop; no deadline, so answers are exact
+MID_LINE = (11, 17)  # after "        self.y = "
+BLANK_LINE = (13, 0)  # the empty line before `print(...)`
+
+
+@pytest.fixture(scope="module")
+def mono(lsp_model_dir) -> Monolithic:
+    return Monolithic(lsp_model_dir)
+
+
+async def _start(client: LanguageClient, model_dir, options: dict) -> None:
+    client.statuses = StatusLog(client)
+    await client.initialize_session(initialize_params({**options, "model": {"dir": str(model_dir)}, "threads": 1}))
+    await client.statuses.wait_for("ready")
+
+
+@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=LSP_COMMAND))
+async def client(lsp_client: LanguageClient, lsp_model_dir):
+    await _start(lsp_client, lsp_model_dir, {"inline": {"deadlineMs": 0}})  # every other option its default
+    yield
+    await lsp_client.shutdown_session()
+
+
+def _inline(uri: str, line: int, character: int) -> types.InlineCompletionParams:
+    return types.InlineCompletionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=character),
+        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Invoked))
+
+
+async def _answer(client: LanguageClient, uri: str, line: int, character: int) -> str:
+    result = await client.text_document_inline_completion_async(_inline(uri, line, character))
+    return result.items[0].insert_text if result.items else ""
+
+
+async def _stats(client: LanguageClient) -> dict:
+    return plain(await client.protocol.send_request_async(STATS_METHOD, None))
+
+
+@pytest.mark.parametrize("cursor", [MID_LINE, BLANK_LINE], ids=["mid-line", "blank-line"])
+async def test_default_options_complete_the_line_or_the_block_with_the_loop_stop(client: LanguageClient, mono,
+                                                                                   cursor):
+    uri = f"file:///defaults-{cursor[0]}.py"
+    open_document(client, uri, SOURCE)
+    at = offset_of(SOURCE, *cursor)
+    expected = await mono.result(SOURCE[:at], SOURCE[at:], DEFAULTS, NO_DEADLINE)
+    assert await _answer(client, uri, *cursor) == expected.text
+    if cursor == MID_LINE:
+        assert "\n" not in expected.text
+    if cursor == BLANK_LINE:  # a block: what the explicit multi-line mode gives, up to a blank line
+        block = await mono.result(SOURCE[:at], SOURCE[at:], CompletionOptions(multiline=True), NO_DEADLINE)
+        assert block.text.startswith(expected.text)
+        assert expected.stop_reason != "blank_line" or "\n\n" in block.text[len(expected.text):].lstrip(" ")
+
+
+async def test_a_degenerate_loop_is_cut_after_one_copy(client: LanguageClient, mono):
+    uri = "file:///loop.py"
+    at = offset_of(SOURCE, *MID_LINE)
+    free = await mono.result(SOURCE[:at], SOURCE[at:], DEFAULTS)  # no loop stop: to the 64-token cap
+    loops_at = [n for n in range(1, free.generated_tokens + 1) if loop_cut(free.tokens[:n], 12) is not None]
+    assert free.stop_reason == "max_tokens" and loops_at  # the tiny random model loops here (")))…")
+    expected = await mono.result(SOURCE[:at], SOURCE[at:], DEFAULTS, NO_DEADLINE)
+    assert expected.stop_reason == "repetition" and expected.tokens == free.tokens[:loops_at[0]]
+    assert free.text.startswith(expected.text) and len(expected.text) < len(free.text)
+    before = await _stats(client)
+    open_document(client, uri, SOURCE)
+    assert await _answer(client, uri, *MID_LINE) == expected.text
+    after = await _stats(client)
+    assert after["stops"]["repetition"] == before["stops"].get("repetition", 0) + 1
+
+
+@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=LSP_COMMAND))
+async def hurried(lsp_client: LanguageClient, lsp_model_dir):
+    """A server whose decodes stop 1 ms after a request arrives, with 300-token block completions."""
+    await _start(lsp_client, lsp_model_dir, {"completion": {"maxTokens": 300, "multiline": True},
+                                             "inline": {"deadlineMs": 1, "repetitionTokens": 0}})
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_the_deadline_answers_with_the_text_so_far(hurried: LanguageClient, mono):
+    uri = "file:///hurried.py"
+    open_document(hurried, uri, SOURCE)
+    at = offset_of(SOURCE, *MID_LINE)
+    full = await mono.result(SOURCE[:at], SOURCE[at:], CompletionOptions(max_tokens=300, multiline=True))
+    assert full.generated_tokens > 100  # a long decode without the deadline
+    t0 = time.perf_counter()
+    answer = await _answer(hurried, uri, *MID_LINE)
+    took = time.perf_counter() - t0
+    stats = await _stats(hurried)
+    assert stats["stops"] == {"deadline": 1} and stats["completions"]["ok"] == 1
+    assert full.text.startswith(answer) and len(answer) < len(full.text)
+    assert took < full.decode_seconds  # well short of the whole decode
