@@ -42,15 +42,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from canary_measures import extraction, inference, mean_exposure  # noqa: E402
 from doc_markers import write_block  # noqa: E402
 from keys import KeyStore  # noqa: E402
 from keys.access_keys import AccessKey, delete_key, held_key_ids, load_key, store_key  # noqa: E402
 from umbra.data.corpus import Document  # noqa: E402
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig, StopConfig  # noqa: E402
-from umbra.engine.runner import MonolithicRunner  # noqa: E402
-from umbra.evaluation.canaries import CanaryConfig, format_pattern, plant_canaries  # noqa: E402
-from umbra.evaluation.memorization import (ExtractionConfig, Trunk, exposure, extract, extraction_metrics,  # noqa: E402
-                                           inference_attack, perplexity, route_logits, text_score)
+from umbra.evaluation.canaries import CanaryConfig, plant_canaries  # noqa: E402
+from umbra.evaluation.memorization import Trunk, perplexity, route_logits, text_score  # noqa: E402
 from umbra.middle.local import LocalMiddle  # noqa: E402
 from umbra.paths import default_model_dir  # noqa: E402
 from umbra.privacy.bundle import BundleConfig, init_bundle  # noqa: E402
@@ -164,24 +163,9 @@ async def run(args, store: KeyStore) -> int:
     for name, names in routes.items():
         aset = model.adapter_set(names)
         score = text_score(tok, route_logits(model.decoder, trunk, aset))
-        row = {"adapters": names}
-        for c in (50, 100, 500):
-            row[c] = inference_attack(score, planted.candidate_sets(c, seed=args.seed + 1))
-        by_rep = {}
-        for rep in CanaryConfig().repeats:
-            sets = [s for s in planted.candidate_sets(50, seed=args.seed + 1) if s.canary.repeats == rep]
-            by_rep[rep] = inference_attack(score, sets)
-        row["by_repeats"] = by_rep
-        exps = [exposure(score, c, planted.sample_same_format(c, args.exposure_sample, seed=args.seed + 2))
-                for c in planted.canaries]
-        row["exposure"] = {rep: statistics.mean(e.exposure for e in exps if e.repeats == rep)
-                           for rep in CanaryConfig().repeats}
-        row["max_exposure"] = exps[0].max_exposure
-        runner = MonolithicRunner(model.encoder, middle_blocks, model.decoder)
-        completions = await extract(model, runner, [c.prefix for c in planted.canaries],
-                                    ExtractionConfig(samples=args.samples, seed=args.seed), adapters=aset)
-        patterns = [format_pattern(f) for f in sorted({c.fmt for c in planted.canaries})]
-        row["extraction"] = extraction_metrics([t for ts in completions for t in ts], planted.canaries, patterns)
+        row = {"adapters": names, **inference(score, planted, args.seed)}
+        row["exposure"], row["max_exposure"] = mean_exposure(score, planted, args.exposure_sample, args.seed)
+        row["extraction"] = await extraction(model, middle_blocks, planted, aset, args.samples, args.seed)
         row["ppl"] = perplexity(route_logits(model.decoder, trunk, aset), tok, [d.text for d in ordinary])
         rows[name] = row
     alone = {n: perplexity(route_logits(model.decoder, trunk, model.adapter_set((n,))), tok, [d.text for d in ordinary])

@@ -1,0 +1,89 @@
+"""What one route (an adapter set) reveals of an organization's planted canaries, as SecureGate's
+benchmarks measure it (benchmarks/securegate.py, benchmarks/federation.py): inference accuracy over
+candidate sets of c values (95 % Wilson intervals), by how often a canary was planted, rank-based
+exposure, sampled extraction (precision / recall), over umbra/evaluation/canaries.py and
+memorization.py. Seeds: candidate sets `seed + 1`, exposure samples `seed + 2`, extraction `seed`."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from umbra.engine.runner import MonolithicRunner
+from umbra.evaluation.canaries import CanaryConfig, PlantedCorpus, format_pattern
+from umbra.evaluation.memorization import (ExtractionConfig, ExtractionResult, InferenceResult, Score, exposure,
+                                           extract, extraction_metrics, inference_attack, wilson_interval)
+
+
+def scored_only(tokenizer, decoder, trunk, adapters, batch_size: int = 64, max_context_tokens: int = 128) -> Score:
+    """memorization.text_score's Score (the same rows, the same scored tokens, the same sums) with
+    the head and the softmax run only at the scored positions: ids [B,T] -> trunk -> decoder blocks
+    [B,T,C] -> the positions predicting a scored token [S,C] -> norm, head [S,V] -> NLL summed per row."""
+
+    @torch.no_grad()
+    def score(context: str, continuations: Sequence[str]) -> torch.Tensor:
+        rows, starts = [], []
+        for cont in continuations:
+            ids, offsets = tokenizer.encode_with_offsets(context + cont)
+            start = next((i for i, (_, end) in enumerate(offsets) if end > len(context)), len(ids))
+            cut = max(0, start - max_context_tokens)
+            rows.append(ids[cut:])
+            starts.append(max(start - cut, 1))
+        out = torch.zeros(len(rows))
+        for i in range(0, len(rows), batch_size):
+            chunk = rows[i : i + batch_size]
+            width = max(len(r) for r in chunk)
+            ids = torch.zeros(len(chunk), width, dtype=torch.int64)
+            scored = torch.zeros(len(chunk), width, dtype=torch.bool)
+            for j, (r, s0) in enumerate(zip(chunk, starts[i : i + batch_size])):
+                ids[j, : len(r)] = torch.tensor(r, dtype=torch.int64)
+                scored[j, s0 : len(r)] = True
+            pos = torch.arange(width).expand(len(chunk), -1)
+            x = decoder.stack(trunk(ids), pos, adapters=adapters)  # [B,T,C]
+            take = scored[:, 1:]  # position t predicts token t + 1
+            logits = decoder.lm_head(decoder.norm(x[:, :-1][take])).float()  # [S,V]
+            nll = F.cross_entropy(logits, ids[:, 1:][take], reduction="none")  # [S]
+            row = torch.arange(len(chunk)).unsqueeze(1).expand(-1, width - 1)[take]  # [S]
+            out[i : i + len(chunk)] = torch.zeros(len(chunk)).index_add_(0, row, nll)
+        return out
+
+    return score
+
+
+def inference(score: Score, planted: PlantedCorpus, seed: int, cs=(50, 100, 500)) -> dict:
+    """{c: InferenceResult} and "by_repeats": {repeats: InferenceResult at c = 50}."""
+    out = {c: inference_attack(score, planted.candidate_sets(c, seed=seed + 1)) for c in cs}
+    sets = planted.candidate_sets(50, seed=seed + 1)
+    out["by_repeats"] = {rep: inference_attack(score, [s for s in sets if s.canary.repeats == rep])
+                         for rep in planted.config.repeats if any(s.canary.repeats == rep for s in sets)}
+    return out
+
+
+def mean_exposure(score: Score, planted: PlantedCorpus, sample: int, seed: int) -> tuple[dict[int, float], float]:
+    """({repeats: mean exposure of the canaries planted that often}, the maximum possible exposure)."""
+    exps = [exposure(score, c, planted.sample_same_format(c, sample, seed=seed + 2)) for c in planted.canaries]
+    reps = planted.config.repeats if planted.config.repeats else CanaryConfig().repeats
+    return ({rep: statistics.mean(e.exposure for e in exps if e.repeats == rep) for rep in reps
+             if any(e.repeats == rep for e in exps)}, exps[0].max_exposure)
+
+
+async def extraction(model, middle_blocks, planted: PlantedCorpus, adapters, samples: int, seed: int,
+                     org: str | None = None) -> ExtractionResult:
+    """Completions sampled (T = 1) from every canary's prefix under `adapters`, scanned for values of
+    the canaries' formats (`org`: the organization in host and e-mail formats)."""
+    runner = MonolithicRunner(model.encoder, middle_blocks, model.decoder)
+    completions = await extract(model, runner, [c.prefix for c in planted.canaries],
+                                ExtractionConfig(samples=samples, seed=seed), adapters=adapters)
+    org = org or planted.config.org
+    patterns = [format_pattern(f, org) for f in sorted({c.fmt for c in planted.canaries})]
+    return extraction_metrics([t for ts in completions for t in ts], planted.canaries, patterns)
+
+
+def pooled(results: list[InferenceResult]) -> tuple[int, int, float, float, float]:
+    """(correct, trials, accuracy, Wilson low, high) of several organizations' attacks together."""
+    correct, trials = sum(r.correct for r in results), sum(r.trials for r in results)
+    low, high = wilson_interval(correct, trials)
+    return correct, trials, correct / trials if trials else 0.0, low, high

@@ -1,0 +1,90 @@
+"""The organizations of the federation benchmark (benchmarks/federation.py): natural, non-IID splits
+of the private code (docs/data.md, "Private domains") — one organization = one PyPI project of the
+private Python domain (code the default model never saw), with its own canaries.
+
+Projects are ordered by sha256(seed, project) and the first N taken, so the 3 organizations are
+among the 10, and the 10 among the 30. In each project, files shorter than `max_chars` are ordered
+by sha256(seed, path): the first `heldout` are its ordinary held-out code (never trained on, no
+canary), the next `query` its query set Q (fusion, eq. 7), the next `files` its training code.
+Canaries (umbra/evaluation/canaries.py: API keys, internal hosts `*.corp.<org>.internal`, e-mails
+`*@<org>.example`, each planted 1, 4 and 16 times) go into the training and query files, as in
+benchmarks/securegate.py (Q holds the organization's secrets at their natural rate)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from umbra.data.corpus import Document
+from umbra.evaluation.canaries import CanaryConfig, PlantedCorpus, plant_canaries
+
+CORPUS = Path(__file__).resolve().parents[1] / "data/corpus/private/train/python.jsonl"
+
+
+@dataclass(frozen=True)
+class OrgSpec:
+    files: int = 20  # training files per organization (>= 16: a canary is planted in 16 of them)
+    query: int = 2  # files of its query set Q
+    heldout: int = 2  # files of its ordinary held-out code
+    max_chars: int = 6000  # only files shorter than this
+    per_group: int = 2  # canaries per (kind, repeats) group: 18 per organization
+
+
+@dataclass(frozen=True)
+class Org:
+    name: str  # a DNS label: the project's name ("scikit-learn")
+    project: str  # the corpus directory ("scikit-learn-1.9.1")
+    planted: PlantedCorpus  # the training and query files with the canaries, and the ground truth
+    train: tuple[Document, ...]  # the raw training files (canaries in)
+    query: tuple[Document, ...]  # the raw query files (canaries in)
+    heldout: tuple[Document, ...]  # ordinary code, never trained on
+
+
+def _project(path: str) -> str:
+    return path.split("/")[1]
+
+
+def org_name(project: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", project.rsplit("-", 1)[0].lower()).strip("-")[:31]
+
+
+def _order(seed: int, key: str) -> bytes:
+    return hashlib.sha256(f"{seed}:{key}".encode()).digest()
+
+
+_CACHE: dict = {}
+
+
+def _projects(max_chars: int) -> dict[str, list[Document]]:
+    if max_chars not in _CACHE:
+        by = defaultdict(list)
+        with CORPUS.open(encoding="utf-8") as f:
+            for line in f:
+                r = json.loads(line)
+                if len(r["text"]) < max_chars:
+                    by[_project(r["path"])].append(Document("python", r["path"], r["text"]))
+        _CACHE[max_chars] = dict(by)
+    return _CACHE[max_chars]
+
+
+def organizations(n: int, spec: OrgSpec, seed: int) -> list[Org]:
+    """The first `n` organizations (ValueError if the corpus has fewer projects big enough)."""
+    need = spec.files + spec.query + spec.heldout
+    projects = {p: d for p, d in _projects(spec.max_chars).items() if len(d) >= need}
+    if len(projects) < n:
+        raise ValueError(f"only {len(projects)} projects have {need} files under {spec.max_chars} characters")
+    out = []
+    for i, project in enumerate(sorted(projects, key=lambda p: _order(seed, p))[:n]):
+        docs = sorted(projects[project], key=lambda d: _order(seed, d.path))[:need]
+        held, query, train = docs[: spec.heldout], docs[spec.heldout: spec.heldout + spec.query], docs[-spec.files:]
+        name = org_name(project)
+        planted = plant_canaries(train + query, CanaryConfig(org=name, per_group=spec.per_group,
+                                                             seed=seed * 1000 + i))
+        in_query = {d.path for d in query}
+        out.append(Org(name, project, planted, tuple(d for d in planted.documents if d.path not in in_query),
+                       tuple(d for d in planted.documents if d.path in in_query), tuple(held)))
+    return out

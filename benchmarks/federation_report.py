@@ -1,0 +1,144 @@
+"""The tables of benchmarks/federation.py from its results (runs/federation/results.jsonl)."""
+
+from __future__ import annotations
+
+import math
+
+from umbra.evaluation.memorization import wilson_interval
+
+ROUTES = (("right", "right key"), ("secure", "wrong / no key"), ("global", "global adapter alone"),
+          ("other_keys", "other organizations' keys"))
+
+
+def _leak(rows: list[dict]) -> tuple[int, int]:
+    return sum(r["c50"]["correct"] for r in rows), sum(r["c50"]["trials"] for r in rows)
+
+
+def pct(correct: int, trials: int) -> str:
+    low, high = wilson_interval(correct, trials)
+    return f"{100 * correct / trials:.1f} % [{100 * low:.1f}, {100 * high:.1f}]" if trials else "–"
+
+
+def route_rows(cell: dict, route: str) -> list[dict]:
+    out = []
+    for org in cell["per_org"].values():
+        got = org["leak"].get(route)
+        if got is not None:
+            out.extend(got if isinstance(got, list) else [got])
+    return out
+
+
+def ppl(u: dict) -> float:
+    return math.exp(u["loss"])
+
+
+def pooled_utility(cell: dict, key: str) -> tuple[float, float]:
+    us = [o["utility"][key] if "utility" in o else o[key] for o in cell["per_org"].values()]
+    tokens = sum(u["tokens"] for u in us)
+    return (math.exp(sum(u["loss"] * u["tokens"] for u in us) / tokens),
+            sum(u["top1"] * u["tokens"] for u in us) / tokens)
+
+
+def beats(cell: dict) -> tuple[int, int]:
+    """Organizations where the global adapter's loss on the others' code is below their local one's."""
+    orgs = list(cell["per_org"].values())
+    get = (lambda o, k: o["utility"][k]) if "utility" in orgs[0] else (lambda o, k: o[k])
+    return sum(get(o, "global_others")["loss"] < get(o, "local_others")["loss"] for o in orgs), len(orgs)
+
+
+def extraction(cell: dict, route: str) -> str:
+    xs = [o["leak"][route]["extraction"] for o in cell["per_org"].values() if "extraction" in o["leak"][route]]
+    if not xs:
+        return "–"
+    gen, hit, n = (sum(x[k] for x in xs) for k in ("generated", "true_found", "canaries"))
+    return f"{100 * hit / gen if gen else 0.0:.1f} % / {100 * hit / n:.1f} % ({hit} of {gen})"
+
+
+def report(rows: list[dict], s: dict) -> str:
+    by = {r["cell"]: r for r in rows}
+    spec, sspec = s["spec"], s["scale_spec"]
+    minutes = sum(r["seconds"] for r in rows) / 60
+    cmd = "nice -n 10 .venv-federation/bin/python benchmarks/federation.py" + (" --quick" if s["quick"] else "") + \
+        f" --seed {s['seed']}"
+    lines = [
+        f"Command: `{cmd}` ({minutes:.1f} min of cells on this machine's 2 shared CPU cores, {s['threads']} torch "
+        f"thread). Seed {s['seed']} (organizations, canaries, LoRA init, batch order, DP noise). The embedded default "
+        f"model; organizations = projects of the private Python domain (one each: non-IID by construction), "
+        f"{spec['files']} training files, {spec['query']} query files, {spec['heldout']} held-out files of < "
+        f"{spec['max_chars']:,} characters each, {3 * spec['per_group'] * 3} canaries per organization (attack context "
+        f"{s['context_tokens']} tokens). Secure LoRA "
+        f"rank {s['rank']}, AdamW lr {s['lr']:g}, T = {s['rounds']} rounds × K = {s['epochs']} epoch; local adapters "
+        f"T·K epochs; fusion (eq. 7) ≤ {s['fusion_iters']} iterations at ψ = 0.001. Flower's FedAdagrad/FedAdam/"
+        f"FedYogi at η = 0.01 (τ 1e-3, β 0.9 / 0.99), FedAvgM and SecureFedNesterov at momentum 0.5, η = 1. Every "
+        f"federation ran Flower's `Strategy.start` over the in-process `LocalGrid` (no Ray here for Flower's "
+        f"simulation engine). Inference accuracy at c = 50 (chance 2 %), pooled over the organizations' canaries, 95 % "
+        f"Wilson intervals.",
+        "",
+    ]
+    t1 = [by[c] for c in by if c.startswith("t1:")]
+    if t1:
+        lines += ["| strategy | ppl / top-1, own held-out: global · local | others' code: global · local | global "
+                  "beats local on others' | right key | wrong / no key | global alone | other orgs' keys |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for cell in t1:
+            g, lo = pooled_utility(cell, "global"), pooled_utility(cell, "local")
+            go, loo = pooled_utility(cell, "global_others"), pooled_utility(cell, "local_others")
+            k, n = beats(cell)
+            lines.append(f"| {cell['strategy']} | {g[0]:.2f} / {100 * g[1]:.1f} % · {lo[0]:.2f} / {100 * lo[1]:.1f} % | "
+                         f"{go[0]:.2f} / {100 * go[1]:.1f} % · {loo[0]:.2f} / {100 * loo[1]:.1f} % | {k} of {n} | " +
+                         " | ".join(pct(*_leak(route_rows(cell, r))) if route_rows(cell, r) else "–" for r, _ in ROUTES)
+                         + " |")
+        base = pooled_utility(t1[0], "base"), pooled_utility(t1[0], "base_others")
+        lines += ["", f"The base model without adapter: {base[0][0]:.2f} / {100 * base[0][1]:.1f} % on the "
+                  f"organizations' own held-out code, {base[1][0]:.2f} / {100 * base[1][1]:.1f} % on the others'."]
+        nest = by.get("t1:SecureFedNesterov")
+        if nest:
+            lines += ["", "| SecureFedNesterov, per organization | right key | wrong / no key | global alone | "
+                      "exposure r=16: right · wrong/no | α · β | ppl own: global · wrong/no-key route · right-key route |",
+                      "|---|---|---|---|---|---|---|"]
+            for name, o in nest["per_org"].items():
+                le, u = o["leak"], o["utility"]
+                lines.append(f"| {name} | {pct(*_leak([le['right']]))} | {pct(*_leak([le['secure']]))} | "
+                             f"{pct(*_leak([le['global']]))} | {le['right']['exposure']['16']:.2f} · "
+                             f"{le['secure']['exposure']['16']:.2f} (max {le['right']['max_exposure']:.1f}) | "
+                             f"({o['alpha'][0]:.2f}, {o['alpha'][1]:.2f}) · ({o['beta'][0]:.2f}, {o['beta'][1]:.2f}) | "
+                             f"{ppl(u['global']):.2f} · {ppl(u['secure_route']):.2f} · {ppl(u['right_route']):.2f} |")
+            residue = sum(o["residue"] for o in nest["per_org"].values())
+            lines += ["", f"The scrubber left {residue} canary occurrences in the organizations' scrubbed views."]
+    f2 = [(label, by[c]) for label, c in (("no scrubbing (control)", "f2:raw"), ("scrubbing", "t1:SecureFedNesterov"),
+                                          (f"scrubbing + DP (ε = {s['dp_epsilon']:g})", "f2:dp")) if c in by]
+    if f2:
+        lines += ["", "| Fig. 2: secure side | wrong / no key: extraction P / R | inference | global alone: "
+                  "extraction P / R | inference | right key: inference | ppl own: global · wrong/no-key route |",
+                  "|---|---|---|---|---|---|---|"]
+        for label, cell in f2:
+            lines.append(f"| {label} | {extraction(cell, 'secure')} | {pct(*_leak(route_rows(cell, 'secure')))} | "
+                         f"{extraction(cell, 'global')} | {pct(*_leak(route_rows(cell, 'global')))} | "
+                         f"{pct(*_leak(route_rows(cell, 'right')))} | {pooled_utility(cell, 'global')[0]:.2f} · "
+                         f"{pooled_utility(cell, 'secure_route')[0]:.2f} |")
+        dp = by.get("f2:dp")
+        if dp:
+            p = dp["privacy"][0]
+            spent = max(x["epsilon_spent"] for x in dp["privacy"])
+            lines += ["", f"DP: document-level DP-SGD on each organization's secure adapter (federated and local), "
+                      f"one file = one unit, C = {s['dp_clip']:g}, expected batch {s['dp_batch']} files of "
+                      f"{p['documents']} (q = {p['sample_rate']:.3f}), σ = {p['noise_multiplier']:.3f}, "
+                      f"{p['steps']} steps over the {s['rounds']} rounds, ε spent {spent:.2f} at δ = {s['dp_delta']:g} "
+                      f"(opacus RDP). Extraction: {s['samples']} samples (T = 1) per canary prefix; P = true canaries "
+                      f"among the distinct values of the canaries' formats generated, R = canaries recovered."]
+    f5 = sorted((by[c] for c in by if c.startswith("f5:")), key=lambda c: len(c["orgs"]))
+    if f5:
+        lines += ["", f"Fig. 5 (scaling): SecureFedNesterov, T = {s['scale_rounds']} rounds, organizations of "
+                  f"{sspec['files']} training files < {sspec['max_chars']:,} characters ({sspec['heldout']} held out); "
+                  "the first 3 organizations' keys measured (right key, wrong / no key), the global adapter against "
+                  "every organization's canaries.", "",
+                  "| organizations | right key (3 tracked) | wrong / no key (3 tracked) | global alone (all) | ppl on "
+                  "others' code: global · local (mean) | global beats local on others' | minutes |",
+                  "|---|---|---|---|---|---|---|"]
+        for cell in f5:
+            go, lo = pooled_utility(cell, "global_others"), pooled_utility(cell, "local_others")
+            k, n = beats(cell)
+            lines.append(f"| {len(cell['orgs'])} | {pct(*_leak(route_rows(cell, 'right')))} | "
+                         f"{pct(*_leak(route_rows(cell, 'secure')))} | {pct(*_leak(route_rows(cell, 'global')))} | "
+                         f"{go[0]:.2f} · {lo[0]:.2f} | {k} of {n} | {cell['seconds'] / 60:.1f} |")
+    return "\n".join(lines)
