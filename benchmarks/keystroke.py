@@ -11,13 +11,16 @@ typed back one by one: a `didChange` inserting the character, then `textDocument
 at the new cursor, the client waiting for the answer before the next keystroke (as an editor's
 debounce would). The latency is the time from sending the `didChange` to receiving the answer.
 The server completes through the cloud it starts itself on loopback, with the default model and
-the default `completion` options; `umbra/stats` after each answer tells a type-ahead answer
-(lsp/typeahead.py: no decode) from a decoded one.
+the default `completion` and `inline` options (a line mid-line and a block at a blank line, the
+loop stop, the latency deadline counted from the request's arrival); `umbra/stats` after each
+answer tells a type-ahead answer (lsp/typeahead.py: no decode) from a decoded one, and why a
+decode stopped (its line or block ended, a loop, the deadline, the token cap).
 
 The engine's own time: every request the server decoded is run again, right after the server's
 answer, by the engine alone (`CompletionEngine.split`, a warm session, the same config and
-adapters) through a second self-started cloud on loopback (`umbra/connect.py`, as the server
-makes its own), so its session sees the same requests in the same order. The overhead is the
+adapters, and the same deadline counted from its own start) through a second self-started cloud
+on loopback (`umbra/connect.py`, as the server makes its own), so its session sees the same
+requests in the same order. The overhead is the
 median over those keystrokes of server latency / engine time, with a 95 % order-statistic
 interval; the answers of both are compared too. A type-ahead answer is compared with a decode of
 the same request in a second warm session (untimed), so the table says whether serving the rest
@@ -41,6 +44,7 @@ import json
 import platform
 import statistics
 import sys
+from collections import Counter
 import tempfile
 import time
 from dataclasses import dataclass
@@ -80,6 +84,7 @@ class Keystroke:
     right: int  # characters of the file's real continuation the server's answer starts with
     decode_right: int  # the same for the engine's decode
     tokens: int  # tokens the engine's decode generated
+    stop: str | None  # why the server's decode stopped (umbra/stats "stops"); None: a type-ahead answer
 
 
 def chars_right(shown: str, truth: str) -> int:
@@ -175,7 +180,9 @@ def typed_region(text: str, keystrokes: int) -> int:
 
 
 async def run_mode(name: str, model: ClientModel, options: dict, text: str, start: int, args, workdir: Path) -> dict:
-    config = InitializationOptions.from_json(options).completion.engine_config()
+    settings = InitializationOptions.from_json(options)
+    config = settings.inline.engine_config(settings.completion.engine_config())  # the editor's requests
+    budget = settings.inline.deadline_s
     typed = text[start:start + args.keystrokes]
     base = text[:start] + text[start + args.keystrokes:]
     server = Server(options, workdir / f"lsp-{name}.log")
@@ -199,14 +206,16 @@ async def run_mode(name: str, model: ClientModel, options: dict, text: str, star
                     after = await server.stats()
                     prefix, suffix = server.text[:start + i + 1], server.text[start + i + 1:]
                     truth = text[start + i + 1:]
+                    stop = next((r for r, n in after["stops"].items() if n > before["stops"].get(r, 0)), None)
                     if after["completions"]["typeahead"] > before["completions"]["typeahead"]:
                         engine_s, result = None, await check.complete(prefix, suffix, config, adapters=adapters)
                     else:
                         t0 = time.perf_counter()
-                        result = await session.complete(prefix, suffix, config, adapters=adapters)
+                        result = await session.complete(prefix, suffix, config, adapters=adapters,
+                                                        deadline=None if budget is None else time.monotonic() + budget)
                         engine_s = time.perf_counter() - t0
                     strokes.append(Keystroke(server_s, engine_s, result.text == answer, chars_right(answer, truth),
-                                             chars_right(result.text, truth), result.generated_tokens))
+                                             chars_right(result.text, truth), result.generated_tokens, stop))
             burst = await run_burst(server, args.burst)
         finally:
             await server.stop()
@@ -224,6 +233,7 @@ async def run_burst(server: Server, n: int) -> dict:
     after = await server.stats()
     return {"n": n, "last_ms": 1000 * last_s, "answered": isinstance(last[-1], str),
             "started": after["decodes"]["started"] - before["decodes"]["started"],
+            "skipped": after["completions"]["skipped"] - before["completions"]["skipped"],
             "max_per_document": after["decodes"]["maxPerDocument"]}
 
 
@@ -255,6 +265,8 @@ def summarize(name: str, run: dict) -> dict:
                     f"| {pct(server, 50):.0f} / {pct(server, 95):.0f} | {pct(engine, 50):.0f} / {pct(engine, 95):.0f} "
                     f"| {ratio:.2f}× [{ratios[lo]:.2f}, {ratios[hi]:.2f}] "
                     f"| {sum(k.same for k in decoded)} / {len(decoded)} |",
+        "stops": f"{name}: " + ", ".join(f"{reason} {count}" for reason, count in
+                                         sorted(Counter(k.stop for k in decoded).items(), key=lambda rc: -rc[1])),
         "ahead": f"{name}: {len(ahead)} type-ahead answers, {sum(k.same for k in ahead)} of them equal to a "
                  f"decode of the same request; of the file's next characters they got "
                  f"{sum(k.right for k in ahead):,} right, the decodes {sum(k.decode_right for k in ahead):,}",
@@ -268,14 +280,14 @@ def summarize(name: str, run: dict) -> dict:
 def report(runs: dict[str, dict], args, path: str, started: str) -> str:
     modes = {name: summarize(name, run) for name, run in runs.items()}
     bursts = "; ".join(f"{name}: {r['burst']['n']} keystrokes sent without waiting, {r['burst']['started']} decodes "
-                       f"started, at most {r['burst']['max_per_document']} at once in the document, the last "
+                       f"started ({r['burst']['skipped']} requests skipped as already superseded), at most {r['burst']['max_per_document']} at once in the document, the last "
                        f"{'answered' if r['burst']['answered'] else 'NOT answered'} "
                        f"{r['burst']['last_ms']:.0f} ms after the burst was sent" for name, r in runs.items())
     return "\n".join([
         f"Measured {started}: `python benchmarks/keystroke.py --keystrokes {args.keystrokes} --threads {args.threads}"
         f"{' --runs ' + args.runs if args.runs != 'plain,bundle' else ''}`, typing `{path}` "
         f"({args.keystrokes} characters from the line nearest its middle), default model, default `completion` "
-        f"options, bundle seed {args.bundle_seed}, torch threads {args.threads} per process. "
+        f"and `inline` options, bundle seed {args.bundle_seed}, torch threads {args.threads} per process. "
         f"Machine: {describe()}; {platform.machine()} (torch {torch.__version__}). {args.note}".rstrip(),
         "",
         "Keystroke to inline completion, ms (every keystroke; the client waits for each answer):",
@@ -290,6 +302,8 @@ def report(runs: dict[str, dict], args, path: str, started: str) -> str:
         "| same answer |",
         "|---|---:|---:|---:|---:|---:|---:|",
         *(m["overhead"] for m in modes.values()),
+        "",
+        "Why the server's decodes stopped: " + "; ".join(m["stops"] for m in modes.values()) + ".",
         "",
         "Type-ahead: " + "; ".join(m["ahead"] for m in modes.values()) + ".",
         "",

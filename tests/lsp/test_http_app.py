@@ -2,46 +2,28 @@
 through Umbra's own API (POST /v1/infill; the OpenAI-compatible one is test_openai_api.py),
 completing through the real cloud service: results equal the monolithic baseline, sessions reuse
 the prefix, bad input is 422, a newer request on a session makes the older 409, a client that
-disconnects cancels its completion, a dead cloud is 503; no or a wrong API token is 401 and a
-foreign Host header 421. `umbra serve` runs the same with a self-started cloud, writes its API
-token to a user-only file, and stops the cloud and removes the file on SIGTERM."""
+disconnects cancels its completion; no or a wrong API token is 401 and a foreign Host header 421;
+every completion response names the privacy mode. What happens when the cloud fails is
+test_cloud_supervisor.py; the `umbra serve` command, test_serve_cmd.py."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-import os
-import re
-import secrets
-import signal
 import socket
-import subprocess
-import sys
 import time
 
 import httpx
 import pytest
 import pytest_asyncio
-from lsp_helpers import API_TOKEN, Monolithic, refuses_connections, serving, wait_until
+from http_helpers import DEFAULTS, PREFIX, SUFFIX, TOKEN_ENV, authorized, local_settings
+from lsp_helpers import API_TOKEN, Monolithic, serving
 
 from lsp.options import CompletionOptions
-from lsp.settings import LocalSettings
 from server.launch import local_cloud_sync
-from umbra.paths import repo_root
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-TOKEN_ENV = "UMBRA_TEST_LOCAL_CLOUD_TOKEN"
-DEFAULTS = CompletionOptions(max_tokens=48, multiline=True)
-PREFIX = "import os\n\n\ndef add(a, b):\n    total = a + b\n    return "
-SUFFIX = "\n\n\nprint(add(1, 2))\n"
-
-
-def _settings(model_dir, url: str, **extra) -> LocalSettings:
-    return LocalSettings(model_dir=model_dir, cloud_url=url, cloud_token_env=TOKEN_ENV, threads=1,
-                         keyring_service=f"umbra-test-{secrets.token_hex(6)}",  # empty: the token comes from the env
-                         max_tokens=DEFAULTS.max_tokens, multiline=DEFAULTS.multiline, **extra)
 
 
 @pytest.fixture(scope="module")
@@ -53,17 +35,13 @@ def mono(lsp_model_dir) -> Monolithic:
 def base_url(lsp_model_dir, secret_service):
     with local_cloud_sync(lsp_model_dir, settings={"torch_threads": 1}) as cloud, pytest.MonkeyPatch.context() as mp:
         mp.setenv(TOKEN_ENV, cloud.token)
-        with serving(_settings(lsp_model_dir, cloud.base_url)) as url:
+        with serving(local_settings(lsp_model_dir, cloud.base_url)) as url:
             yield url
-
-
-def _authorized(url: str, timeout: float = 120, token: str = API_TOKEN) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=url, timeout=timeout, headers={"Authorization": f"Bearer {token}"})
 
 
 @pytest_asyncio.fixture(loop_scope="module")
 async def http(base_url):
-    async with _authorized(base_url) as client:
+    async with authorized(base_url) as client:
         yield client
 
 
@@ -178,7 +156,7 @@ async def test_bodies_are_bounded_before_the_token_is_looked_at(base_url):
 
 async def test_a_host_that_only_starts_like_loopback_is_421(base_url):
     port = base_url.rsplit(":", 1)[1]
-    async with _authorized(base_url) as client:
+    async with authorized(base_url) as client:
         for host in ("[::1].evil.example", f"[::1].evil.example:{port}", "[::1]evil", "localhost.evil.example"):
             r = await client.post("/v1/infill", headers={"Host": host}, json={"prefix": "", "suffix": ""})
             assert r.status_code == 421, (host, r.text)
@@ -202,7 +180,7 @@ async def test_a_newer_request_on_a_session_makes_the_older_409(http, mono):
 
 async def test_a_client_that_disconnects_cancels_its_completion(http, base_url, mono):
     before = (await http.get("/healthz")).json()["completions"].get("cancelled", 0)
-    async with _authorized(base_url, timeout=0.3) as impatient:
+    async with authorized(base_url, timeout=0.3) as impatient:
         with pytest.raises(httpx.ReadTimeout):
             await impatient.post("/v1/infill", json={"prefix": PREFIX, "suffix": SUFFIX, "session": "s-gone",
                                                      "maxTokens": 300})
@@ -219,175 +197,6 @@ async def test_deleting_a_session(http):
     assert (await http.delete("/v1/sessions/s-del")).status_code == 204
     gone = await http.delete("/v1/sessions/s-del")
     assert gone.status_code == 404 and gone.json()["detail"] == "no such session"
-
-
-async def test_an_unreachable_cloud_is_503_and_never_a_fallback(lsp_model_dir, secret_service):
-    with local_cloud_sync(lsp_model_dir, settings={"torch_threads": 1}) as cloud, pytest.MonkeyPatch.context() as mp:
-        mp.setenv(TOKEN_ENV, cloud.token)
-        with serving(_settings(lsp_model_dir, cloud.base_url, auth=False), token=None) as url:
-            async with httpx.AsyncClient(base_url=url, timeout=120) as http:  # --no-auth: no token needed
-                assert (await http.post("/v1/infill", json={"prefix": PREFIX, "suffix": SUFFIX})).status_code == 200
-                cloud.kill()
-                r = await http.post("/v1/infill", json={"prefix": PREFIX, "suffix": SUFFIX, "session": "s"})
-                assert r.status_code == 503 and "cloud unreachable" in r.json()["detail"]
-                assert "completion" not in r.json()
-                health = await http.get("/healthz")
-                assert health.status_code == 503 and health.json()["state"] == "unreachable"
-
-
-async def test_with_auditing_on_each_session_is_recorded_when_it_ends(lsp_model_dir, keystore, tmp_path, monkeypatch):
-    """`umbra audit on` covers the servers too: a session's traffic is saved (encrypted) when the
-    session is deleted, the rest at shutdown — the same recordings `umbra audit` reports on."""
-    from umbra.audit.store import AuditStore
-
-    monkeypatch.setenv("UMBRA_AUDIT", "1")
-    monkeypatch.setenv("UMBRA_AUDIT_DIR", str(tmp_path / "audit"))
-    monkeypatch.setenv("UMBRA_AUDIT_SERVICE", keystore.service)
-    store = AuditStore(tmp_path / "audit", keystore)
-    with local_cloud_sync(lsp_model_dir, settings={"torch_threads": 1}) as cloud:
-        monkeypatch.setenv(TOKEN_ENV, cloud.token)
-        with serving(_settings(lsp_model_dir, cloud.base_url)) as url:
-            async with _authorized(url) as http:
-                for prefix in (PREFIX, PREFIX + "t"):
-                    r = await http.post("/v1/infill", json={"prefix": prefix, "suffix": SUFFIX, "session": "a"})
-                    assert r.status_code == 200
-                assert (await http.post("/v1/infill", json={"prefix": "x = ", "suffix": "", "session": "b"})).status_code == 200
-                assert store.paths() == []  # sessions still open
-                assert (await http.delete("/v1/sessions/a")).status_code == 204
-                (first,) = store.records()
-                assert PREFIX.strip() in _decode(lsp_model_dir, first.sequences[0].truth)
-                assert first.meta["hidden_size"] > 0 and first.meta["wire_dtype"] == "torch.float32"
-        second = store.records()[-1]  # session "b", saved at shutdown
-        assert len(store.paths()) == 2 and "x =" in _decode(lsp_model_dir, second.sequences[0].truth)
-
-
-async def test_a_self_started_cloud_that_dies_is_started_again(lsp_model_dir, mono, secret_service):
-    """The server's own cloud is killed: the next completion is 503 (never a fallback), then the
-    cloud is started again on a new port and completions give the same results as before."""
-    apps: list = []
-    with serving(_settings(lsp_model_dir, None), apps=apps) as url:
-        backend = apps[0].state.backend
-        backend._probe_interval = 0.2
-        async with _authorized(url) as http:
-            body = {"prefix": PREFIX, "suffix": SUFFIX, "session": "s"}
-            assert (await http.post("/v1/infill", json=body)).json()["completion"] == await mono.complete(
-                PREFIX, SUFFIX, DEFAULTS)
-            old = backend.link
-            old.local.kill()
-            r = await http.post("/v1/infill", json=body)
-            assert r.status_code == 503 and "completion" not in r.json()
-            deadline = time.monotonic() + 180
-            while (health := (await http.get("/healthz")).json())["state"] != "ready":
-                assert time.monotonic() < deadline and health["state"] != "error", health
-                await asyncio.sleep(0.2)
-            assert "restarted" in health["message"] and backend.link.url != old.url
-            assert refuses_connections(old.url)
-            again = await http.post("/v1/infill", json=body)
-            assert again.status_code == 200 and again.json()["completion"] == await mono.complete(PREFIX, SUFFIX, DEFAULTS)
-            assert again.json()["reusedTokens"] == 0  # the warm session lived in the dead cloud: rebuilt
-            assert len(backend._restarts) == 1
-
-            backend._restarts = [time.monotonic()] * 3  # as if it had died three times just now
-            backend.link.local.kill()
-            assert (await http.post("/v1/infill", json=body)).status_code == 503
-            deadline = time.monotonic() + 60
-            while (health := (await http.get("/healthz")).json())["state"] != "error":
-                assert time.monotonic() < deadline, health
-                await asyncio.sleep(0.2)
-            assert "keeps exiting" in health["message"]
-            r = await http.post("/v1/infill", json=body)
-            assert r.status_code == 503 and "keeps exiting" in r.json()["detail"]
-
-
-def _decode(model_dir, ids) -> str:
-    from umbra.engine import ClientModel
-
-    return ClientModel.load(model_dir).tokenizer.decode(ids.tolist())
-
-
-async def test_umbra_serve_with_a_self_started_cloud_stops_it_on_sigterm(lsp_model_dir, mono, tmp_path):
-    log = tmp_path / "serve.log"
-    runtime = tmp_path / "run"
-    runtime.mkdir(mode=0o700)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UMBRA_LOCAL_")} | {"XDG_RUNTIME_DIR": str(runtime)}
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "umbra.cli.main", "serve", "--port", "0", "--model",
-                                 str(lsp_model_dir), "--threads", "1"], stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, cwd=repo_root(), env=env)
-    try:
-        wait_until(lambda: "listening on" in log.read_text() or proc.poll() is not None, 120, "umbra serve listening")
-        found = re.search(r"listening on (http://127\.0\.0\.1:(\d+)) \(API token in (\S+)\)", log.read_text())
-        url, port, token_file = found.group(1), found.group(2), found.group(3)
-        assert token_file == str(runtime / "umbra" / f"serve-{port}.token")
-        assert os.stat(token_file).st_mode & 0o777 == 0o600 and os.stat(runtime / "umbra").st_mode & 0o777 == 0o700
-        token = open(token_file).read().strip()
-        assert len(token) >= 40 and token not in log.read_text()
-        async with _authorized(url, token=token) as http:
-            deadline = time.monotonic() + 240
-            while not await _healthy(http):
-                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-                await asyncio.sleep(0.2)
-            message = (await http.get("/healthz")).json()["message"]
-            cloud_url = re.search(r"self-started cloud at (http://127\.0\.0\.1:\d+)", message).group(1)
-            r = await http.post("/v1/infill", json={"prefix": PREFIX, "suffix": SUFFIX})
-            assert r.json()["completion"] == await mono.complete(PREFIX, SUFFIX, CompletionOptions())
-        assert not refuses_connections(cloud_url)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == -signal.SIGTERM  # uvicorn shuts down gracefully, then re-raises it
-        assert refuses_connections(cloud_url) and refuses_connections(url)
-        assert not os.path.exists(token_file)  # the token dies with the server
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-
-
-async def test_umbra_serve_set_up_failure_is_a_clear_error_not_a_traceback(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "umbra.cli.main", "serve", "--port", "0", "--model", str(tmp_path / "absent")],
-                       capture_output=True, text=True, timeout=120, cwd=repo_root(), check=False)
-    assert r.returncode == 2 and "Traceback" not in r.stderr and "listening" not in r.stderr
-    assert r.stderr.strip().splitlines()[-1] == (f"umbra: error: model directory {tmp_path / 'absent'} does not exist "
-                                                 f"(pass --model DIR)")
-
-
-async def _healthy(http: httpx.AsyncClient) -> bool:
-    try:
-        return (await http.get("/healthz")).status_code == 200
-    except httpx.TransportError:
-        return False
-
-
-async def test_umbra_serve_no_auth_and_token_file_flags(lsp_model_dir, tmp_path, secret_service):
-    """--no-auth serves without a token (and writes no file); --token-file puts it where asked."""
-    with local_cloud_sync(lsp_model_dir, settings={"torch_threads": 1}) as cloud:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("UMBRA_LOCAL_")} | {TOKEN_ENV: cloud.token}
-        for flags in (["--no-auth"], ["--token-file", str(tmp_path / "t" / "api.token")]):
-            log = tmp_path / f"serve{len(flags)}.log"
-            with open(log, "wb") as out:
-                proc = subprocess.Popen([sys.executable, "-m", "umbra.cli.main", "serve", "--port", "0", "--model",
-                                         str(lsp_model_dir), "--threads", "1", "--cloud", cloud.base_url,
-                                         "--token-env", TOKEN_ENV, "--service", f"umbra-test-{secrets.token_hex(6)}",
-                                         *flags], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        cwd=repo_root(), env=env)
-            try:
-                wait_until(lambda: "listening on" in log.read_text() or proc.poll() is not None, 120, "listening")
-                url = re.search(r"listening on (http://127\.0\.0\.1:\d+)", log.read_text()).group(1)
-                if flags == ["--no-auth"]:
-                    assert "no API token (--no-auth)" in log.read_text()
-                    headers = {}
-                else:
-                    assert f"API token in {tmp_path / 't' / 'api.token'}" in log.read_text()
-                    headers = {"Authorization": f"Bearer {(tmp_path / 't' / 'api.token').read_text().strip()}"}
-                async with httpx.AsyncClient(base_url=url, timeout=120, headers=headers) as http:
-                    r = await http.post("/v1/infill", json={"prefix": "x = ", "suffix": "", "maxTokens": 2})
-                    assert r.status_code == 200, r.text
-                proc.send_signal(signal.SIGTERM)
-                proc.wait(timeout=60)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-        assert not (tmp_path / "t" / "api.token").exists()
 
 
 async def test_every_completion_response_carries_the_privacy_mode(http):

@@ -27,7 +27,7 @@ CONTRACT = {  # the defaults, as JSON; names and defaults must not drift
 VSCODE = {  # what the VS Code extension sends with its defaults (vscode-extension/src/settings.ts)
     "model": {"dir": None, "bundle": None, "keyringService": "umbra"},
     "cloud": {"url": None, "certificate": None, "tokenEnv": "UMBRA_CLOUD_TOKEN"},
-    "completion": {"maxTokens": 64, "multiline": False, "temperature": 0.0, "topP": 1.0, "contextTokens": 1024},
+    "completion": {"maxTokens": 64, "multiline": "auto", "temperature": 0.0, "topP": 1.0, "contextTokens": 1024},
     "threads": None,
     "allowUndefendedRemoteCloud": False,
 }
@@ -42,10 +42,7 @@ def test_defaults_are_the_contract():
 def test_what_the_vscode_extension_sends_is_accepted_without_a_warning(caplog):
     with caplog.at_level(logging.WARNING, logger="umbra.lsp"):
         warnings = []
-        # the extension's `multiline` setting is a boolean (false by default): its users get the rest of
-        # the line at a blank line too, where the server's default "auto" would complete a block
-        assert InitializationOptions.from_json(VSCODE, warn=warnings.append) == InitializationOptions(
-            completion=CompletionOptions(multiline=False))
+        assert InitializationOptions.from_json(VSCODE, warn=warnings.append) == InitializationOptions()
     assert warnings == [] and caplog.records == []
 
 

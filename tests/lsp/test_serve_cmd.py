@@ -1,0 +1,116 @@
+"""`umbra serve` (umbra/cli/serve_cmd.py over lsp/http_app.py's `run`) as a process: with a
+self-started cloud it completes and stops the cloud and removes its token file on SIGTERM, a
+set-up failure is a clear error and not a traceback, and --no-auth / --token-file do what they say."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+from http_helpers import PREFIX, SUFFIX, TOKEN_ENV, authorized
+from lsp_helpers import Monolithic, refuses_connections, wait_until
+
+from lsp.options import CompletionOptions
+from server.launch import local_cloud_sync
+from umbra.paths import repo_root
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture(scope="module")
+def mono(lsp_model_dir) -> Monolithic:
+    return Monolithic(lsp_model_dir)
+
+
+async def test_umbra_serve_with_a_self_started_cloud_stops_it_on_sigterm(lsp_model_dir, mono, tmp_path):
+    log = tmp_path / "serve.log"
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UMBRA_LOCAL_")} | {"XDG_RUNTIME_DIR": str(runtime)}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "umbra.cli.main", "serve", "--port", "0", "--model",
+                                 str(lsp_model_dir), "--threads", "1"], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, cwd=repo_root(), env=env)
+    try:
+        wait_until(lambda: "listening on" in log.read_text() or proc.poll() is not None, 120, "umbra serve listening")
+        found = re.search(r"listening on (http://127\.0\.0\.1:(\d+)) \(API token in (\S+)\)", log.read_text())
+        url, port, token_file = found.group(1), found.group(2), found.group(3)
+        assert token_file == str(runtime / "umbra" / f"serve-{port}.token")
+        assert os.stat(token_file).st_mode & 0o777 == 0o600 and os.stat(runtime / "umbra").st_mode & 0o777 == 0o700
+        token = open(token_file).read().strip()
+        assert len(token) >= 40 and token not in log.read_text()
+        async with authorized(url, token=token) as http:
+            deadline = time.monotonic() + 240
+            while not await _healthy(http):
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                await asyncio.sleep(0.2)
+            message = (await http.get("/healthz")).json()["message"]
+            cloud_url = re.search(r"self-started cloud at (http://127\.0\.0\.1:\d+)", message).group(1)
+            r = await http.post("/v1/infill", json={"prefix": PREFIX, "suffix": SUFFIX})
+            assert r.json()["completion"] == await mono.complete(PREFIX, SUFFIX, CompletionOptions())
+        assert not refuses_connections(cloud_url)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == -signal.SIGTERM  # uvicorn shuts down gracefully, then re-raises it
+        assert refuses_connections(cloud_url) and refuses_connections(url)
+        assert not os.path.exists(token_file)  # the token dies with the server
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+async def test_umbra_serve_set_up_failure_is_a_clear_error_not_a_traceback(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "umbra.cli.main", "serve", "--port", "0", "--model", str(tmp_path / "absent")],
+                       capture_output=True, text=True, timeout=120, cwd=repo_root(), check=False)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "listening" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (f"umbra: error: model directory {tmp_path / 'absent'} does not exist "
+                                                 f"(pass --model DIR)")
+
+
+async def _healthy(http: httpx.AsyncClient) -> bool:
+    try:
+        return (await http.get("/healthz")).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+async def test_umbra_serve_no_auth_and_token_file_flags(lsp_model_dir, tmp_path, secret_service):
+    """--no-auth serves without a token (and writes no file); --token-file puts it where asked."""
+    with local_cloud_sync(lsp_model_dir, settings={"torch_threads": 1}) as cloud:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("UMBRA_LOCAL_")} | {TOKEN_ENV: cloud.token}
+        for flags in (["--no-auth"], ["--token-file", str(tmp_path / "t" / "api.token")]):
+            log = tmp_path / f"serve{len(flags)}.log"
+            with open(log, "wb") as out:
+                proc = subprocess.Popen([sys.executable, "-m", "umbra.cli.main", "serve", "--port", "0", "--model",
+                                         str(lsp_model_dir), "--threads", "1", "--cloud", cloud.base_url,
+                                         "--token-env", TOKEN_ENV, "--service", f"umbra-test-{secrets.token_hex(6)}",
+                                         *flags], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        cwd=repo_root(), env=env)
+            try:
+                wait_until(lambda: "listening on" in log.read_text() or proc.poll() is not None, 120, "listening")
+                url = re.search(r"listening on (http://127\.0\.0\.1:\d+)", log.read_text()).group(1)
+                if flags == ["--no-auth"]:
+                    assert "no API token (--no-auth)" in log.read_text()
+                    headers = {}
+                else:
+                    assert f"API token in {tmp_path / 't' / 'api.token'}" in log.read_text()
+                    headers = {"Authorization": f"Bearer {(tmp_path / 't' / 'api.token').read_text().strip()}"}
+                async with httpx.AsyncClient(base_url=url, timeout=120, headers=headers) as http:
+                    r = await http.post("/v1/infill", json={"prefix": "x = ", "suffix": "", "maxTokens": 2})
+                    assert r.status_code == 200, r.text
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=60)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        assert not (tmp_path / "t" / "api.token").exists()
+
