@@ -40,7 +40,7 @@ export interface CloudSettings {
 
 export interface CompletionSettings {
     maxTokens: number;
-    multiline: boolean;
+    multiline: boolean | 'auto';
     temperature: number;
     topP: number;
     contextTokens: number;
@@ -70,7 +70,7 @@ export interface InitializationOptions {
     cloud: { url: string | null; certificate: string | null; tokenEnv: string };
     completion: {
         maxTokens: number;
-        multiline: boolean;
+        multiline: boolean | 'auto';
         temperature: number;
         topP: number;
         contextTokens: number;
@@ -89,7 +89,7 @@ export const DEFAULTS: Readonly<UmbraSettings> = Object.freeze({
     server: { path: 'umbra', args: [], python: null },
     model: { dir: null, bundle: null, keyringService: 'umbra' },
     cloud: { url: null, certificate: null, tokenEnv: 'UMBRA_CLOUD_TOKEN' },
-    completion: { maxTokens: 64, multiline: false, temperature: 0.0, topP: 1.0, contextTokens: 1024 },
+    completion: { maxTokens: 64, multiline: 'auto' as const, temperature: 0.0, topP: 1.0, contextTokens: 1024 },
     threads: null,
     allowUndefendedRemoteCloud: false,
 });
@@ -178,7 +178,7 @@ export function readSettings(source: ConfigSource, paths: PathContext = {}): Umb
         },
         completion: {
             maxTokens: v.int('completion.maxTokens', LIMITS.maxTokens.min, LIMITS.maxTokens.max),
-            multiline: v.bool('completion.multiline'),
+            multiline: v.lineMode('completion.multiline'),
             temperature: v.number('completion.temperature', (x) => x >= 0, 'a number >= 0'),
             topP: v.number('completion.topP', (x) => x > 0 && x <= 1, 'a number in (0, 1]'),
             contextTokens: v.int('completion.contextTokens', LIMITS.contextTokens.min, LIMITS.contextTokens.max),
@@ -282,6 +282,12 @@ class Validator {
     bool(key: SettingKey): boolean {
         const value = this.raw(key);
         return typeof value === 'boolean' ? value : this.fail(key, 'true or false', value, false);
+    }
+
+    /** true, false or 'auto' (completion.multiline). */
+    lineMode(key: SettingKey): boolean | 'auto' {
+        const value = this.raw(key);
+        return typeof value === 'boolean' || value === 'auto' ? value : this.fail(key, 'true, false or "auto"', value, 'auto');
     }
 
     number(key: SettingKey, ok: (x: number) => boolean, expected: string): number {

@@ -39,7 +39,7 @@ describe('settings → initializationOptions', () => {
         assert.deepStrictEqual(options, {
             model: { dir: null, bundle: null, keyringService: 'umbra' },
             cloud: { url: null, certificate: null, tokenEnv: 'UMBRA_CLOUD_TOKEN' },
-            completion: { maxTokens: 64, multiline: false, temperature: 0.0, topP: 1.0, contextTokens: 1024 },
+            completion: { maxTokens: 64, multiline: 'auto', temperature: 0.0, topP: 1.0, contextTokens: 1024 },
             threads: null,
             allowUndefendedRemoteCloud: false,
         });
@@ -48,7 +48,7 @@ describe('settings → initializationOptions', () => {
             JSON.stringify(options),
             '{"model":{"dir":null,"bundle":null,"keyringService":"umbra"},' +
                 '"cloud":{"url":null,"certificate":null,"tokenEnv":"UMBRA_CLOUD_TOKEN"},' +
-                '"completion":{"maxTokens":64,"multiline":false,"temperature":0,"topP":1,"contextTokens":1024},' +
+                '"completion":{"maxTokens":64,"multiline":"auto","temperature":0,"topP":1,"contextTokens":1024},' +
                 '"threads":null,"allowUndefendedRemoteCloud":false}',
         );
     });
@@ -121,7 +121,7 @@ describe('settings validation', () => {
         ['topP 0', { 'completion.topP': 0 }, /completion\.topP must be a number in \(0, 1\]/],
         ['topP above 1', { 'completion.topP': 1.5 }, /completion\.topP/],
         ['contextTokens 0', { 'completion.contextTokens': 0 }, /completion\.contextTokens/],
-        ['multiline string', { 'completion.multiline': 'yes' }, /completion\.multiline must be true or false/],
+        ['multiline string', { 'completion.multiline': 'yes' }, /completion\.multiline must be true, false or "auto"/],
         ['threads 0', { threads: 0 }, /threads must be null or an integer/],
         ['threads string', { threads: 'auto' }, /threads/],
         ['debounce negative', { debounceMs: -1 }, /debounceMs must be null or an integer in \[0, 10000\]/],
