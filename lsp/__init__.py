@@ -7,7 +7,13 @@ server (`umbra serve`), both over the split completion engine — never anything
     cloud.py      the cloud to complete through, from the options: self-started on loopback or
                   configured (token from the OS keyring or the environment); umbra/connect.py's
                   CloudLink does the rest (restart, /healthz probe, audit tap)
-    backend.py    Backend: model + cloud + engine + sessions + status, shared by both servers
+    backend.py    Backend: completions over the cloud supervisor, sessions and the type-ahead,
+                  shared by both servers (counted by outcome and stop reason)
+    cloud_supervisor.py   the model, the cloud and the engine: set-up, unreachable and back,
+                  restarts of a self-started cloud
+    status.py     Status (state, privacy mode, expert, access) and the board that sends changes
+    arrivals.py   the editor's completion requests as read: document snapshot, arrival time
+                  (the deadline counts from it), and whether a newer one has already arrived
     sessions.py   SessionPool: one warm session per document / session id, LRU; a newer request
                   cancels the older ones and runs alone (counted: decodes running, started, most at once)
     typeahead.py  TypeAhead: typing the first characters of the completion just shown is answered
