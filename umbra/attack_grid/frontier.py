@@ -98,6 +98,8 @@ VARIANTS = {v.name: v for v in (
             gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=1.0, rank=8), gate_lr=CLEAN_GATE_LR),
     Variant("noir+clean+noise1+gate5x", "NOIR + clean residual, keyed noise s = 1, gate lr 5·10⁻², noised gradient",
             gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=1.0), gate_lr=5 * CLEAN_GATE_LR),
+    Variant("noir+clean+noise1+gate5x+exact", "NOIR + clean residual, keyed noise s = 1, gate lr 5·10⁻², exact gradient",
+            private_path=replace(_CLEAN, noise=1.0), gate_lr=5 * CLEAN_GATE_LR),
     Variant("noir+clean+noise1+scalar", "NOIR + clean residual (scalar gate), keyed noise s = 1, noised gradient",
             gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=1.0, gate="scalar"),
             gate_lr=CLEAN_GATE_LR),
