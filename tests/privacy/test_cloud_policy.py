@@ -2,7 +2,8 @@
 127.0.0.1 takes an undefended plain model's states; the same real cloud listening on 0.0.0.0 and
 reached through this machine's own non-loopback address refuses the link before anything is sent
 (the cloud's own counters stay at zero), unless the flag or the environment opts in — and then the
-mode in force says so. A bundle whose mode the tables measured as defended goes through."""
+mode in force says so. A link whose mode the tables measured as defended goes through; an untuned
+bundle, deciphered at 10× traffic at every ε the grid measured, is refused like the plain model."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from umbra.privacy.cloud_policy import (
     on_this_machine,
     opted_in,
 )
-from umbra.privacy.mode import PrivacyMode
+from umbra.privacy.mode import PrivacyMode, measured_table
 
 CONFIG = EngineConfig(stop=StopConfig(max_tokens=4))
 
@@ -65,11 +66,23 @@ def test_the_rule_for_each_mode():
     unmeasured = PrivacyMode.of(500.0, None)
     with pytest.raises(UndefendedCloudRefused, match="nothing measured"):
         mode_in_force(unmeasured, "https://cloud.example.com", environ={})
-    defended = PrivacyMode.of(13.0, None)  # untuned at ε = 13: every measured attack under the baseline
-    assert defended.defended and mode_in_force(defended, "https://cloud.example.com", environ={}) is defended
-    deciphered = PrivacyMode.of(1024.0, None)  # untuned at ε = 1 024: the decipherment reads it at 10× traffic
-    with pytest.raises(UndefendedCloudRefused):
-        mode_in_force(deciphered, "https://cloud.example.com", environ={})
+    defended = _a_defended_mode()
+    assert mode_in_force(defended, "https://cloud.example.com", environ={}) is defended
+    for eps in (1.0, 13.0, 1024.0):  # untuned: the decipherment reads each at 10× traffic (frontier.md)
+        deciphered = PrivacyMode.of(eps, None)
+        assert deciphered.measured is not None and not deciphered.defended
+        with pytest.raises(UndefendedCloudRefused, match="decipher"):
+            mode_in_force(deciphered, "https://cloud.example.com", environ={})
+
+
+def _a_defended_mode() -> PrivacyMode:
+    """A configuration the package's tables measured as defended (every attack, the decipherment
+    included where it ran, within a point of the frequency baseline), as `umbra tune` hands the
+    mode of the configuration it trains to the link."""
+    key, measured = next((k, m) for k, m in sorted(measured_table().items()) if m.holds)
+    mode = PrivacyMode(key, measured.label, measured)
+    assert mode.defended
+    return mode
 
 
 def _own_address() -> str:
@@ -89,8 +102,8 @@ def _received(cloud) -> dict[str, float]:
     return counts
 
 
-async def _complete(model, config: CloudConfig):
-    async with open_middle(model, config) as link:
+async def _complete(model, config: CloudConfig, mode: PrivacyMode | None = None):
+    async with open_middle(model, config, mode) as link:
         engine = CompletionEngine.split(model, link.middle, CONFIG, context_length=link.max_seq_len)
         await engine.complete("def add(a, b):\n    return ", "\n")
         return link.privacy
@@ -139,20 +152,26 @@ def test_a_cloud_not_on_this_machine_is_refused_before_anything_is_sent(fim_llam
 DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "models" / "umbra-code-tiny"
 
 
-def test_a_defended_bundle_needs_no_opt_in(tmp_path, keystore, monkeypatch):
-    """An untuned bundle of the measured default model at ε = 13 is measured defended (the older
-    tables of attacks.md: its completions' states at chance; the frontier grid has not run the
-    decipherment on it yet — at ε = 1 024 it reads 31 % at 10× traffic, so that one is refused), so
-    it goes to a cloud on another address without an opt-in."""
+def test_a_defended_mode_needs_no_opt_in_and_an_untuned_bundle_does(tmp_path, keystore, monkeypatch):
+    """An untuned bundle of the measured default model at ε = 13 is deciphered at 10× traffic
+    (frontier.md), so a cloud on another address refuses it before anything is sent, unless the
+    user opts in; a link opened for a configuration measured as defended (what `umbra tune` does
+    for the configuration it trains) goes through without an opt-in."""
     monkeypatch.delenv(OPT_IN_ENV, raising=False)
     init_bundle(DEFAULT_MODEL, BundleConfig(epsilon=13.0), tmp_path / "b", store=keystore)
     model = ClientModel.from_bundle(tmp_path / "b", DEFAULT_MODEL, store=keystore)
-    assert not PrivacyMode.of(1024.0, None).defended  # decipherment at 10× traffic (frontier.md)
     with local_cloud_thread(DEFAULT_MODEL, settings={"host": "0.0.0.0", "torch_threads": 1}) as cloud:
         remote = f"http://{_own_address()}:{cloud.base_url.rsplit(':', 1)[1]}"
-        mode = asyncio.run(_complete(model, CloudConfig(url=remote, token=cloud.token)))
-        assert mode.key == "eps=13" and mode.defended and not mode.opted_in
-        assert _received(cloud)["umbra_cloud_sessions_opened_total"] >= 1
+        with pytest.raises(UndefendedCloudRefused, match="decipher"):
+            asyncio.run(_complete(model, CloudConfig(url=remote, token=cloud.token)))
+        assert _received(cloud)["umbra_cloud_sessions_opened_total"] == 0
+        sent = asyncio.run(_complete(model, CloudConfig(url=remote, token=cloud.token,
+                                                        allow_undefended_remote_cloud=True)))
+        assert sent.key == "eps=13" and sent.opted_in
+        defended = _a_defended_mode()
+        mode = asyncio.run(_complete(model, CloudConfig(url=remote, token=cloud.token), defended))
+        assert mode.key == defended.key and mode.defended and not mode.opted_in
+        assert _received(cloud)["umbra_cloud_sessions_opened_total"] >= 2
 
 
 def test_figures_of_the_measured_model_are_not_lent_to_another(fim_llama_dir, public_cloud, tmp_path, keystore,

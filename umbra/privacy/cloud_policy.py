@@ -84,8 +84,13 @@ def mode_in_force(mode: PrivacyMode, url: str | None, allow: bool = False,
         return mode
     if opted_in(allow, environ):
         return replace(mode, opted_in=True)
-    why = ("nothing measured for it" if mode.measured is None
-           else f"the attack tables measured: {mode.summary.split(' · ', 1)[-1]}")
+    if mode.measured is None:
+        why = "nothing measured for it"
+    elif mode.measured.attacks:
+        attack, _ = mode.measured.strongest
+        why = f"the attack tables measured: {mode.summary.split(' · ', 1)[-1]}, by {attack}"
+    else:
+        why = f"the attack tables measured: {mode.summary.split(' · ', 1)[-1]}"
     raise UndefendedCloudRefused(
         f"refusing to send hidden states to {url}, a cloud not on this machine: the privacy mode {mode.label!r} "
         f"is not defended ({why}; docs/privacy/mode.md). Use a client bundle whose mode is defended, leave the "
