@@ -8,7 +8,8 @@ Cells (each appended to runs/federation/results.jsonl when done; a rerun skips t
 there for the same seed and settings, and `--write` alone rewrites the docs from that file):
 
   t1:<strategy>  3 organizations, T rounds of K local epochs on each one's scrubbed view, for Flower's
-                 FedAvg, FedAdagrad, FedAdam, FedYogi, FedAvgM and our SecureFedNesterov (eqs. 3-5)
+                 FedAvg, FedAdagrad, FedAdam, FedYogi, FedAvgM and our SecureFedNesterov (eqs. 3-5) at
+                 η = 1 (where eqs. 4-5 reduce to FedAvg whatever m) and η = 0.5
   f2:raw, f2:dp  SecureFedNesterov without scrubbing (a control: the secure side trained on the raw
                  view) and with scrubbing + document-level DP-SGD at ε (org_training.py's DP option);
                  with t1:SecureFedNesterov (scrubbing alone) they are Fig. 2
@@ -75,9 +76,9 @@ async def main() -> int:
     p.add_argument("--quick", action="store_true", help="a small run to check the script (own results file; "
                                                        "never written to the docs)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--rounds", type=int, default=3, help="T, communication rounds of the 3-organization cells")
+    p.add_argument("--rounds", type=int, default=2, help="T, communication rounds of the 3-organization cells")
     p.add_argument("--epochs", type=int, default=1, help="K, local epochs per round")
-    p.add_argument("--scale-rounds", type=int, default=2, help="T of the scaling cells")
+    p.add_argument("--scale-rounds", type=int, default=1, help="T of the scaling cells")
     p.add_argument("--scales", type=int, nargs="+", default=[3, 10, 30])
     p.add_argument("--rank", type=int, default=8)
     p.add_argument("--lr", type=float, default=2e-3)
@@ -89,7 +90,7 @@ async def main() -> int:
     p.add_argument("--dp-delta", type=float, default=1e-5)
     p.add_argument("--dp-clip", type=float, default=1.0)
     p.add_argument("--dp-batch", type=int, default=4, help="expected files per DP step")
-    p.add_argument("--fusion-iters", type=int, default=8, help="proximal-gradient iterations of eq. 7 at most")
+    p.add_argument("--fusion-iters", type=int, default=6, help="proximal-gradient iterations of eq. 7 at most")
     p.add_argument("--exposure-sample", type=int, default=50, help="same-format values a canary is ranked among")
     p.add_argument("--context-tokens", type=int, default=32, help="attack context before a canary, in tokens "
                                                                   "(benchmarks/securegate.py: 128)")
@@ -98,7 +99,7 @@ async def main() -> int:
     p.add_argument("--cells", nargs="+", help="run only these cells (default: all)")
     p.add_argument("--write", action="store_true", help="write the tables into docs/securegate.md")
     args = p.parse_args()
-    args.spec, args.scale_spec = OrgSpec(), OrgSpec(files=16, query=2, heldout=1, max_chars=4000, per_group=1)
+    args.spec, args.scale_spec = OrgSpec(), OrgSpec(files=16, query=2, heldout=1, max_chars=3000, per_group=1)
     if args.quick:
         args.spec = OrgSpec(files=16, query=2, heldout=1, max_chars=2500, per_group=1)
         args.scale_spec = replace(args.spec)

@@ -29,7 +29,9 @@ from umbra.tuning.fusion import FusionConfig, fit_fusion_weights, fuse_lora
 from umbra.tuning.noesis_config import DPConfig
 from umbra.tuning.securegate import OrgTrainConfig
 
-STRATEGIES = ("FedAvg", "FedAdagrad", "FedAdam", "FedYogi", "FedAvgM", "SecureFedNesterov")
+STRATEGIES = ("FedAvg", "FedAdagrad", "FedAdam", "FedYogi", "FedAvgM", "SecureFedNesterov", "SecureFedNesterov-0.5")
+# "SecureFedNesterov-0.5": server rate η = 0.5. At η = 1 (the default) eqs. 4-5 give Δw' = Δw̄ whatever m:
+# Δv' = m(1-η)Δv + η(Δw̄ - Δw), Δw' = (1-η)Δw + ηΔw̄ + m(1-η)Δv, so the momentum only acts for η < 1
 SERVER_ETA = 1e-2  # η of Flower's FedAdagrad/FedAdam/FedYogi (their default 0.1 moves every LoRA entry by
 #                    ~0.1 in round 1, an order above the entries themselves); β1 0.9, β2 0.99, τ 1e-3 (defaults)
 MOMENTUM = 0.5  # FedAvgM's server momentum and SecureFedNesterov's m (seed 003 App. A), both at η = 1
@@ -39,8 +41,9 @@ def make_strategy(name: str, initial: dict, n: int):
     from flwr.serverapp import strategy as fl
 
     common = dict(fraction_evaluate=0.0, min_train_nodes=n, min_available_nodes=n)
-    if name == "SecureFedNesterov":
-        return SecureFedNesterov(initial, ServerOptConfig(momentum=MOMENTUM, lr=1.0), min_nodes=n, node_wait=1.0)
+    if name.startswith("SecureFedNesterov"):
+        eta = float(name.split("-")[1]) if "-" in name else 1.0
+        return SecureFedNesterov(initial, ServerOptConfig(momentum=MOMENTUM, lr=eta), min_nodes=n, node_wait=1.0)
     if name == "FedAvg":
         return fl.FedAvg(**common)
     if name == "FedAvgM":

@@ -2,8 +2,10 @@
 of the private code (docs/data.md, "Private domains") — one organization = one PyPI project of the
 private Python domain (code the default model never saw), with its own canaries.
 
-Projects are ordered by sha256(seed, project) and the first N taken, so the 3 organizations are
-among the 10, and the 10 among the 30. In each project, files shorter than `max_chars` are ordered
+Projects with enough files shorter than `max_chars` are ordered by sha256(seed, project) and the
+first N taken, so the 3 organizations are among the 10, and the 10 among the 30; when fewer projects
+have enough short files than N asks (30 organizations at 3,000 characters: 24 do), the others follow
+in the same order, topped up with their shortest longer files. In each project, its files are ordered
 by sha256(seed, path): the first `heldout` are its ordinary held-out code (never trained on, no
 canary), the next `query` its query set Q (fusion, eq. 7), the next `files` its training code.
 Canaries (umbra/evaluation/canaries.py: API keys, internal hosts `*.corp.<org>.internal`, e-mails
@@ -27,10 +29,10 @@ CORPUS = Path(__file__).resolve().parents[1] / "data/corpus/private/train/python
 
 @dataclass(frozen=True)
 class OrgSpec:
-    files: int = 20  # training files per organization (>= 16: a canary is planted in 16 of them)
+    files: int = 16  # training files per organization (>= 16: a canary is planted in 16 of them)
     query: int = 2  # files of its query set Q
     heldout: int = 2  # files of its ordinary held-out code
-    max_chars: int = 6000  # only files shorter than this
+    max_chars: int = 4000  # only files shorter than this
     per_group: int = 2  # canaries per (kind, repeats) group: 18 per organization
 
 
@@ -74,12 +76,21 @@ def _projects(max_chars: int) -> dict[str, list[Document]]:
 def organizations(n: int, spec: OrgSpec, seed: int) -> list[Org]:
     """The first `n` organizations (ValueError if the corpus has fewer projects big enough)."""
     need = spec.files + spec.query + spec.heldout
-    projects = {p: d for p, d in _projects(spec.max_chars).items() if len(d) >= need}
-    if len(projects) < n:
-        raise ValueError(f"only {len(projects)} projects have {need} files under {spec.max_chars} characters")
+    small = {p: d for p, d in _projects(spec.max_chars).items() if len(d) >= need}
+    chosen = sorted(small, key=lambda p: _order(seed, p))[:n]
+    if len(chosen) < n:  # too few projects have enough short files: top others up with their shortest ones
+        every = _projects(1 << 30)
+        more = sorted((p for p, d in every.items() if p not in small and len(d) >= need), key=lambda p: _order(seed, p))
+        if len(chosen) + len(more) < n:
+            raise ValueError(f"only {len(chosen) + len(more)} projects have {need} files")
+        for p in more[: n - len(chosen)]:
+            chosen.append(p)
+            short = [d for d in every[p] if len(d.text) < spec.max_chars]
+            longer = sorted((d for d in every[p] if len(d.text) >= spec.max_chars), key=lambda d: len(d.text))
+            small[p] = short + longer[: need - len(short)]
     out = []
-    for i, project in enumerate(sorted(projects, key=lambda p: _order(seed, p))[:n]):
-        docs = sorted(projects[project], key=lambda d: _order(seed, d.path))[:need]
+    for i, project in enumerate(chosen):
+        docs = sorted(small[project], key=lambda d: _order(seed, d.path))[:need]
         held, query, train = docs[: spec.heldout], docs[spec.heldout: spec.heldout + spec.query], docs[-spec.files:]
         name = org_name(project)
         planted = plant_canaries(train + query, CanaryConfig(org=name, per_group=spec.per_group,

@@ -69,7 +69,8 @@ def report(rows: list[dict], s: dict) -> str:
         f"{s['context_tokens']} tokens). Secure LoRA "
         f"rank {s['rank']}, AdamW lr {s['lr']:g}, T = {s['rounds']} rounds × K = {s['epochs']} epoch; local adapters "
         f"T·K epochs; fusion (eq. 7) ≤ {s['fusion_iters']} iterations at ψ = 0.001. Flower's FedAdagrad/FedAdam/"
-        f"FedYogi at η = 0.01 (τ 1e-3, β 0.9 / 0.99), FedAvgM and SecureFedNesterov at momentum 0.5, η = 1. Every "
+        f"FedYogi at η = 0.01 (τ 1e-3, β 0.9 / 0.99), FedAvgM and SecureFedNesterov at momentum 0.5, η = 1 "
+        f"(SecureFedNesterov also at η = 0.5). Every "
         f"federation ran Flower's `Strategy.start` over the in-process `LocalGrid` (no Ray here for Flower's "
         f"simulation engine). Inference accuracy at c = 50 (chance 2 %), pooled over the organizations' canaries, 95 % "
         f"Wilson intervals.",
@@ -77,20 +78,23 @@ def report(rows: list[dict], s: dict) -> str:
     ]
     t1 = [by[c] for c in by if c.startswith("t1:")]
     if t1:
-        lines += ["| strategy | ppl / top-1, own held-out: global · local | others' code: global · local | global "
-                  "beats local on others' | right key | wrong / no key | global alone | other orgs' keys |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += ["| strategy | global adapter: ppl / top-1 | local secure adapters, own code | local, the others' "
+                  "code | global beats local on the others' code | right key | wrong / no key | global alone | "
+                  "other organizations' keys |", "|---|---|---|---|---|---|---|---|---|"]
         for cell in t1:
-            g, lo = pooled_utility(cell, "global"), pooled_utility(cell, "local")
-            go, loo = pooled_utility(cell, "global_others"), pooled_utility(cell, "local_others")
+            g, lo, loo = (pooled_utility(cell, k) for k in ("global", "local", "local_others"))
             k, n = beats(cell)
-            lines.append(f"| {cell['strategy']} | {g[0]:.2f} / {100 * g[1]:.1f} % · {lo[0]:.2f} / {100 * lo[1]:.1f} % | "
-                         f"{go[0]:.2f} / {100 * go[1]:.1f} % · {loo[0]:.2f} / {100 * loo[1]:.1f} % | {k} of {n} | " +
+            name = cell["strategy"].replace("-0.5", " (η = 0.5)")
+            lines.append(f"| {name} | {g[0]:.2f} / {100 * g[1]:.1f} % | {lo[0]:.2f} / {100 * lo[1]:.1f} % | "
+                         f"{loo[0]:.2f} / {100 * loo[1]:.1f} % | {k} of {n} | " +
                          " | ".join(pct(*_leak(route_rows(cell, r))) if route_rows(cell, r) else "–" for r, _ in ROUTES)
                          + " |")
         base = pooled_utility(t1[0], "base"), pooled_utility(t1[0], "base_others")
-        lines += ["", f"The base model without adapter: {base[0][0]:.2f} / {100 * base[0][1]:.1f} % on the "
-                  f"organizations' own held-out code, {base[1][0]:.2f} / {100 * base[1][1]:.1f} % on the others'."]
+        lines += ["", f"Utility is pooled over the organizations' held-out code (tokens weighted); the global adapter is "
+                  f"one adapter, so its figure is the same on each organization's own and on the others' code. The "
+                  f"base model without adapter: {base[0][0]:.2f} / {100 * base[0][1]:.1f} %. \"Beats\": the global "
+                  f"adapter's loss on the other organizations' held-out code is below that organization's local secure "
+                  f"adapter's."]
         nest = by.get("t1:SecureFedNesterov")
         if nest:
             lines += ["", "| SecureFedNesterov, per organization | right key | wrong / no key | global alone | "
