@@ -96,6 +96,7 @@ VARIANTS = {v.name: v for v in (
             gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=4.0), gate_lr=CLEAN_GATE_LR),
     Variant("noir+clean+rank8+noise1", "NOIR + clean residual, rank 8 + keyed noise s = 1, noised gradient",
             gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=1.0, rank=8), gate_lr=CLEAN_GATE_LR),
+    # gate lr is not in the privacy mode's key: this row shares noir+clean+noise1's key (an experiment on the lr)
     Variant("noir+clean+noise1+gate5x", "NOIR + clean residual, keyed noise s = 1, gate lr 5·10⁻², noised gradient",
             gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=1.0), gate_lr=5 * CLEAN_GATE_LR),
     Variant("noir+clean+noise1+gate5x+exact", "NOIR + clean residual, keyed noise s = 1, gate lr 5·10⁻², exact gradient",
