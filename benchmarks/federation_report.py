@@ -132,12 +132,12 @@ def report(rows: list[dict], s: dict) -> str:
                       f"among the distinct values of the canaries' formats generated, R = canaries recovered."]
     f5 = sorted((by[c] for c in by if c.startswith("f5:")), key=lambda c: len(c["orgs"]))
     if f5:
-        lines += ["", f"Fig. 5 (scaling): SecureFedNesterov, T = {s['scale_rounds']} rounds, organizations of "
+        lines += ["", f"Fig. 5 (scaling): SecureFedNesterov, T = {s['scale_rounds']} round(s), organizations of "
                   f"{sspec['files']} training files < {sspec['max_chars']:,} characters ({sspec['heldout']} held out); "
                   "the first 3 organizations' keys measured (right key, wrong / no key), the global adapter against "
                   "every organization's canaries.", "",
                   "| organizations | right key (3 tracked) | wrong / no key (3 tracked) | global alone (all) | ppl on "
-                  "others' code: global · local (mean) | global beats local on others' | minutes |",
+                  "others' code: global · local (pooled) | global beats local on others' | minutes |",
                   "|---|---|---|---|---|---|---|"]
         for cell in f5:
             go, lo = pooled_utility(cell, "global_others"), pooled_utility(cell, "local_others")
