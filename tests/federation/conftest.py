@@ -123,7 +123,7 @@ class Federation:
 def fast_settings(tmp: Path, model_dir: Path, **overrides) -> RunSettings:
     """Tiny and quick: rank 2, one pass of 64-token blocks per round, two rounds."""
     fields = dict(model=str(model_dir), rounds=2, min_nodes=3, node_wait=120.0, round_timeout=120.0,
-                  momentum=0.5, server_lr=1.0, rank=2, lr=3e-3, epochs=1, block_len=64, batch_size=4,
+                  momentum=0.5, server_lr=0.5, rank=2, lr=3e-3, epochs=1, block_len=64, batch_size=4,
                   fim_rate=0.0, seed=0, record_dir=str(tmp / "record"), out=str(tmp / "global.npz"))
     return RunSettings(**{**fields, **overrides})
 

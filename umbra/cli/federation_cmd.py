@@ -39,7 +39,8 @@ def register(sub) -> None:
     v.add_argument("--round-timeout", type=float, default=1800.0,
                    help="seconds a round waits for replies; late or dead nodes are left out (default: %(default)s)")
     v.add_argument("--momentum", type=float, default=0.5, help="server Nesterov momentum m (default: %(default)s)")
-    v.add_argument("--server-lr", type=float, default=1.0, help="server rate η (default: %(default)s)")
+    v.add_argument("--server-lr", type=float, default=0.5,
+                   help="server rate η (default: %(default)s; at 1 the momentum cancels: plain FedAvg)")
     v.add_argument("--rank", type=int, default=8, help="secure LoRA rank (default: %(default)s)")
     v.add_argument("--lr", type=float, default=2e-3, help="organizations' AdamW rate (default: %(default)s)")
     v.add_argument("--epochs", type=int, default=1, help="local passes per round K (default: %(default)s)")

@@ -54,8 +54,9 @@ class AggregationError(ValidationError):
 @dataclass(frozen=True)
 class ServerOptConfig:
     momentum: float = 0.5  # m, eqs. 4-5 (seed 003 App. A: 0.5); 0 with lr 1 is plain FedAvg
-    lr: float = 1.0  # η, the server rate. The paper's η_global = 0.01 would move the global 18 % of
-    #                  the way to the average in 20 rounds at m = 0; at our 2-3 rounds it would not move
+    lr: float = 0.5  # η, the server rate. At η = 1 eqs. 4-5 cancel the momentum exactly (Δw' = Δw̄
+    #                  for every m: plain FedAvg), so the default is below 1; the paper's η_global =
+    #                  0.01 would move the global 18 % of the way to the average in 20 rounds at m = 0
 
     def validate(self) -> "ServerOptConfig":
         if not (math.isfinite(self.momentum) and 0 <= self.momentum < 1):

@@ -38,7 +38,7 @@ class RunSettings:
     node_wait: float = 300.0  # seconds a round waits for min_nodes before it is skipped
     round_timeout: float = 1800.0  # seconds a round waits for the replies (then aggregates those in)
     momentum: float = 0.5  # m, eqs. 4-5 (seed 003 App. A)
-    server_lr: float = 1.0  # η, the server rate (1 with m = 0: plain FedAvg)
+    server_lr: float = 0.5  # η, the server rate (< 1: at 1 the momentum cancels; 1 with m = 0: plain FedAvg)
     rank: int = 8  # LoRA rank of the secure adapter (the same at every organization)
     lr: float = 2e-3  # local AdamW rate (dual_adapters.py's default for this model size)
     epochs: int = 1  # local passes over the scrubbed view per round (K)
