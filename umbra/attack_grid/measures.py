@@ -127,5 +127,10 @@ def decipher(public: PublicModel, suite: AttackSuite, tuned: TunedCell, volume: 
     for k in VOLUMES:
         traffic = volume_traffic(client.encoder, client.permutation, times(volume, k), client.private_path,
                                  dtype=torch.float16)
-        out[f"{k}x"] = _score(suite, traffic, {"decipher": attack})["decipher"]
+        scores = _score(suite, traffic, {"decipher": attack})
+        # an attack that named no cluster (every guess "other") has no score in the suite: it
+        # recovered nothing, which the grid records as such rather than failing the cell
+        out[f"{k}x"] = scores.get("decipher", {"attack": "decipher", "recovery": 0.0, "tokens_right": 0,
+                                               "tokens_scored": 0, "abstained": True,
+                                               "sequences": len(traffic)})
     return out
