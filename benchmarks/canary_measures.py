@@ -14,8 +14,9 @@ import torch.nn.functional as F
 
 from umbra.engine.runner import MonolithicRunner
 from umbra.evaluation.canaries import CanaryConfig, PlantedCorpus, format_pattern
-from umbra.evaluation.memorization import (ExtractionConfig, ExtractionResult, InferenceResult, Score, exposure,
-                                           extract, extraction_metrics, inference_attack, wilson_interval)
+from umbra.evaluation.memorization import (ExtractionConfig, ExtractionResult, InferenceResult, Score,
+                                           continuation_rows, exposure, extract, extraction_metrics,
+                                           inference_attack, padded_rows, wilson_interval)
 
 
 def scored_only(tokenizer, decoder, trunk, adapters, batch_size: int = 64, max_context_tokens: int = 128) -> Score:
@@ -25,22 +26,12 @@ def scored_only(tokenizer, decoder, trunk, adapters, batch_size: int = 64, max_c
 
     @torch.no_grad()
     def score(context: str, continuations: Sequence[str]) -> torch.Tensor:
-        rows, starts = [], []
-        for cont in continuations:
-            ids, offsets = tokenizer.encode_with_offsets(context + cont)
-            start = next((i for i, (_, end) in enumerate(offsets) if end > len(context)), len(ids))
-            cut = max(0, start - max_context_tokens)
-            rows.append(ids[cut:])
-            starts.append(max(start - cut, 1))
+        rows, starts = continuation_rows(tokenizer, context, continuations, max_context_tokens)
         out = torch.zeros(len(rows))
         for i in range(0, len(rows), batch_size):
             chunk = rows[i : i + batch_size]
-            width = max(len(r) for r in chunk)
-            ids = torch.zeros(len(chunk), width, dtype=torch.int64)
-            scored = torch.zeros(len(chunk), width, dtype=torch.bool)
-            for j, (r, s0) in enumerate(zip(chunk, starts[i : i + batch_size])):
-                ids[j, : len(r)] = torch.tensor(r, dtype=torch.int64)
-                scored[j, s0 : len(r)] = True
+            ids, scored = padded_rows(chunk, starts[i : i + batch_size])
+            width = ids.shape[1]
             pos = torch.arange(width).expand(len(chunk), -1)
             x = decoder.stack(trunk(ids), pos, adapters=adapters)  # [B,T,C]
             take = scored[:, 1:]  # position t predicts token t + 1

@@ -95,7 +95,22 @@ def token_losses(logits_fn: LogitsFn, ids: torch.Tensor, scored: torch.Tensor) -
     return (nll * mask).sum(1), hits.sum(1)
 
 
-def _padded(rows: Sequence[Sequence[int]], starts: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+def continuation_rows(tokenizer, context: str, continuations: Sequence[str],
+                      max_context_tokens: int) -> tuple[list[list[int]], list[int]]:
+    """Each context + continuation tokenized as one text (as training saw it), cut to the last
+    `max_context_tokens` tokens before the first token reaching past the context: (rows, the index
+    in each row of that first scored token)."""
+    rows, starts = [], []
+    for cont in continuations:
+        ids, offsets = tokenizer.encode_with_offsets(context + cont)
+        start = next((i for i, (_, end) in enumerate(offsets) if end > len(context)), len(ids))
+        cut = max(0, start - max_context_tokens)
+        rows.append(ids[cut:])
+        starts.append(start - cut)
+    return rows, starts
+
+
+def padded_rows(rows: Sequence[Sequence[int]], starts: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded ids [B,T] (pad 0; causal attention never lets a pad reach an earlier position)
     and the scored mask [B,T]: positions from each row's start to its end."""
     width = max(len(r) for r in rows)
@@ -115,16 +130,10 @@ def text_score(tokenizer, logits_fn: LogitsFn, batch_size: int = 32, max_context
         raise ConfigError("batch_size and max_context_tokens must be >= 1")
 
     def score(context: str, continuations: Sequence[str]) -> torch.Tensor:
-        rows, starts = [], []
-        for cont in continuations:
-            ids, offsets = tokenizer.encode_with_offsets(context + cont)
-            start = next((i for i, (_, end) in enumerate(offsets) if end > len(context)), len(ids))
-            cut = max(0, start - max_context_tokens)
-            rows.append(ids[cut:])
-            starts.append(start - cut)
+        rows, starts = continuation_rows(tokenizer, context, continuations, max_context_tokens)
         out = torch.empty(len(rows))
         for i in range(0, len(rows), batch_size):
-            ids, scored = _padded(rows[i : i + batch_size], starts[i : i + batch_size])
+            ids, scored = padded_rows(rows[i : i + batch_size], starts[i : i + batch_size])
             out[i : i + batch_size] = token_losses(logits_fn, ids, scored)[0]
         return out
 
@@ -296,7 +305,7 @@ def perplexity(logits_fn: LogitsFn, tokenizer, texts: Sequence[str], block_len: 
     loss, hits, count = 0.0, 0, 0
     for i in range(0, len(rows), batch_size):
         chunk = rows[i : i + batch_size]
-        ids, scored = _padded(chunk, [1] * len(chunk))
+        ids, scored = padded_rows(chunk, [1] * len(chunk))
         nll, top1 = token_losses(logits_fn, ids, scored)
         loss, hits, count = loss + float(nll.sum()), hits + int(top1.sum()), count + int(scored[:, 1:].sum())
     if count == 0:
