@@ -9,6 +9,12 @@ SYSTEM_PACKAGES=(gnome-keyring dbus dbus-x11 libsecret-tools)
 # The test extras drive the language server from a real Neovim (tests/editors/test_neovim.py) and
 # balance two cloud replicas with a real nginx (tests/server/test_replicas.py: foreground, files in a temp dir).
 [ "${1:-}" = dev ] && SYSTEM_PACKAGES+=(neovim nginx)
+# ... and build and test the VS Code extension with Node.js 20+ and npm (tests/vscode_extension):
+# Debian's own packages when neither command is there (Debian 13 ships Node 20; an installed Node,
+# e.g. NodeSource's, which bundles npm, is left alone).
+if [ "${1:-}" = dev ] && ! { command -v node && command -v npm; } >/dev/null 2>&1; then
+    SYSTEM_PACKAGES+=(nodejs npm)
+fi
 missing=()
 for pkg in "${SYSTEM_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -17,6 +23,15 @@ if ((${#missing[@]})); then
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ "${1:-}" = dev ]; then
+    node_major="$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)"
+    if [ "$node_major" -lt 20 ]; then
+        echo "bootstrap: the VS Code extension's tests need Node.js 20 or newer (found: $(node --version 2>/dev/null || echo none));" \
+             "install it (Debian 13: apt install nodejs npm; older Debian: NodeSource's nodejs 20) and run again" >&2
+        exit 1
+    fi
 fi
 
 PY="${PYTHON:-python3}"
