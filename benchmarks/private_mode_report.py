@@ -185,7 +185,7 @@ def measured(summary: list[dict], params: FrontierParams) -> dict:
         if v is None or (v.control and v.name != "base") or not r["attacks"]:
             continue
         eps = None if r["epsilon"] is None else (math.inf if r["epsilon"] == "inf" else float(r["epsilon"]))
-        record = stuning_record(tune_config(Cell(v, eps, 0), params), cloud_lora=False) if v.stuning else None
+        record = stuning_record(tune_config(Cell(v, eps, 0), params), cloud_lora=bool(v.cloud_lora)) if v.stuning else None
         attacks = {PRODUCT_NAMES.get(k, k): round(float(np.max(x)), 1) for k, x in r["attacks"].items()
                    if k not in NOT_ATTACKS and k.split("@")[0] not in BOUNDS}  # the worst seed
         baseline = round(float(np.mean(r["baseline"])), 1)

@@ -153,3 +153,25 @@ def test_a_clean_residual_cell_keeps_its_gate_and_reads_the_public_table(world, 
         h = tuned.client.encoder(ids, torch.arange(ids.shape[1])[None])
         assert torch.equal(sent[0].hidden, path.send(h, path.noise_for(ids))[0].to(sent[0].hidden.dtype))
     assert utility(public, tuned, evals)["languages"]["python"]["tokens"] > 0
+
+
+def test_a_cloud_lora_cell_tunes_the_clouds_adapter_and_keeps_it(world, tmp_path):
+    """The cloud's LoRA is trained by the client's STuning backward, stored with the cell, reloaded
+    frozen, and the utility runs through the LoRA'd middle (not the public one); what is sent does
+    not depend on it, and the product key records cloud_lora."""
+    from umbra.privacy.mode import config_key, stuning_record
+
+    _, public, data, _, evals = world
+    cell = Cell(VARIANTS["noir+stuning+noise+cloudlora"], 64.0, 0)
+    first = tuned_cell(public, cell, PARAMS, data, tmp_path)
+    assert first.cloud is not None and first.cloud.steps == PARAMS.tune_steps
+    trained = {k: v.clone() for k, v in first.cloud.adapter.state_dict().items()}
+    assert any(k.endswith(".b") and v.abs().sum() > 0 for k, v in trained.items())  # B moved from zero
+    again = tuned_cell(public, cell, PARAMS, data, tmp_path)
+    assert all(torch.equal(trained[k], v) for k, v in again.cloud.adapter.state_dict().items())
+    x = torch.randn(1, 16, public.spec.hidden_size, generator=torch.Generator().manual_seed(0))
+    pos = torch.arange(16)[None]
+    assert not torch.allclose(again.middle_blocks(public)(x, pos), public.middle(x, pos))  # the LoRA'd middle
+    assert 0.0 <= utility(public, again, evals)["top1"] <= 100.0
+    key = config_key(64.0, stuning_record(tune_config(cell, PARAMS), cloud_lora=True))
+    assert "cloud_lora=true" in key

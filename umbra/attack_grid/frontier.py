@@ -20,6 +20,7 @@ attack (e), and the losses), so measurements added later never retune."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import math
 import time
@@ -34,6 +35,8 @@ from umbra.attacks.public import PublicModel
 from umbra.attacks.recorder import RecordingMiddle
 from umbra.errors import ConfigError
 from umbra.middle.local import LocalMiddle
+from umbra.middle.lora_local import LoraLocalMiddle
+from umbra.middle.lora_store import LoraConfig
 from umbra.middle.skip import SkipMiddle
 from umbra.model.private_path_config import PrivatePathConfig
 from umbra.tuning.adversary import AdversaryConfig
@@ -56,6 +59,9 @@ class Variant:
     private_path: PrivatePathConfig = PrivatePathConfig()
     adversary: AdversaryConfig = AdversaryConfig()  # STuning with a probe in the loop, off by default
     gate_lr: float | None = None  # the clean residual's gate lr (TuneConfig.gate_lr); None: the run's lr
+    # rank of the cloud's own LoRA on the middle, trained by the client's STuning backward as the
+    # service does with --lora (umbra/middle/lora_local.py; `umbra tune --cloud-lora`); 0: off
+    cloud_lora: int = 0
 
     @property
     def needs_epsilon(self) -> bool:
@@ -101,6 +107,8 @@ VARIANTS = {v.name: v for v in (
             gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=1.0), gate_lr=5 * CLEAN_GATE_LR),
     Variant("noir+clean+noise1+gate5x+exact", "NOIR + clean residual, keyed noise s = 1, gate lr 5·10⁻², exact gradient",
             private_path=replace(_CLEAN, noise=1.0), gate_lr=5 * CLEAN_GATE_LR),
+    Variant("noir+stuning+noise+cloudlora", "NOIR + STuning, noised gradient, the cloud's LoRA (rank 8) tuned alongside",
+            gradient_noise=DEFAULT_SIGMA, cloud_lora=8),
     Variant("noir+clean+noise1+scalar", "NOIR + clean residual (scalar gate), keyed noise s = 1, noised gradient",
             gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=1.0, gate="scalar"),
             gate_lr=CLEAN_GATE_LR),
@@ -186,6 +194,19 @@ class TunedCell:
     # what the cloud recorded of the tuned client's prompts, kept for the next measurement of the
     # same prompts (measures.sent_prompts): (the prompts array, its sequences)
     sent: tuple | None = field(default=None, repr=False)
+    cloud: object | None = None  # the cloud's LoraLocalMiddle for this client (cloud-LoRA variants), frozen
+
+    def middle_blocks(self, public: PublicModel):
+        """The middle as the cloud runs it for this client: the public blocks, through its LoRA if
+        the cloud tuned one (a callable (x, positions) -> y, like MiddleBlocks)."""
+        if self.cloud is None:
+            return public.middle
+        return functools.partial(public.middle, adapters=self.cloud.frozen())
+
+    @property
+    def cloud_adapters(self):
+        """The cloud's AdapterSet for this client's calls, or None."""
+        return None if self.cloud is None else self.cloud.frozen()
 
 
 def _store(path: Path, tuned: TunedCell) -> None:
@@ -194,8 +215,17 @@ def _store(path: Path, tuned: TunedCell) -> None:
     private = tuned.client.private_path
     torch.save({"encoder": tuned.client.encoder.state_dict(), "decoder": tuned.client.decoder.state_dict(),
                 "private_path": None if private is None else private.state_dict(),
+                "cloud_lora": None if tuned.cloud is None else tuned.cloud.adapter.state_dict(),
                 "training": tuned.training, "losses": tuned.losses, "seconds": tuned.seconds}, tmp)
     tmp.replace(path)
+
+
+def _cloud_middle(public: PublicModel, cell: Cell):
+    """A fresh LoraLocalMiddle with `umbra tune --cloud-lora`'s settings for a cloud-LoRA cell."""
+    if not cell.variant.cloud_lora:
+        return None
+    rank = cell.variant.cloud_lora
+    return LoraLocalMiddle(public.middle, LoraConfig(rank=rank, alpha=2.0 * rank, seed=cell.seed))
 
 
 def tuned_cell(public: PublicModel, cell: Cell, params: FrontierParams, data, work: Path) -> TunedCell:
@@ -207,6 +237,7 @@ def tuned_cell(public: PublicModel, cell: Cell, params: FrontierParams, data, wo
     if cell.variant.private_path.enabled:
         attach_private_path(client, cell.variant.private_path, cell_secret(cell),
                             public.encoder.embed_tokens.weight)  # the clean table (clean residual only)
+    cloud = _cloud_middle(public, cell)
     path = Path(work) / "tuned" / f"{cell.key}.pt"
     if path.is_file():
         saved = torch.load(path, weights_only=False)
@@ -214,8 +245,11 @@ def tuned_cell(public: PublicModel, cell: Cell, params: FrontierParams, data, wo
         client.decoder.load_state_dict(saved["decoder"])
         if saved.get("private_path") is not None:
             client.private_path.load_state_dict(saved["private_path"])
-        return TunedCell(cell, client, saved["training"], saved["losses"], saved["seconds"])
-    tuned = TunedCell(cell, client)
+        if cloud is not None:
+            cloud.adapter.load_state_dict(saved["cloud_lora"])
+            cloud.adapter.touch()
+        return TunedCell(cell, client, saved["training"], saved["losses"], saved["seconds"], cloud=cloud)
+    tuned = TunedCell(cell, client, cloud=cloud)
     if cell.variant.stuning:
         t0 = time.perf_counter()
         config = tune_config(cell, params)
@@ -223,10 +257,12 @@ def tuned_cell(public: PublicModel, cell: Cell, params: FrontierParams, data, wo
         if cell.variant.middle == "skip":
             middle = SkipMiddle(public.spec.hidden_size)  # nothing leaves: no traffic to record
         else:
-            middle = RecordingMiddle(LocalMiddle(public.middle))
+            middle = RecordingMiddle(LocalMiddle(public.middle) if cloud is None else cloud)
         tuned.losses = asyncio.run(tuning_traffic(client, middle, data, config, record_last=params.gradient_steps,
                                                   noise_seed=cell.seed, codebook=codebook))
         tuned.training = middle.sequences() if isinstance(middle, RecordingMiddle) else []
         tuned.seconds = round(time.perf_counter() - t0, 1)
+    if cloud is not None:
+        cloud.set_training(False)  # as `umbra tune --cloud-lora` leaves it: served, no longer trained
     _store(path, tuned)
     return tuned

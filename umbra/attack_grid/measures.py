@@ -45,7 +45,7 @@ def utility(public: PublicModel, tuned: TunedCell, evals: dict[str, np.ndarray])
     """{"top1": pooled %, "languages": {lang: {"top1": %, "tokens": n, "loss": nats}}} over the
     test-split blocks of each language, in the client's own id space."""
     skip = tuned.cell.variant.middle == "skip"
-    middle = SkipBlocks(public.spec.hidden_size) if skip else public.middle
+    middle = SkipBlocks(public.spec.hidden_size) if skip else tuned.middle_blocks(public)
     per, right, total = {}, 0.0, 0
     for lang, blocks in evals.items():
         m = next_token(tuned.client, middle, blocks)
@@ -100,7 +100,8 @@ def shadow(public: PublicModel, suite: AttackSuite, tuned: TunedCell, prompts: n
         return {}
     cell = tuned.cell
     attacker = build_shadow(public, cell.defence(), tune_config(cell, params) if cell.variant.stuning else None,
-                            corpus, cache_dir=cache_dir, defender_seed=cell.seed)
+                            corpus, cache_dir=cache_dir, middle=public.middle, adapters=tuned.cloud_adapters,
+                            defender_seed=cell.seed)
     return _score(suite, sent_prompts(public, tuned, prompts), shadow_attacks(attacker))
 
 
@@ -112,9 +113,9 @@ def oracle(public: PublicModel, suite: AttackSuite, tuned: TunedCell, prompts: n
     client = tuned.client
     sent = sent_prompts(public, tuned, prompts)
     probes = train_oracle(client.encoder, client.permutation, held_out, public.middle,
-                          min(public.tokenizer.size, public.vocab_size), private_path=client.private_path,
-                          attacked=sent)
-    return _score(suite, sent, oracle_attacks(probes, public.middle))
+                          min(public.tokenizer.size, public.vocab_size), adapters=tuned.cloud_adapters,
+                          private_path=client.private_path, attacked=sent)
+    return _score(suite, sent, oracle_attacks(probes, public.middle, tuned.cloud_adapters))
 
 
 def decipher(public: PublicModel, suite: AttackSuite, tuned: TunedCell, volume: np.ndarray) -> dict:
