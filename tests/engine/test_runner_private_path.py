@@ -69,13 +69,20 @@ async def _script(runner) -> list[tuple[list[int], torch.Tensor]]:
     return out
 
 
-async def test_split_runner_equals_a_full_forward_with_the_same_noise(model, middle_blocks):
+async def _split_equals_reference_and_monolithic(model, middle_blocks) -> list:
+    """The split runner's steps with the model's path: each equal to the full forward and to the
+    monolithic runner's (TOL); returned for further checks."""
     steps = await _script(SplitRunner(model.encoder, model.decoder, LocalMiddle(middle_blocks), model.private_path))
     for ids, logits in steps:
         assert (logits - _reference(model, middle_blocks, ids)).abs().max().item() <= TOL
     mono = await _script(MonolithicRunner(model.encoder, middle_blocks, model.decoder, model.private_path))
     for (_, a), (_, b) in zip(steps, mono):
         assert (a - b).abs().max().item() <= TOL
+    return steps
+
+
+async def test_split_runner_equals_a_full_forward_with_the_same_noise(model, middle_blocks):
+    steps = await _split_equals_reference_and_monolithic(model, middle_blocks)
     plain = await _script(SplitRunner(model.encoder, model.decoder, LocalMiddle(middle_blocks)))
     assert (plain[0][1] - steps[0][1]).abs().max().item() > 1e-2  # the path is really in force
 
@@ -167,12 +174,7 @@ class StallingMiddle:
 
 async def test_clean_residual_incremental_decode_equals_split_logits(clean_model, middle_blocks):
     model = clean_model
-    steps = await _script(SplitRunner(model.encoder, model.decoder, LocalMiddle(middle_blocks), model.private_path))
-    for ids, logits in steps:
-        assert (logits - _reference(model, middle_blocks, ids)).abs().max().item() <= TOL
-    mono = await _script(MonolithicRunner(model.encoder, middle_blocks, model.decoder, model.private_path))
-    for (_, a), (_, b) in zip(steps, mono):
-        assert (a - b).abs().max().item() <= TOL
+    steps = await _split_equals_reference_and_monolithic(model, middle_blocks)
     plain_path = PrivatePath(replace(CLEAN, residual="local"), model.spec.hidden_size, SECRET)
     other = await _script(SplitRunner(model.encoder, model.decoder, LocalMiddle(middle_blocks), plain_path))
     assert (other[0][1] - steps[0][1]).abs().max().item() > 1e-2  # the clean residual is really in force
