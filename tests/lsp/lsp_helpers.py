@@ -301,3 +301,12 @@ class RawLspClient:
         code = await asyncio.wait_for(self.proc.wait(), 60)
         await self._reader
         return code
+
+
+def inline_params(uri: str, line: int, character: int,
+                  trigger: types.InlineCompletionTriggerKind = types.InlineCompletionTriggerKind.Automatic,
+                  ) -> types.InlineCompletionParams:
+    """An inline-completion request at (line, character) of `uri`, as an editor sends it."""
+    return types.InlineCompletionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=character),
+        context=types.InlineCompletionContext(trigger_kind=trigger))

@@ -10,7 +10,7 @@ import time
 
 import pytest
 import pytest_lsp
-from lsp_helpers import LSP_COMMAND, SOURCE, Monolithic, StatusLog, initialize_params, offset_of, open_document, plain
+from lsp_helpers import LSP_COMMAND, SOURCE, Monolithic, StatusLog, initialize_params, inline_params, offset_of, open_document, plain
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
@@ -46,9 +46,7 @@ async def client(lsp_client: LanguageClient, lsp_model_dir):
 
 
 def _inline(uri: str, line: int, character: int) -> types.InlineCompletionParams:
-    return types.InlineCompletionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=character),
-        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Invoked))
+    return inline_params(uri, line, character, types.InlineCompletionTriggerKind.Invoked)
 
 
 async def _answer(client: LanguageClient, uri: str, line: int, character: int) -> str:

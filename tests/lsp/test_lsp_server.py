@@ -14,6 +14,7 @@ import pytest_lsp
 from lsp_helpers import (
     EXACT_INLINE,
     LSP_COMMAND,
+    inline_params,
     SOURCE,
     Monolithic,
     StatusLog,
@@ -63,9 +64,7 @@ async def client(lsp_client: LanguageClient, lsp_model_dir):
 
 
 def _inline(uri: str, line: int, character: int) -> types.InlineCompletionParams:
-    return types.InlineCompletionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=character),
-        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic))
+    return inline_params(uri, line, character, types.InlineCompletionTriggerKind.Automatic)
 
 
 def _completion(uri: str, line: int, character: int) -> types.CompletionParams:
