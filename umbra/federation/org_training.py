@@ -64,7 +64,7 @@ class OrgTrainer:
     def __init__(self, model, view: ScrubbedView, config: AdapterTrainConfig, blocks, hidden, dp=None):
         self.model, self.view, self.config = model, view, config
         self.blocks, self.hidden = blocks, hidden
-        self.dp = dp  # None, or (DocumentBlocks, DPPlan, DPRandom, rounds)
+        self.dp = dp  # None, or (dp_lora.DocumentViews, DPPlan, DPRandom, rounds)
         self.dp_steps = self.dp_rounds = 0
 
     @classmethod

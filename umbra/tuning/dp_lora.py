@@ -33,7 +33,10 @@ from umbra.tuning.dual_adapters import ViewBlocks, frozen, lm_loss, pack_view
 
 
 @dataclass(frozen=True)
-class DocumentBlocks:
+class DocumentViews:
+    """Every block of every document, packed per document (not doc_blocks.DocumentBlocks' one window
+    per visit: here a document's gradient covers its whole text)."""
+
     blocks: ViewBlocks  # every document's blocks, one document after another
     owner: torch.Tensor  # [N_blocks] int64: the document each block belongs to
 
@@ -46,7 +49,7 @@ class DocumentBlocks:
         return torch.nonzero(self.owner == doc).flatten()
 
 
-def pack_documents(tokenizer, texts: list[str], block_len: int, fim_rate: float = 0.0, seed: int = 0) -> DocumentBlocks:
+def pack_documents(tokenizer, texts: list[str], block_len: int, fim_rate: float = 0.0, seed: int = 0) -> DocumentViews:
     """Each text packed on its own (pack_view: FIM with probability `fim_rate`, end-of-text, cut into
     blocks, the last padded), so no block mixes two documents."""
     if not texts:
@@ -57,10 +60,10 @@ def pack_documents(tokenizer, texts: list[str], block_len: int, fim_rate: float 
         ids.append(v.ids)
         mask.append(v.mask)
         owner.append(torch.full((len(v.ids),), i, dtype=torch.int64))
-    return DocumentBlocks(ViewBlocks(torch.cat(ids), torch.cat(mask), len(texts)), torch.cat(owner))
+    return DocumentViews(ViewBlocks(torch.cat(ids), torch.cat(mask), len(texts)), torch.cat(owner))
 
 
-def per_document_grads(model, adapter: LoraAdapter, hidden: torch.Tensor, docs: DocumentBlocks,
+def per_document_grads(model, adapter: LoraAdapter, hidden: torch.Tensor, docs: DocumentViews,
                        chosen: np.ndarray) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """({name: [P, ...]} the gradient of each chosen document's mean loss over its blocks, losses [P]);
     one backward per document, so each row depends on its document alone."""
@@ -91,7 +94,7 @@ class DPStep:
     losses: torch.Tensor  # [|S|] each drawn document's mean loss
 
 
-def dp_gradient(model, adapter: LoraAdapter, hidden: torch.Tensor, docs: DocumentBlocks, plan: DPPlan,
+def dp_gradient(model, adapter: LoraAdapter, hidden: torch.Tensor, docs: DocumentViews, plan: DPPlan,
                 rng: DPRandom) -> DPStep:
     """One DP-SGD step's privatized gradient: Poisson draw, per-document gradients, clip, noise."""
     drawn = rng.poisson(plan.documents, plan.sample_rate)
@@ -100,7 +103,7 @@ def dp_gradient(model, adapter: LoraAdapter, hidden: torch.Tensor, docs: Documen
     return DPStep(noisy_mean(clipped, plan, rng), clipped, drawn, losses)
 
 
-def train_lora_dp(model, hidden: torch.Tensor, docs: DocumentBlocks, config: AdapterTrainConfig, plan: DPPlan,
+def train_lora_dp(model, hidden: torch.Tensor, docs: DocumentViews, config: AdapterTrainConfig, plan: DPPlan,
                   rng: DPRandom, steps: int, name: str = "secure",
                   start: LoraAdapter | None = None) -> tuple[LoraAdapter, list[float]]:
     """`steps` DP-SGD steps of `plan` on a decoder LoRA of `config` (from `start`, copied, when
