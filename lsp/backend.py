@@ -10,6 +10,7 @@ sessions (lsp/sessions.py), the type-ahead (lsp/typeahead.py) and the status (ls
                                     deadline=arrival + options.inline.deadline_s)   # the editor's
     results = await backend.complete_all(key, [Infill(prefix, suffix, config), ...], on_text=...)  # n choices, streamed
     backend.stats()                               # counters for `umbra/stats` (no text)
+    backend.release(key)      # didClose: gone at once, closed in the background
     await backend.forget(key); await backend.aclose()
 
 Two configs: `config`, the `completion` options' (the HTTP APIs' default, overridden per
@@ -196,13 +197,22 @@ class Backend:
         self.board.served(results[-1])
         return results
 
-    async def forget(self, key: str) -> bool:
-        """Close the key's session (document closed, HTTP DELETE); False if there was none."""
+    def release(self, key: str) -> asyncio.Future | None:
+        """Let the key (a closed document) go now: its type-ahead entries and session are gone
+        before the caller's next await; the session's close runs in the background (the closing,
+        or None if there was no session)."""
         self.typeahead.forget(key)
-        closed = await self.pool.close(key)
-        if self.link is not None:
-            self.link.flush_audit()
-        return closed
+        closing = self.pool.release(key)
+        if closing is not None and self.link is not None:
+            closing.add_done_callback(lambda _: self.link is not None and self.link.flush_audit())
+        return closing
+
+    async def forget(self, key: str) -> bool:
+        """`release(key)`, waiting for the session's close (HTTP DELETE); False if there was none."""
+        closing = self.release(key)
+        if closing is not None:
+            await closing
+        return closing is not None
 
     # -- teardown ----------------------------------------------------------------------------
     async def aclose(self) -> None:

@@ -198,11 +198,12 @@ def create_server(allow_undefended_remote_cloud: bool = False) -> UmbraLanguageS
         ls.documents.change(params)
 
     @ls.feature(types.TEXT_DOCUMENT_DID_CLOSE)
-    async def did_close(ls: UmbraLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
+    def did_close(ls: UmbraLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
+        # synchronous: the next message sees the document gone (an async handler runs as a later task)
         ls.documents.close(params.text_document.uri)
         ls.arrivals.forget(params.text_document.uri)
         if ls.backend is not None:
-            await ls.backend.forget(params.text_document.uri)
+            ls.backend.release(params.text_document.uri)
 
     @ls.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls: UmbraLanguageServer,

@@ -18,8 +18,9 @@
   session has a request in it, the pool holds more than `max_sessions` and closes the extra
   idle ones as those requests end. Each session also holds one cloud session, and the cloud
   caps those per client.
-- `close(key)` (didClose, DELETE) and `close_all()` (shutdown) release sessions and their cloud
-  sessions."""
+- `release(key)` (didClose) lets a key go at once, before the caller's next await, and closes its
+  session in the background; `close(key)` (DELETE) waits for that close; `close_all()` (shutdown)
+  closes every session, the background closes included."""
 
 from __future__ import annotations
 
@@ -107,13 +108,19 @@ class SessionPool:
                 del self._requests[key]
             self._evict()  # the pool may have grown past its bound while every session was busy
 
-    async def close(self, key: str) -> bool:
-        """Cancel the key's requests and close its session; False if it had none."""
+    def release(self, key: str) -> asyncio.Future | None:
+        """Cancel the key's requests and drop its session now (a request after this starts a new
+        one); the session's close, running in the background, or None if the key had none."""
         self._cancel(self._requests.pop(key, ()))
         session = self._sessions.pop(key, None)
-        if session is None:
+        return None if session is None else self._close_later(session)
+
+    async def close(self, key: str) -> bool:
+        """`release(key)`, waiting for the close; False if the key had no session."""
+        closing = self.release(key)
+        if closing is None:
             return False
-        await _close(session)
+        await closing
         return True
 
     async def close_all(self) -> None:
@@ -137,9 +144,13 @@ class SessionPool:
         excess = len(self._sessions) - self.max_sessions
         idle = [key for key in self._sessions if not self._requests.get(key)][:max(0, excess)]
         for key in idle:
-            closing = asyncio.ensure_future(_close(self._sessions.pop(key)))
-            self._closing.add(closing)
-            closing.add_done_callback(self._closing.discard)
+            self._close_later(self._sessions.pop(key))
+
+    def _close_later(self, session: CompletionSession) -> asyncio.Future:
+        closing = asyncio.ensure_future(_close(session))
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
+        return closing
 
 
 async def _close(session: CompletionSession) -> None:

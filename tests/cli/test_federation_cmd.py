@@ -14,7 +14,7 @@ def test_the_parser_has_serve_and_join_with_flowers_tls_and_auth_flags():
     args = build_parser().parse_args(["federation", "serve", "--model", "m", "--ssl-certfile", "c.pem",
                                       "--ssl-keyfile", "k.pem", "--ssl-ca-certfile", "ca.pem",
                                       "--enable-supernode-auth"])
-    assert (args.rounds, args.min_nodes, args.momentum, args.server_lr) == (3, 3, 0.5, 1.0)
+    assert (args.rounds, args.min_nodes, args.momentum, args.server_lr) == (3, 3, 0.5, 0.5)
     assert args.enable_supernode_auth and not args.insecure
     args = build_parser().parse_args(["federation", "join", "link:9092", "--data", "a", "b", "--model", "m",
                                       "--root-certificates", "ca.pem", "--auth-private-key", "n.key",
