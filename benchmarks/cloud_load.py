@@ -69,9 +69,21 @@ async def _session(cloud, http, steps: int, lat: list[float], prefill: int = 32,
     await http.delete(f"/v1/sessions/{sid}", headers={"Authorization": f"Bearer {cloud.token}"})
 
 
-async def load(cloud, http, n: int, steps: int) -> tuple[float, float, float]:
+async def _slab_counts(cloud, http) -> tuple[float, float]:
+    """The service's decode slabs and the steps run in them so far (its /metrics counters)."""
+    r = await http.get("/metrics", headers={"Authorization": f"Bearer {cloud.token}"})
+    values = {}
+    for line in r.text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("umbra_cloud_decode_slabs_total", "umbra_cloud_decode_batched_steps_total"):
+            values[name] = float(value)
+    return values.get("umbra_cloud_decode_slabs_total", 0.0), values.get("umbra_cloud_decode_batched_steps_total", 0.0)
+
+
+async def load(cloud, http, n: int, steps: int) -> tuple[float, float, float, float]:
     """Aggregate decode steps/s over the decode phase (every session prefilled first, then all
-    decode together), step latency p50 and p99."""
+    decode together), step latency p50 and p99, and the mean steps per decode slab."""
+    slabs0, steps0 = await _slab_counts(cloud, http)
     lat: list[float] = []
     ends: list[float] = []
     start: list[float] = []
@@ -85,7 +97,9 @@ async def load(cloud, http, n: int, steps: int) -> tuple[float, float, float]:
                                     for _ in range(n)))
     wall = max(ends) - start[0]
     lat.sort()
-    return n * steps / wall, statistics.median(lat), lat[min(len(lat) - 1, int(0.99 * len(lat)))]
+    slabs1, steps1 = await _slab_counts(cloud, http)
+    per_slab = (steps1 - steps0) / max(1.0, slabs1 - slabs0)
+    return n * steps / wall, statistics.median(lat), lat[min(len(lat) - 1, int(0.99 * len(lat)))], per_slab
 
 
 async def during_prefill(cloud, http, steps: int) -> tuple[float, float]:
@@ -124,6 +138,8 @@ async def main_async(args) -> str:
         settings = dict(torch_threads=1, max_sessions_per_client=256)
         if args.decode_width:
             settings["decode_width"] = args.decode_width
+        if args.gather_ms is not None:
+            settings["decode_gather_ms"] = args.gather_ms
         async with local_cloud(model, settings=settings) as cloud:
             async with httpx.AsyncClient(base_url=cloud.base_url, timeout=120) as http:
                 rows, one = [], None
@@ -135,20 +151,24 @@ async def main_async(args) -> str:
                     rate = statistics.median(r[0] for r in results[n])
                     p50 = statistics.median(r[1] for r in results[n])
                     p99 = statistics.median(r[2] for r in results[n])
+                    per_slab = statistics.median(r[3] for r in results[n])
                     one = one or rate
-                    rows.append(f"| {n} | {rate:.0f} | {rate / one:.1f}x | {p50 * 1e3:.1f} | {p99 * 1e3:.1f} |")
+                    rows.append(f"| {n} | {rate:.0f} | {rate / one:.1f}x | {p50 * 1e3:.1f} | {p99 * 1e3:.1f} "
+                                f"| {per_slab:.1f} |")
                 idle, busy = await during_prefill(cloud, http, args.steps * 2)
     shown = args.model.resolve()
     shown = shown.relative_to(_REPO) if shown.is_relative_to(_REPO) else shown
     what = "a tiny random model (qwen2-tied)" if args.tiny else f"`{shown}`"
     width = f"decode width {args.decode_width}" if args.decode_width else "the service's default decode width"
+    if args.gather_ms is not None:
+        width += f", decode gather {args.gather_ms:g} ms"
     return "\n".join([
         f"Middle blocks of {what} (hidden {C}), {width}, {args.steps} decode steps per session after a "
         f"32-position prefill, medians of {args.rounds} interleaved rounds; service (1 torch thread) and "
         f"clients on this machine's cores. {args.note}".rstrip(),
         "",
-        "| sessions | decode steps/s (all) | vs 1 session | step p50 ms | step p99 ms |",
-        "|---:|---:|---:|---:|---:|",
+        "| sessions | decode steps/s (all) | vs 1 session | step p50 ms | step p99 ms | steps per slab |",
+        "|---:|---:|---:|---:|---:|---:|",
         *rows,
         "",
         f"Small client's decode step: idle p50 {idle * 1e3:.1f} ms; while 512-token prefills run back to back "
@@ -164,6 +184,8 @@ def main() -> None:
     p.add_argument("--model", type=Path, default=_REPO / "models" / "umbra-code-tiny")
     p.add_argument("--tiny", action="store_true", help="a tiny random model instead of --model")
     p.add_argument("--decode-width", type=int, default=None, help="the service's decode_width (default: its own)")
+    p.add_argument("--gather-ms", type=float, default=None,
+                   help="the service's decode_gather_ms (default: its own; 0: never hold a step back)")
     p.add_argument("--note", default="", help="the machine's state, written under the table")
     p.add_argument("--write", action="store_true")
     args = p.parse_args()

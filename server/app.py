@@ -75,7 +75,7 @@ async def lifespan(app: FastAPI):
         state = CloudState(settings, runtime, manager, worker, TokenStore(settings.token_file), metrics,
                            (blocks.stack.first, blocks.stack.last), list(ckpt.read_keys),
                            Scheduler(worker, manager, metrics, settings.max_frame_bytes,
-                                     settings.prefill_chunk_tokens), {})
+                                     settings.prefill_chunk_tokens, settings.decode_gather_ms / 1e3), {})
         metrics.gauges.update({
             "umbra_cloud_sessions_active": lambda: len(manager.owners),
             "umbra_cloud_kv_bytes": lambda: manager.kv_bytes,

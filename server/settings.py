@@ -38,6 +38,8 @@ class CloudSettings(BaseSettings):
     # over it the client's own LRU sessions are evicted, never another client's
     max_batch_rows: int = 64  # rows (B) of one frame (413 over it)
     decode_width: int = 16  # rows of one batched decode slab (continuous batching, server/scheduler.py)
+    decode_gather_ms: float = 4.0  # a decode step waits at most this for sessions due back (by their
+    # last gap) to send theirs, so they share one slab (0: never wait; server/scheduler.py)
     prefill_chunk_tokens: int = 256  # batch x positions per prefill chunk; decode steps run between chunks
     max_json_bytes: int = 64 * 1024  # body of the JSON routes (413 over it, before auth)
     max_header_bytes: int = 16 * 1024  # request line + headers (h11_max_incomplete_event_size)
@@ -78,6 +80,8 @@ class CloudSettings(BaseSettings):
                      "max_connections_per_address"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1")
+        if self.decode_gather_ms < 0:
+            raise ConfigError("decode_gather_ms must be >= 0")
         if self.kv_client_quota_bytes is not None and self.kv_client_quota_bytes < 1:
             raise ConfigError("kv_client_quota_bytes must be >= 1")
         for name in ("session_idle_seconds", "sweep_interval_seconds", "header_timeout_seconds",

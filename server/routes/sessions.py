@@ -67,4 +67,5 @@ async def truncate(sid: str, body: TruncateRequest, client: str = Depends(client
 @router.delete("/{sid}", status_code=204)
 async def close(sid: str, client: str = Depends(client_name), state: CloudState = Depends(get_state)) -> Response:
     await state.worker.run(state.manager.close, client, sid)
+    state.scheduler.forget(sid)
     return Response(status_code=204)

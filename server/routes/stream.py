@@ -45,6 +45,7 @@ async def stream(websocket: WebSocket, sid: str) -> None:
         log.debug("stream closed by the client")
     finally:
         state.streams.pop(websocket, None)
+        state.scheduler.forget(sid)
 
 
 async def _serve(websocket: WebSocket, state: CloudState, client: str, sid: str) -> None:

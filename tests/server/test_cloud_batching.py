@@ -128,3 +128,60 @@ def test_quota_evicts_the_clients_own_lru_sessions_only(model_dir):
         assert fwd(other, b1, t=1, start=3).status_code == 200 and fwd(other, b2, t=1, start=3).status_code == 200
         for sid in (a[0], a[2], a[3]):
             assert fwd(cloud.token, sid, t=1, start=4 if sid == a[0] else 2).status_code == 200
+
+
+def test_sessions_in_step_share_a_slab_and_a_lone_session_never_waits(model_dir):
+    """With a gather wait far longer than the test (decode_gather_ms = 60 s), a hold that waited for
+    nobody would stall it: a lone session's steps (one session after another, each stream closed
+    before the next opens) must never be held, and sessions whose clients answer every reply at
+    once must be held for one another, even when client i answers i x 10 ms late (steps run as they
+    come would take a slab each: n per round). Their first steps may split over slabs (nobody has
+    been answered yet), leaving sessions a step apart; after that every slab takes one step of
+    each: at most `steps + n - 1` slabs. Every reply is still bit for bit the session's own."""
+    n, steps = 4, 16
+    settings = dict(torch_threads=1, decode_width=8, decode_gather_ms=60_000)
+
+    def decode_frames(i: int) -> list[bytes]:
+        g = torch.Generator().manual_seed(200 + i)
+        return [wire.encode(wire.forward_frame(torch.randn(1, 1, C, generator=g), torch.tensor([[PREFILL + s]]),
+                                               start=PREFILL + s)) for s in range(steps)]
+
+    prefill = wire.encode(wire.forward_frame(torch.randn(1, PREFILL, C, generator=torch.Generator().manual_seed(9)),
+                                             torch.arange(PREFILL)[None], start=0))
+
+    async def run(cloud, sids: list[str], ready: asyncio.Barrier | None) -> list[list[bytes]]:
+        async def one(sid: str, i: int) -> list[bytes]:
+            url = cloud.base_url.replace("http", "ws") + f"/v1/sessions/{sid}/stream"
+            async with connect(url, additional_headers=auth(cloud.token), max_size=None) as ws:
+                await ws.send(prefill)
+                await ws.recv()
+                if ready is not None:
+                    await ready.wait()  # every session prefilled: the decode steps start together
+                replies = []
+                for f in decode_frames(i):
+                    if ready is not None:
+                        await asyncio.sleep(0.01 * i)
+                    await ws.send(f)
+                    replies.append(await ws.recv())
+            return replies
+
+        if ready is None:  # one after another
+            return [await asyncio.wait_for(one(sid, i), 30) for i, sid in enumerate(sids)]
+        return await asyncio.wait_for(asyncio.gather(*(one(sid, i) for i, sid in enumerate(sids))), 30)
+
+    with local_cloud_thread(model_dir, settings=settings) as cloud, \
+            httpx.Client(base_url=cloud.base_url, timeout=30) as http:
+        sids = [open_session(http, cloud.token) for _ in range(2 * n)]
+        sequential = asyncio.run(run(cloud, sids[:n], None))
+        before = http.get("/metrics", headers=auth(cloud.token)).text
+
+        async def together() -> list[list[bytes]]:
+            return await run(cloud, sids[n:], asyncio.Barrier(n))
+
+        concurrent = asyncio.run(together())
+        after = http.get("/metrics", headers=auth(cloud.token)).text
+    assert concurrent == sequential
+    batched = metric(after, "umbra_cloud_decode_batched_steps_total") - metric(before, "umbra_cloud_decode_batched_steps_total")
+    slabs = metric(after, "umbra_cloud_decode_slabs_total") - metric(before, "umbra_cloud_decode_slabs_total")
+    assert batched == n * steps
+    assert slabs <= steps + n - 1
