@@ -14,6 +14,7 @@ from attack_world import PROBE, build_world, prompts_of
 
 from umbra.attack_grid.clients import Defence
 from umbra.attacks.layer_probes import SPLIT, layer_names, layer_states, per_layer
+from umbra.attacks.oracle import check_disjoint, without_attacked
 from umbra.attacks.suite import AttackSuite, SuiteConfig
 from umbra.errors import ConfigError
 
@@ -62,3 +63,16 @@ def test_layer_states_match_the_middle_and_held_out_prompts_are_refused(world):
     torch.testing.assert_close(states[SPLIT], hidden)
     with pytest.raises(ConfigError, match="attacked prompt"):
         suite.oracle(client.encoder, client.permutation, np.concatenate([held_out, prompts[:1]]), attacked=seqs)
+
+
+def test_held_out_blocks_repeating_an_attacked_prompt_are_dropped_not_trained_on(world):
+    """A corpus whose splits repeat a file verbatim: the grid drops those blocks (without_attacked)
+    and trains on the rest, which check_disjoint then accepts."""
+    public, suite, prompts, held_out = world
+    _, seqs = prompts_of(public, Defence(), prompts)
+    mixed = np.concatenate([held_out[:2], prompts[:2], held_out[2:4]])
+    kept, dropped = without_attacked(mixed, seqs)
+    assert dropped == 2 and np.array_equal(kept, np.concatenate([held_out[:2], held_out[2:4]]))
+    check_disjoint(kept, seqs)
+    with pytest.raises(ConfigError, match="attacked prompt"):
+        check_disjoint(mixed, seqs)

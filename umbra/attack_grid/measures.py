@@ -31,7 +31,7 @@ from umbra.attack_grid.traffic import inference_traffic
 from umbra.attacks.public import PublicModel
 from umbra.attacks.recorder import RecordingMiddle
 from umbra.attacks.decipher import Decipherment
-from umbra.attacks.oracle import oracle_attacks, train_oracle
+from umbra.attacks.oracle import oracle_attacks, train_oracle, without_attacked
 from umbra.attacks.suite import NOISE_AWARE, AttackSuite
 from umbra.attacks.volume import times, volume_traffic
 from umbra.middle.local import LocalMiddle
@@ -112,6 +112,7 @@ def oracle(public: PublicModel, suite: AttackSuite, tuned: TunedCell, prompts: n
         return {}
     client = tuned.client
     sent = sent_prompts(public, tuned, prompts)
+    held_out, _ = without_attacked(held_out, sent)  # the valid split repeats a few test files verbatim
     probes = train_oracle(client.encoder, client.permutation, held_out, public.middle,
                           min(public.tokenizer.size, public.vocab_size), adapters=tuned.cloud_adapters,
                           private_path=client.private_path, attacked=sent)

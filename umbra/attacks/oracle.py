@@ -25,10 +25,23 @@ from umbra.model.parts import MiddleBlocks
 ORACLE = "oracle"
 
 
+def _truths(attacked: list[ObservedSequence]) -> set[bytes]:
+    return {np.asarray(s.truth[s.real], dtype=np.int64).tobytes() for s in attacked if s.truth is not None}
+
+
+def without_attacked(held_out: np.ndarray, attacked: list[ObservedSequence]) -> tuple[np.ndarray, int]:
+    """`held_out` less the blocks that are, whole, an attacked sequence's truth (files duplicated
+    across splits: the corpus holds some), and how many were dropped."""
+    seen = _truths(attacked)
+    rows = np.asarray(held_out, dtype=np.int64)
+    keep = np.array([row.tobytes() not in seen for row in rows], dtype=bool)
+    return np.asarray(held_out)[keep], int((~keep).sum())
+
+
 def check_disjoint(held_out: np.ndarray, attacked: list[ObservedSequence]) -> None:
     """ConfigError if a held-out block is, whole, one of the attacked sequences' truths (the
     caller is to draw held-out blocks from other files; this catches the plain mistake)."""
-    seen = {np.asarray(s.truth[s.real], dtype=np.int64).tobytes() for s in attacked if s.truth is not None}
+    seen = _truths(attacked)
     for row in np.asarray(held_out, dtype=np.int64):
         if row.tobytes() in seen:
             raise ConfigError("the oracle's held-out blocks include an attacked prompt: draw them from other files")
