@@ -24,8 +24,9 @@ from pathlib import Path
 import torch
 
 _REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(_REPO), str(_REPO / "tests"), str(_REPO / "benchmarks")]
+sys.path[:0] = [str(_REPO), str(_REPO / "tests"), str(_REPO / "tests" / "server"), str(_REPO / "benchmarks")]
 
+from cloud_helpers import metric  # noqa: E402
 from doc_markers import write_block  # noqa: E402
 from server.launch import local_cloud  # noqa: E402
 from tiny_models import build_tiny_model  # noqa: E402
@@ -71,13 +72,8 @@ async def _session(cloud, http, steps: int, lat: list[float], prefill: int = 32,
 
 async def _slab_counts(cloud, http) -> tuple[float, float]:
     """The service's decode slabs and the steps run in them so far (its /metrics counters)."""
-    r = await http.get("/metrics", headers={"Authorization": f"Bearer {cloud.token}"})
-    values = {}
-    for line in r.text.splitlines():
-        name, _, value = line.partition(" ")
-        if name in ("umbra_cloud_decode_slabs_total", "umbra_cloud_decode_batched_steps_total"):
-            values[name] = float(value)
-    return values.get("umbra_cloud_decode_slabs_total", 0.0), values.get("umbra_cloud_decode_batched_steps_total", 0.0)
+    text = (await http.get("/metrics", headers={"Authorization": f"Bearer {cloud.token}"})).text
+    return metric(text, "umbra_cloud_decode_slabs_total"), metric(text, "umbra_cloud_decode_batched_steps_total")
 
 
 async def load(cloud, http, n: int, steps: int) -> tuple[float, float, float, float]:
