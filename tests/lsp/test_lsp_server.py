@@ -254,8 +254,10 @@ async def test_fifty_keystrokes_without_waiting_run_one_decode_at_a_time_and_ans
     assert sum(outcomes.values()) == 50
     assert outcomes["failed"] == outcomes["unreachable"] == outcomes["typeahead"] == 0
     assert outcomes["cancelled"] + outcomes["skipped"] == len(cancelled) >= 40  # never ran a decode to its end
-    # the server read the burst in a few chunks: only the newest request of each began a decode
-    assert 1 <= started <= 10 and outcomes["skipped"] >= 40 and started == 50 - outcomes["skipped"]
+    # the server read the burst in a few chunks: only the newest request of each got past the stale
+    # check, and one of those may still be cancelled while it waits for the older one to unwind
+    # (cancelled without starting a decode), so at most one decode per request not skipped
+    assert 1 <= started <= 10 and outcomes["skipped"] >= 40 and started <= 50 - outcomes["skipped"]
     await asyncio.sleep(0.5)
     assert await _stats(client) == after  # nothing started after the last answer
 
