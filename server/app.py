@@ -24,6 +24,7 @@ from server.sessions import Limits, SessionManager
 from server.worker import ComputeWorker
 from server.settings import CloudSettings, get_settings
 from umbra.middle.runtime import MiddleRuntime
+from umbra.model.batch_decode import row_invariant_widths, slab_widths
 from umbra.model.loader import Checkpoint, load_part
 from umbra.model.parts import SplitPlan
 from umbra.model.spec import load_spec
@@ -69,8 +70,13 @@ async def lifespan(app: FastAPI):
     try:
         blocks, ckpt = await worker.run(_load, settings)
         runtime = MiddleRuntime(blocks, settings.max_seq_len)
+        tried = slab_widths(settings.decode_min_width, settings.decode_width)
+        widths = await worker.run(row_invariant_widths, blocks.stack, tried, runtime.dtype)
+        if widths != tried:
+            log.warning("decode slab widths %s give rows other bits than width %d on this machine: not used",
+                        sorted(set(tried) - set(widths)), tried[0])
         limits = Limits(settings.max_sessions_per_client, settings.session_idle_seconds, settings.kv_budget_bytes,
-                        settings.client_quota, settings.max_batch_rows, settings.decode_width)
+                        settings.client_quota, settings.max_batch_rows, widths[-1], tuple(widths))
         manager = SessionManager(runtime, limits, metrics, LoraStore(blocks) if settings.lora else None)
         state = CloudState(settings, runtime, manager, worker, TokenStore(settings.token_file), metrics,
                            (blocks.stack.first, blocks.stack.last), list(ckpt.read_keys),

@@ -24,7 +24,8 @@ _FLAGS = {
     "max_frame_bytes": "max_frame_bytes", "max_sessions_per_client": "max_sessions_per_client",
     "session_idle_seconds": "session_idle_seconds", "kv_budget_bytes": "kv_budget_bytes",
     "torch_threads": "torch_threads", "lora": "lora", "kv_client_quota_bytes": "kv_client_quota_bytes",
-    "max_batch_rows": "max_batch_rows", "decode_width": "decode_width", "decode_gather_ms": "decode_gather_ms",
+    "max_batch_rows": "max_batch_rows", "decode_width": "decode_width", "decode_min_width": "decode_min_width",
+    "decode_gather_ms": "decode_gather_ms",
     "prefill_chunk_tokens": "prefill_chunk_tokens", "max_connections_per_address": "max_connections_per_address",
 }
 
@@ -46,7 +47,8 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-budget-bytes", type=int)
     p.add_argument("--kv-client-quota-bytes", type=int, help="one client's KV memory (default: budget / 4)")
     p.add_argument("--max-batch-rows", type=int, help="rows (B) of one frame")
-    p.add_argument("--decode-width", type=int, help="rows of one batched decode slab")
+    p.add_argument("--decode-width", type=int, help="most rows of one batched decode slab")
+    p.add_argument("--decode-min-width", type=int, help="fewest rows of one batched decode slab (padded up to it)")
     p.add_argument("--decode-gather-ms", type=float,
                    help="longest wait of a decode step for sessions due back to share its slab (0: never)")
     p.add_argument("--prefill-chunk-tokens", type=int, help="batch x positions per prefill chunk")

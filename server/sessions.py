@@ -25,7 +25,7 @@ from umbra.middle.lora_store import LoraStore
 from server.metrics import Metrics
 from umbra.errors import SessionError, SessionEvicted, ValidationError
 from umbra.middle.runtime import MiddleRuntime
-from umbra.model.batch_decode import DecodeStep, decode_slab, slabs
+from umbra.model.batch_decode import DecodeStep, decode_slab, slab_width, slabs
 from umbra.wire import Frame
 
 _MAX_TOMBSTONES = 65536
@@ -38,7 +38,8 @@ class Limits:
     kv_budget_bytes: int = 4 * 1024**3
     kv_client_quota_bytes: int = 1024**3  # one client's sessions together
     max_batch_rows: int = 64  # rows (B) of one frame
-    decode_width: int = 16  # rows of one batched decode slab
+    decode_width: int = 64  # most rows of one batched decode slab
+    decode_widths: tuple[int, ...] = (16, 32, 64)  # slab widths, ascending (checked row-invariant)
 
 
 class SessionManager:
@@ -158,9 +159,11 @@ class SessionManager:
         self.runtime.validate(state, frame.hidden, frame.positions, frame.key_padding)
         b, t = frame.hidden.shape[:2]
         if state.cache is not None:
+            before = state.cache.nbytes
             self._admit(owner, sid, b, state.length + t)
             state.cache.reserve(b, state.length + t)
-            self.kv_bytes = self._total_bytes()
+            if state.cache.nbytes != before:  # most steps fit the capacity: no sum over every session
+                self.kv_bytes = self._total_bytes()
         self.metrics.inc("umbra_cloud_tokens_processed_total", b * t)
         return state.length
 
@@ -221,8 +224,9 @@ class SessionManager:
             state = self.runtime.sessions[sid]
             steps.append(DecodeStep(frame.hidden.to(self.runtime.dtype), frame.positions, state.cache,
                                     frame.key_padding))
-        width = self.limits.decode_width
-        for group in slabs(steps, width):
+        widths = list(self.limits.decode_widths)
+        for group in slabs(steps, widths[-1]):
+            width = slab_width(sum(steps[j].rows for j in group), widths)
             outs = decode_slab(self.runtime.blocks.stack, [steps[j] for j in group], width)
             self.metrics.inc("umbra_cloud_decode_slabs_total")
             self.metrics.inc("umbra_cloud_decode_batched_steps_total", len(group))

@@ -37,7 +37,10 @@ class CloudSettings(BaseSettings):
     kv_client_quota_bytes: int | None = None  # one client's sessions (None: a quarter of the budget);
     # over it the client's own LRU sessions are evicted, never another client's
     max_batch_rows: int = 64  # rows (B) of one frame (413 over it)
-    decode_width: int = 16  # rows of one batched decode slab (continuous batching, server/scheduler.py)
+    decode_width: int = 64  # most rows of one batched decode slab (continuous batching, server/scheduler.py)
+    decode_min_width: int = 16  # fewest: a slab takes the smallest of this, doubled up to decode_width,
+    # that holds its rows; at start each wider width is kept only if its rows match this one's bit
+    # for bit on this machine (umbra/model/batch_decode.py)
     decode_gather_ms: float = 4.0  # a decode step waits at most this for sessions due back (by their
     # last gap) to send theirs, so they share one slab (0: never wait; server/scheduler.py)
     prefill_chunk_tokens: int = 256  # batch x positions per prefill chunk; decode steps run between chunks
@@ -76,7 +79,7 @@ class CloudSettings(BaseSettings):
         if self.dtype not in ("float32", "float16", "bfloat16"):
             raise ConfigError(f"dtype must be float32, float16 or bfloat16, got {self.dtype!r}")
         for name in ("max_frame_bytes", "max_sessions_per_client", "kv_budget_bytes", "max_batch_rows",
-                     "decode_width", "prefill_chunk_tokens", "max_json_bytes", "max_header_bytes",
+                     "decode_width", "decode_min_width", "prefill_chunk_tokens", "max_json_bytes", "max_header_bytes",
                      "max_connections_per_address"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1")

@@ -1,5 +1,6 @@
 """decode_slab: a session's step is bit-identical whatever else shares the slab and wherever it sits,
-and close to BlockStack.forward's own step (a GEMV's last bits)."""
+and in every slab width the start-up check keeps; close to BlockStack.forward's own step (a GEMV's
+last bits)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import pytest
 import torch
 
 from tiny_models import FAMILIES
-from umbra.model.batch_decode import DecodeStep, decode_slab, slabs
+from umbra.model.batch_decode import (DecodeStep, decode_slab, row_invariant_widths, slab_width, slab_widths,
+                                      slabs)
 from umbra.model.loader import load_middle
 
 WIDTH = 8
@@ -82,3 +84,31 @@ def test_slabs_pack_rows_in_order_and_refuse_oversize_steps(tiny_model_dirs):
     assert slabs([step(3), step(3), step(2), step(1), step(8)], 8) == [[0, 1, 2], [3], [4]]
     with pytest.raises(Exception, match="at most 8 rows"):
         slabs([step(9)], 8)
+
+
+def test_slab_widths_double_from_the_smallest_to_the_largest_and_a_slab_takes_the_first_that_fits():
+    assert slab_widths(16, 64) == [16, 32, 64]
+    assert slab_widths(16, 48) == [16, 32, 48]
+    assert slab_widths(16, 16) == [16] and slab_widths(16, 8) == [8]
+    assert [slab_width(r, [16, 32, 64]) for r in (1, 16, 17, 33, 64)] == [16, 16, 32, 64, 64]
+    with pytest.raises(Exception, match="at most 64 rows"):
+        slab_width(65, [16, 32, 64])
+    with pytest.raises(Exception, match="positive"):
+        slab_widths(0, 64)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_every_width_the_check_keeps_gives_each_row_the_bits_of_the_smallest(dtype, tiny_model_dirs):
+    """The start-up check on its own random sessions; then other sessions (ragged, padded, several
+    steps) in every kept width equal the same sessions in the smallest width, bit for bit."""
+    middle = load_middle(tiny_model_dirs["llama"]).to(dtype)
+    tried = slab_widths(16, 64)
+    kept = row_invariant_widths(middle.stack, tried, dtype)
+    assert kept[0] == 16 and set(kept) <= set(tried) and kept == sorted(kept)
+    runs = {}
+    for width in kept:
+        sessions = _prefilled(middle, 5, 7, 3, dtype, padded=True)
+        runs[width] = [decode_slab(middle.stack, _steps(middle, sessions, 200 + k, dtype), width) for k in range(3)]
+    for width in kept[1:]:
+        for step, base in zip(runs[width], runs[16]):
+            assert all(map(torch.equal, step, base)), (width, dtype)

@@ -8,6 +8,7 @@ import asyncio
 import threading
 
 import httpx
+import pytest
 import torch
 from websockets.asyncio.client import connect
 
@@ -39,15 +40,20 @@ async def run_session(cloud, sid: str, i: int) -> list[bytes]:
     return replies
 
 
-def test_concurrent_sessions_equal_sequential_ones_bit_for_bit(model_dir):
+@pytest.mark.parametrize("sessions,widths", [(SESSIONS, dict(decode_width=8)),
+                                             (20, dict(decode_min_width=16, decode_width=32))])
+def test_concurrent_sessions_equal_sequential_ones_bit_for_bit(model_dir, sessions, widths):
     """Sessions in lockstep: each round the compute worker is held (a job waiting on a gate) while
     every session sends its step, and released once all of them are pending — so the round runs
-    as one batch whatever the machine's speed, and each reply must equal the session run alone."""
-    with local_cloud_thread(model_dir, settings=dict(torch_threads=1, decode_width=8)) as cloud, \
+    as one batch whatever the machine's speed, and each reply must equal the session run alone.
+    With a ladder of widths, a session alone runs in the smallest slab and the round in the widest
+    the start-up check kept."""
+    with local_cloud_thread(model_dir, settings=dict(torch_threads=1, **widths)) as cloud, \
             httpx.Client(base_url=cloud.base_url, timeout=30) as http:
         worker = cloud.server.config.app.state.cloud.worker
-        sids = [open_session(http, cloud.token) for _ in range(2 * SESSIONS)]
-        sequential = [asyncio.run(run_session(cloud, sids[i], i)) for i in range(SESSIONS)]
+        kept = cloud.server.config.app.state.cloud.manager.limits.decode_widths
+        sids = [open_session(http, cloud.token) for _ in range(2 * sessions)]
+        sequential = [asyncio.run(run_session(cloud, sids[i], i)) for i in range(sessions)]
         before = http.get("/metrics", headers=auth(cloud.token)).text
 
         async def pending() -> float:
@@ -56,10 +62,10 @@ def test_concurrent_sessions_equal_sequential_ones_bit_for_bit(model_dir):
 
         async def lockstep() -> list[list[bytes]]:
             url = cloud.base_url.replace("http", "ws") + "/v1/sessions/{}/stream"
-            streams = [await connect(url.format(sids[SESSIONS + i]), additional_headers=auth(cloud.token),
-                                     max_size=None) for i in range(SESSIONS)]
-            sent = [frames(i) for i in range(SESSIONS)]
-            replies: list[list[bytes]] = [[] for _ in range(SESSIONS)]
+            streams = [await connect(url.format(sids[sessions + i]), additional_headers=auth(cloud.token),
+                                     max_size=None) for i in range(sessions)]
+            sent = [frames(i) for i in range(sessions)]
+            replies: list[list[bytes]] = [[] for _ in range(sessions)]
             try:
                 for k in range(STEPS + 1):
                     gate, running = threading.Event(), threading.Event()
@@ -71,11 +77,11 @@ def test_concurrent_sessions_equal_sequential_ones_bit_for_bit(model_dir):
                             await ws.send(fs[k])
                         if k > 0:  # decode steps: wait until every session's step is queued
                             for _ in range(600):
-                                if await pending() == SESSIONS:
+                                if await pending() == sessions:
                                     break
                                 await asyncio.sleep(0.05)
                             else:
-                                raise AssertionError(f"round {k}: {await pending()} of {SESSIONS} steps pending")
+                                raise AssertionError(f"round {k}: {await pending()} of {sessions} steps pending")
                     finally:
                         gate.set()
                     held.result(timeout=30)
@@ -92,8 +98,9 @@ def test_concurrent_sessions_equal_sequential_ones_bit_for_bit(model_dir):
     assert concurrent == sequential  # every reply's bytes
     steps = metric(after, "umbra_cloud_decode_batched_steps_total") - metric(before, "umbra_cloud_decode_batched_steps_total")
     slabs = metric(after, "umbra_cloud_decode_slabs_total") - metric(before, "umbra_cloud_decode_slabs_total")
-    assert steps == SESSIONS * STEPS
-    assert slabs == STEPS * -(-SESSIONS // 8)  # each round: 12 pending steps in ceil(12 / decode_width) slabs
+    assert steps == sessions * STEPS
+    assert kept[0] == min(widths.get("decode_min_width", 16), widths["decode_width"])
+    assert slabs == STEPS * -(-sessions // kept[-1])  # each round: its pending steps in ceil(n / widest) slabs
 
 
 def test_quota_evicts_the_clients_own_lru_sessions_only(model_dir):

@@ -5,6 +5,7 @@ in-process use. All input validation of hidden states happens here, once, for bo
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -83,11 +84,14 @@ class MiddleRuntime:
             raise ValidationError(f"hidden states must be floating point, got {hidden.dtype}")
         if tuple(positions.shape) != (b, t) or positions.dtype != torch.int64:
             raise ValidationError(f"positions must be int64 [{b},{t}], got {positions.dtype} {list(positions.shape)}")
-        if positions.numel() and (positions.min() < 0 or positions.max() >= self.max_seq_len):
-            raise ValidationError(f"positions must lie in [0, {self.max_seq_len})")
+        if positions.numel():  # one reduction and one read back: this runs on every decode step
+            low, high = (torch.stack(torch.aminmax(positions)).tolist() if positions.numel() > 1
+                         else [positions.item()] * 2)
+            if low < 0 or high >= self.max_seq_len:
+                raise ValidationError(f"positions must lie in [0, {self.max_seq_len})")
         if state.length + t > self.max_seq_len:
             raise ValidationError(f"session would exceed the maximum sequence length {self.max_seq_len}")
-        if not torch.isfinite(hidden).all():
+        if not math.isfinite(hidden.abs().max().item()):  # max propagates NaN; fewer ops than isfinite().all()
             raise ValidationError("hidden states contain NaN or Inf")
         if key_padding is not None and tuple(key_padding.shape) != (b, state.length + t):
             raise ValidationError(f"key_padding must be [{b},{state.length + t}]")

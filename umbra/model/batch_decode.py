@@ -3,11 +3,15 @@
 Every session brings its own KV cache, positions and key-padding mask; rows of all sessions are
 stacked into a slab of exactly `width` rows (zero rows pad the rest) and run together through the
 norms, projections and MLP, while attention runs per session over its own cache (ragged lengths,
-its own mask). The slab always has the same number of rows, so the GEMM kernels see one shape
-whatever the company: a session's output is bit-identical in fp32 (and in fp16/bf16) whether it
-runs alone or next to any other sessions, in any slot of the slab — the row-invariance test in
-tests/model/test_batch_decode.py checks it. (A plain `Linear` on [1,C] is a GEMV whose sums
-differ in the last bits from a GEMM's, which is why a single step is padded too.)
+its own mask). A slab has one of a few fixed widths (`slab_widths`: the smallest, doubled up to
+the largest), so the GEMM kernels see one of a few shapes whatever the company: a session's
+output is bit-identical in fp32 (and in fp16/bf16) whether it runs alone or next to any other
+sessions, in any slot of the slab — the row-invariance test in tests/model/test_batch_decode.py
+checks it. (A plain `Linear` on [1,C] is a GEMV whose sums differ in the last bits from a GEMM's,
+which is why a single step is padded too.) Whether a wider slab gives a row the same bits as the
+smallest depends on the BLAS kernels the machine picks for its row count; `row_invariant_widths`
+checks each width once, at start, and keeps only those that do (with MKL on AVX2, 16 rows and up
+agree, fewer do not).
 
 Steps carrying adapters are not batched here (BlockStack.forward runs them)."""
 
@@ -37,6 +41,47 @@ class DecodeStep:
     @property
     def rows(self) -> int:
         return self.x.shape[0]
+
+
+def slab_widths(smallest: int, largest: int) -> list[int]:
+    """The slab widths to try: `smallest`, doubled while it stays below `largest`, and `largest`."""
+    if not 1 <= smallest or largest < 1:
+        raise ValidationError(f"slab widths must be positive, got {smallest} and {largest}")
+    smallest = min(smallest, largest)
+    widths = [smallest]
+    while widths[-1] * 2 < largest:
+        widths.append(widths[-1] * 2)
+    return widths if widths[-1] == largest else widths + [largest]
+
+
+def slab_width(rows: int, widths: list[int]) -> int:
+    """The smallest of `widths` (ascending) that holds `rows`."""
+    for w in widths:
+        if rows <= w:
+            return w
+    raise ValidationError(f"a batched decode slab holds at most {widths[-1]} rows, got {rows}")
+
+
+@torch.no_grad()
+def row_invariant_widths(stack: BlockStack, widths: list[int], dtype: torch.dtype, seed: int = 0) -> list[int]:
+    """The widths (ascending; the first always kept) whose slabs give every row the same bits as a
+    slab of the first width: one step of `widths[0]` random sessions (ragged caches) is run at
+    each width and compared. The kernels are chosen by shape, not by values, so one check per
+    width and machine stands for every step."""
+    g = torch.Generator().manual_seed(seed)
+    c = stack.spec.hidden_size
+
+    def outputs(width: int) -> list[torch.Tensor]:
+        g.manual_seed(seed)
+        steps = []
+        for i in range(widths[0]):
+            cache, t = stack.new_cache(dtype), 2 + i % 5
+            stack(torch.randn(1, t, c, generator=g).to(dtype), torch.arange(t)[None], cache)
+            steps.append(DecodeStep(torch.randn(1, 1, c, generator=g).to(dtype), torch.tensor([[t]]), cache))
+        return decode_slab(stack, steps, width)
+
+    base = outputs(widths[0])
+    return [widths[0]] + [w for w in widths[1:] if all(map(torch.equal, outputs(w), base))]
 
 
 def slabs(steps: list[DecodeStep], width: int) -> list[list[int]]:

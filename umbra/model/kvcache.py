@@ -30,8 +30,8 @@ class KVCache:
         return self._k[0].shape[2] if self._k else 0
 
     @property
-    def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in self._k + self._v)
+    def nbytes(self) -> int:  # every layer's k and v have one shape
+        return 2 * len(self._k) * self._k[0].numel() * self._k[0].element_size() if self._k else 0
 
     def _new_capacity(self, needed: int, current: int) -> int:
         cap = max(_MIN_CAPACITY, needed, 2 * current)
