@@ -104,31 +104,27 @@ def decode_slab(stack: BlockStack, steps: list[DecodeStep], width: int) -> list[
     """Run one decode step of every session in `steps` (their rows together <= width); returns
     each session's output [B,1,C] and advances each cache by one slot."""
     rows = [s.rows for s in steps]
-    if sum(rows) > width:
+    pad = width - sum(rows)
+    if pad < 0:
         raise ValidationError(f"{sum(rows)} rows do not fit a slab of {width}")
-    c = steps[0].x.shape[-1]
-    dtype = steps[0].cache.dtype
-    x = torch.zeros(width, 1, c, dtype=dtype)
-    positions = torch.zeros(width, 1, dtype=torch.int64)
-    bounds, r = [], 0
-    for s in steps:
-        x[r : r + s.rows] = s.x.to(dtype)
-        positions[r : r + s.rows] = s.positions
-        bounds.append((r, r + s.rows))
-        r += s.rows
+    c, dtype = steps[0].x.shape[-1], steps[0].cache.dtype
+    # one op per tensor, not one per session: on a busy server every op is a GIL hand-off
+    x = torch.cat([s.x.to(dtype) for s in steps] + [torch.zeros(pad, 1, c, dtype=dtype)])  # [W,1,C]
+    positions = torch.cat([s.positions for s in steps] + [torch.zeros(pad, 1, dtype=torch.int64)])  # [W,1]
     starts = [s.cache.length for s in steps]
     for s, start in zip(steps, starts):
         s.cache.reserve(s.rows, start + 1)
     cos, sin = rope_cos_sin(stack.inv_freq, positions, stack.spec.rope_attention_scaling, dtype)
     masks: list[dict] = [{} for _ in steps]
     for i, block in enumerate(stack.layers):
-        x = _block(block, x, cos, sin, steps, starts, bounds, masks, i)
+        x = _block(block, x, cos, sin, steps, starts, rows + [pad], masks, i)
     for s, start in zip(steps, starts):
         s.cache.length = start + 1
-    return [x[a:b] for a, b in bounds]
+    return list(x.split(rows + [pad])[:-1])
 
 
-def _block(block: Block, x, cos, sin, steps, starts, bounds, masks, layer: int) -> torch.Tensor:
+def _block(block: Block, x, cos, sin, steps, starts, rows: list[int], masks, layer: int) -> torch.Tensor:
+    """One block over the slab; `rows`: each step's rows, then the padding's."""
     attn = block.self_attn
     h = block.input_layernorm(x)
     w = x.shape[0]
@@ -136,12 +132,14 @@ def _block(block: Block, x, cos, sin, steps, starts, bounds, masks, layer: int) 
     k = attn.k_proj(h).view(w, 1, attn.num_kv_heads, attn.head_dim).transpose(1, 2)  # [W,KV,1,hd]
     v = attn.v_proj(h).view(w, 1, attn.num_kv_heads, attn.head_dim).transpose(1, 2)
     q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-    y = torch.zeros_like(q)
-    for j, (s, start, (a, b)) in enumerate(zip(steps, starts, bounds)):
-        kk, vv = s.cache.write(layer, start, k[a:b], v[a:b])  # [B,KV,S,hd], this session's own
+    qs, ks, vs = q.split(rows), k.split(rows), v.split(rows)  # per step, views
+    ys = []
+    for j, (s, start) in enumerate(zip(steps, starts)):
+        kk, vv = s.cache.write(layer, start, ks[j], vs[j])  # [B,KV,S,hd], this session's own
         if block.window not in masks[j]:
             masks[j][block.window] = attention_mask(start, 1, block.window, s.key_padding, x.device)
-        y[a:b] = F.scaled_dot_product_attention(q[a:b], kk, vv, attn_mask=masks[j][block.window],
-                                                enable_gqa=attn.gqa)
+        ys.append(F.scaled_dot_product_attention(qs[j], kk, vv, attn_mask=masks[j][block.window],
+                                                 enable_gqa=attn.gqa))
+    y = torch.cat(ys + [torch.zeros_like(qs[-1])])  # the padding rows attend to nothing
     x = x + attn.o_proj(y.transpose(1, 2).reshape(w, 1, -1))
     return x + block.mlp(block.post_attention_layernorm(x))
