@@ -58,6 +58,7 @@ class Scheduler:
         self._gaps: dict[str, float] = {}
         self._running: set[str] = set()  # sessions of the slab the worker runs now
         self._gather: asyncio.TimerHandle | None = None
+        self._held = False  # a batch is held back (its timer may have run out while a slab runs)
 
     async def step(self, client: str, sid: str, data: bytes) -> bytes:
         """Run one FORWARD frame (wire bytes) of `client`'s session; returns the HIDDEN frame."""
@@ -75,7 +76,7 @@ class Scheduler:
     def forget(self, sid: str) -> None:
         """The session's stream ended or it was closed: never wait for it (a held batch that was
         waiting only for it goes now)."""
-        if self._answered.pop(sid, None) is not None and self._gather is not None:
+        if self._answered.pop(sid, None) is not None and self._held:
             loop = asyncio.get_running_loop()
             if not self._due(loop.time()):
                 self._submit(loop)
@@ -112,8 +113,9 @@ class Scheduler:
         if idle:
             if full or not self._due(now):
                 self._submit(loop)
-            elif self._gather is None:
-                self._gather = loop.call_later(self.gather_s, self._submit, loop)
+            elif not self._held:
+                self._held = True
+                self._arm(loop)
         return await fut
 
     def _due(self, now: float) -> bool:
@@ -128,11 +130,25 @@ class Scheduler:
                 or any(abs(answered + (gap or 0.0) - now) <= self.gather_s
                        for answered, gap in self._answered.values()))
 
+    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        """(Re)start the held batch's wait: `gather_s` from now."""
+        if self._gather is not None:
+            self._gather.cancel()
+        self._gather = loop.call_later(self.gather_s, self._expire, loop)
+
+    def _expire(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The held batch's wait ran out: it goes, unless a slab is running — then the worker was
+        not free all that time, and the slab's end restarts the wait (_settle_batch)."""
+        self._gather = None
+        if not self._running:
+            self._submit(loop)
+
     def _submit(self, loop: asyncio.AbstractEventLoop) -> None:
         """On the loop: queue one job that takes every pending step (unless one is queued already)."""
         if self._gather is not None:
             self._gather.cancel()
             self._gather = None
+        self._held = False
         with self._pending_lock:
             if self._queued or not self._pending:
                 return
@@ -161,9 +177,8 @@ class Scheduler:
                 self._answered.pop(sid, None)
                 self._answered[sid] = (now, gap)
             _settle(fut, result)
-        if self._gather is not None:  # a batch held while this slab ran: its wait starts now
-            self._gather.cancel()
-            self._gather = loop.call_later(self.gather_s, self._submit, loop)
+        if self._held:  # a batch held while this slab ran: its wait starts now
+            self._arm(loop)
 
     # -- prefill: admitted once, run in chunks ---------------------------------------------------
     async def _prefill(self, client: str, sid: str, frame: wire.Frame) -> torch.Tensor:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import httpx
 import pytest
@@ -192,3 +193,55 @@ def test_sessions_in_step_share_a_slab_and_a_lone_session_never_waits(model_dir)
     slabs = metric(after, "umbra_cloud_decode_slabs_total") - metric(before, "umbra_cloud_decode_slabs_total")
     assert batched == n * steps
     assert slabs <= steps + n - 1
+
+
+def test_a_wait_that_runs_out_while_a_slab_runs_starts_again_when_the_slab_ends(model_dir):
+    """The gather wait counts free worker time only. Session A steps back to back (so it is due back
+    at once); one of its steps runs in a slab made slow (the real decode, 1 s late), and B's step
+    arrives meanwhile and is held for A. Its 0.3 s wait runs out while A's slab still runs: B must
+    stay held, the wait start again when the slab ends, and A's next step (sent the moment A is
+    answered) join B's — three slabs in all. Were B sent on when its timer ran out, it would run
+    alone right after A's slab: four."""
+    settings = dict(torch_threads=1, decode_width=8, decode_gather_ms=300)
+    with local_cloud_thread(model_dir, settings=settings) as cloud, \
+            httpx.Client(base_url=cloud.base_url, timeout=30) as http:
+        manager = cloud.server.config.app.state.cloud.manager
+        decode_batch, slow = manager.decode_batch, threading.Event()
+
+        def late_decode_batch(items):
+            if slow.is_set():
+                slow.clear()
+                time.sleep(1.0)
+            return decode_batch(items)
+
+        manager.decode_batch = late_decode_batch
+        a, b = open_session(http, cloud.token), open_session(http, cloud.token)
+        prefill = wire.encode(wire.forward_frame(torch.randn(1, PREFILL, C), torch.arange(PREFILL)[None], start=0))
+
+        def step(pos: int) -> bytes:
+            return wire.encode(wire.forward_frame(torch.randn(1, 1, C), torch.tensor([[pos]]), start=pos))
+
+        async def scenario() -> None:
+            url = cloud.base_url.replace("http", "ws") + "/v1/sessions/{}/stream"
+            async with connect(url.format(a), additional_headers=auth(cloud.token), max_size=None) as wa, \
+                    connect(url.format(b), additional_headers=auth(cloud.token), max_size=None) as wb:
+                for ws in (wa, wb):
+                    await ws.send(prefill)
+                    await ws.recv()
+                await asyncio.sleep(1.2)  # both gone quiet since their prefills: nobody is due back
+                before.append(metric((await asyncio.to_thread(http.get, "/metrics", headers=auth(cloud.token))).text,
+                                     "umbra_cloud_decode_slabs_total"))
+                await wa.send(step(PREFILL))  # runs at once (nobody is due)
+                await wa.recv()
+                slow.set()
+                await wa.send(step(PREFILL + 1))  # right after its answer (A's gap: ~0), in a slab 1 s late
+                await asyncio.sleep(0.1)
+                await wb.send(step(PREFILL))  # held: A is in the running slab and due back
+                await wa.recv()
+                await wa.send(step(PREFILL + 2))  # the moment A is answered
+                await asyncio.wait_for(asyncio.gather(wa.recv(), wb.recv()), 30)
+
+        before: list[float] = []
+        asyncio.run(scenario())
+        after = metric(http.get("/metrics", headers=auth(cloud.token)).text, "umbra_cloud_decode_slabs_total")
+    assert after - before[0] == 3
