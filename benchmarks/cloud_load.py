@@ -2,7 +2,8 @@
 concurrent sessions (each a 32-position prefill, then decode steps over its WebSocket; the rate
 counts the decode phase, which starts once every session has prefilled), and the
 latency of a small client's decode step while another client's 512-token prefill (B=8 x 64)
-runs, against its idle latency. Real service in its own process (python -m server) on loopback
+runs, against its idle latency, and the service's memory high-water mark under the hostile
+suite's flood (tests/server/hostile_load.py) against its KV budget. Real service in its own process (python -m server) on loopback
 serving the middle blocks of the embedded default model (or --model DIR, or --tiny: a tiny random
 model); client and service share this machine's cores. Frames carry random hidden states of the
 model's width (the cloud's cost does not depend on their values).
@@ -21,19 +22,24 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
 import torch
 
 _REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(_REPO), str(_REPO / "tests"), str(_REPO / "tests" / "server"), str(_REPO / "benchmarks")]
 
 from cloud_helpers import metric  # noqa: E402
+from hostile_load import ROWS, SLOTS, Flood, vm_hwm  # noqa: E402
+from hostile_load import settings as hostile_settings  # noqa: E402
 from doc_markers import write_block  # noqa: E402
-from server.launch import local_cloud  # noqa: E402
+from server.launch import local_cloud, local_cloud_sync  # noqa: E402
 from tiny_models import build_tiny_model  # noqa: E402
 from umbra import wire  # noqa: E402
+from umbra.model.parts import SplitPlan  # noqa: E402
 from umbra.model.spec import load_spec  # noqa: E402
 
 C = 64  # hidden size of the model served (set in main_async)
+MiB = 1024 * 1024
 
 
 async def _open(http, token) -> str:
@@ -121,6 +127,26 @@ async def during_prefill(cloud, http, steps: int) -> tuple[float, float]:
     return statistics.median(idle), statistics.median(busy)
 
 
+def hostile_memory(model: Path, hidden: int) -> tuple[int, int, int]:
+    """A service of its own with a KV budget of 7 flooding sessions (3 per client fit), flooded;
+    returns its resident memory before the flood, its high-water mark after, and the budget."""
+    import httpx
+
+    spec = load_spec(model)
+    first, last = SplitPlan.default(spec.num_layers).middle_range(spec.num_layers)  # the service's default split
+    slot_bytes = (last - first) * 2 * spec.num_kv_heads * spec.head_dim * 4  # K and V, fp32, per middle layer
+    frame_bytes = ROWS * 100 * hidden * 4 + ROWS * 100 * 8 + 4096  # the flood's largest frame
+    budget = 7 * ROWS * SLOTS * slot_bytes
+    with local_cloud_sync(model, settings=hostile_settings(budget, 2 * frame_bytes)) as cloud:
+        with httpx.Client(base_url=cloud.base_url, timeout=120) as http:
+            sid = http.post("/v1/sessions", json={}, headers={"Authorization": f"Bearer {cloud.token}"}).json()["session"]
+            body = wire.encode(wire.forward_frame(torch.randn(1, 8, hidden), torch.arange(8)[None]))
+            http.post(f"/v1/sessions/{sid}/forward", content=body, headers={"Authorization": f"Bearer {cloud.token}"})
+            baseline = psutil.Process(cloud.process.pid).memory_info().rss  # loaded and warm
+            Flood(http, cloud.token, cloud.add_token("flood-other"), budget, hidden, slot_bytes).run()
+            return baseline, vm_hwm(cloud.process.pid), budget
+
+
 async def main_async(args) -> str:
     import httpx
 
@@ -152,6 +178,7 @@ async def main_async(args) -> str:
                     rows.append(f"| {n} | {rate:.0f} | {rate / one:.1f}x | {p50 * 1e3:.1f} | {p99 * 1e3:.1f} "
                                 f"| {per_slab:.1f} |")
                 idle, busy = await during_prefill(cloud, http, args.steps * 2)
+        baseline, hwm, budget = await asyncio.to_thread(hostile_memory, model, C)
     shown = args.model.resolve()
     shown = shown.relative_to(_REPO) if shown.is_relative_to(_REPO) else shown
     what = "a tiny random model (qwen2-tied)" if args.tiny else f"`{shown}`"
@@ -169,6 +196,10 @@ async def main_async(args) -> str:
         "",
         f"Small client's decode step: idle p50 {idle * 1e3:.1f} ms; while 512-token prefills run back to back "
         f"p50 {busy * 1e3:.1f} ms ({busy / idle:.1f}x idle).",
+        "",
+        f"Memory under the hostile flood (a service of its own, KV budget {budget / MiB:.0f} MiB, each client "
+        f"a half): resident {baseline / MiB:.0f} MiB loaded, high-water mark {hwm / MiB:.0f} MiB after; growth "
+        f"{(hwm - baseline) / MiB:.0f} MiB = {(hwm - baseline) / budget:.2f}x the budget (goal <= 1.10x).",
     ])
 
 

@@ -14,25 +14,16 @@ import torch
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from cloud_helpers import C, auth, open_session, raw_frame, raw_tensor, step
+from cloud_helpers import C, auth, open_session, step
+from hostile_load import MiB, Flood, vm_hwm
+from hostile_load import settings as hostile_settings
 from server.auth import TokenStore
 from server.launch import local_cloud_sync
 from umbra import wire
 
-MiB = 1024 * 1024
 BUDGET = 48 * MiB
 SLOT_BYTES = 3 * 2 * 2 * 16 * 4  # middle layers x (K+V) x kv heads x head dim x fp32, per row and slot
-SETTINGS = dict(kv_budget_bytes=BUDGET, kv_client_quota_bytes=BUDGET // 2, max_frame_bytes=2 * MiB,
-                max_batch_rows=32, max_seq_len=256, max_sessions_per_client=16, torch_threads=1,
-                header_timeout_seconds=1.0, body_timeout_seconds=1.0, ws_idle_seconds=2.0,
-                max_connections_per_address=24, sweep_interval_seconds=0.5)
-
-
-def vm_hwm(pid: int) -> int:
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM")
+SETTINGS = hostile_settings(BUDGET, max_frame_bytes=2 * MiB)
 
 
 class Probe:
@@ -150,29 +141,7 @@ def test_connections_per_address_are_capped(hostile):
 
 def test_hostile_frames_get_4xx_and_memory_stays_in_budget(hostile):
     cloud, probe, baseline = hostile
-    http = probe.http
-    sid = open_session(http, cloud.token)
-
-    def post(body, token=cloud.token, s=sid):
-        return http.post(f"/v1/sessions/{s}/forward", content=body, headers=auth(token))
-
-    # a batch of 6,553 rows x 1 position: refused by its row count before any allocation
-    assert post(step(b=6553 // 8)).status_code == 413  # 819 rows fit the 2 MiB frame limit
-    # zero-size shape with huge other dimensions: 400, never a 500
-    zero = raw_frame(1, [raw_tensor(1, (0, 0xFFFFFFFF, 0xFFFFFFFF), b""), raw_tensor(4, (0, 0xFFFFFFFF), b"")])
-    r = post(zero)
-    assert r.status_code == 400 and "dimension" in r.json()["detail"]
-    # past the sequence limit: 422 before any allocation
-    assert post(step(b=8, t=300)).status_code == 422
-    # fill the whole budget with two clients' sessions (each its quota), then push past it
-    other = cloud.add_token("hostile-other")
-    per_session = 32 * 256 * SLOT_BYTES  # 32 rows x 256 slots
-    fits = (BUDGET // 2) // per_session
-    for token in (cloud.token, other):
-        for _ in range(fits + 2):  # two more than fit: the client's own oldest sessions go
-            s = open_session(http, token)
-            assert post(step(b=32, t=100), token=token, s=s).status_code == 200
-            assert post(step(b=32, t=1, start_pos=100), token=token, s=s).status_code == 200  # to 256 slots
+    Flood(probe.http, cloud.token, cloud.add_token("hostile-other"), BUDGET, C, SLOT_BYTES).run()
     rss = psutil.Process(cloud.process.pid).memory_info().rss
     assert vm_hwm(cloud.process.pid) - baseline <= 1.1 * BUDGET, (vm_hwm(cloud.process.pid), baseline, rss)
     probe.check()
