@@ -17,6 +17,7 @@ Steps carrying adapters are not batched here (BlockStack.forward runs them)."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import torch
@@ -45,7 +46,7 @@ class DecodeStep:
 
 def slab_widths(smallest: int, largest: int) -> list[int]:
     """The slab widths to try: `smallest`, doubled while it stays below `largest`, and `largest`."""
-    if not 1 <= smallest or largest < 1:
+    if smallest < 1 or largest < 1:
         raise ValidationError(f"slab widths must be positive, got {smallest} and {largest}")
     smallest = min(smallest, largest)
     widths = [smallest]
@@ -65,19 +66,19 @@ def slab_width(rows: int, widths: list[int]) -> int:
 @torch.no_grad()
 def row_invariant_widths(stack: BlockStack, widths: list[int], dtype: torch.dtype, seed: int = 0) -> list[int]:
     """The widths (ascending; the first always kept) whose slabs give every row the same bits as a
-    slab of the first width: one step of `widths[0]` random sessions (ragged caches) is run at
-    each width and compared. The kernels are chosen by shape, not by values, so one check per
-    width and machine stands for every step."""
+    slab of the first width: one step of `widths[0]` random sessions (ragged caches, prefilled
+    once and copied per width) is run at each width and compared. The kernels are chosen by
+    shape, not by values, so one check per width and machine stands for every step."""
     g = torch.Generator().manual_seed(seed)
     c = stack.spec.hidden_size
+    sessions = []
+    for i in range(widths[0]):
+        cache, t = stack.new_cache(dtype), 2 + i % 5
+        stack(torch.randn(1, t, c, generator=g).to(dtype), torch.arange(t)[None], cache)
+        sessions.append((cache, torch.randn(1, 1, c, generator=g).to(dtype), torch.tensor([[t]])))
 
     def outputs(width: int) -> list[torch.Tensor]:
-        g.manual_seed(seed)
-        steps = []
-        for i in range(widths[0]):
-            cache, t = stack.new_cache(dtype), 2 + i % 5
-            stack(torch.randn(1, t, c, generator=g).to(dtype), torch.arange(t)[None], cache)
-            steps.append(DecodeStep(torch.randn(1, 1, c, generator=g).to(dtype), torch.tensor([[t]]), cache))
+        steps = [DecodeStep(x, pos, copy.deepcopy(cache)) for cache, x, pos in sessions]
         return decode_slab(stack, steps, width)
 
     base = outputs(widths[0])
