@@ -3,10 +3,11 @@ concurrent sessions (each a 32-position prefill, then decode steps over its WebS
 counts the decode phase, which starts once every session has prefilled), and the
 latency of a small client's decode step while another client's 512-token prefill (B=8 x 64)
 runs, against its idle latency, and the service's memory high-water mark under the hostile
-suite's flood (tests/server/hostile_load.py) against its KV budget. Real service in its own process (python -m server) on loopback
-serving the middle blocks of the embedded default model (or --model DIR, or --tiny: a tiny random
-model); client and service share this machine's cores. Frames carry random hidden states of the
-model's width (the cloud's cost does not depend on their values).
+suite's flood (tests/server/hostile_load.py) against its KV budget. Real service in its own
+process (python -m server) on loopback serving the middle blocks of the embedded default model
+(or --model DIR, or --tiny: a tiny random model); client and service share this machine's
+cores. Frames carry random hidden states of the model's width (the cloud's cost does not depend
+on their values).
 
     python benchmarks/cloud_load.py                 # print the table
     python benchmarks/cloud_load.py --write --note "machine idle"   # and write it into docs/benchmarks.md

@@ -76,7 +76,7 @@ async def lifespan(app: FastAPI):
             log.warning("decode slab widths %s give rows other bits than width %d on this machine: not used",
                         sorted(set(tried) - set(widths)), tried[0])
         limits = Limits(settings.max_sessions_per_client, settings.session_idle_seconds, settings.kv_budget_bytes,
-                        settings.client_quota, settings.max_batch_rows, widths[-1], tuple(widths))
+                        settings.client_quota, settings.max_batch_rows, tuple(widths))
         manager = SessionManager(runtime, limits, metrics, LoraStore(blocks) if settings.lora else None)
         state = CloudState(settings, runtime, manager, worker, TokenStore(settings.token_file), metrics,
                            (blocks.stack.first, blocks.stack.last), list(ckpt.read_keys),

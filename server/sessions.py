@@ -38,8 +38,12 @@ class Limits:
     kv_budget_bytes: int = 4 * 1024**3
     kv_client_quota_bytes: int = 1024**3  # one client's sessions together
     max_batch_rows: int = 64  # rows (B) of one frame
-    decode_width: int = 64  # most rows of one batched decode slab
     decode_widths: tuple[int, ...] = (16, 32, 64)  # slab widths, ascending (checked row-invariant)
+
+    @property
+    def decode_width(self) -> int:
+        """Most rows of one batched decode slab."""
+        return self.decode_widths[-1]
 
 
 class SessionManager:
@@ -224,7 +228,7 @@ class SessionManager:
             state = self.runtime.sessions[sid]
             steps.append(DecodeStep(frame.hidden.to(self.runtime.dtype), frame.positions, state.cache,
                                     frame.key_padding))
-        widths = list(self.limits.decode_widths)
+        widths = self.limits.decode_widths
         for group in slabs(steps, widths[-1]):
             width = slab_width(sum(steps[j].rows for j in group), widths)
             outs = decode_slab(self.runtime.blocks.stack, [steps[j] for j in group], width)

@@ -84,11 +84,10 @@ class MiddleRuntime:
             raise ValidationError(f"hidden states must be floating point, got {hidden.dtype}")
         if tuple(positions.shape) != (b, t) or positions.dtype != torch.int64:
             raise ValidationError(f"positions must be int64 [{b},{t}], got {positions.dtype} {list(positions.shape)}")
-        if positions.numel():  # one reduction and one read back: this runs on every decode step
-            low, high = (torch.stack(torch.aminmax(positions)).tolist() if positions.numel() > 1
-                         else [positions.item()] * 2)
-            if low < 0 or high >= self.max_seq_len:
-                raise ValidationError(f"positions must lie in [0, {self.max_seq_len})")
+        # few ops: this runs on every decode step (a lone position is read back as is)
+        low, high = (positions.item(),) * 2 if positions.numel() == 1 else map(int, torch.aminmax(positions))
+        if low < 0 or high >= self.max_seq_len:
+            raise ValidationError(f"positions must lie in [0, {self.max_seq_len})")
         if state.length + t > self.max_seq_len:
             raise ValidationError(f"session would exceed the maximum sequence length {self.max_seq_len}")
         if not math.isfinite(hidden.abs().max().item()):  # max propagates NaN; fewer ops than isfinite().all()

@@ -18,6 +18,7 @@ Steps carrying adapters are not batched here (BlockStack.forward runs them)."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -55,7 +56,7 @@ def slab_widths(smallest: int, largest: int) -> list[int]:
     return widths if widths[-1] == largest else widths + [largest]
 
 
-def slab_width(rows: int, widths: list[int]) -> int:
+def slab_width(rows: int, widths: Sequence[int]) -> int:
     """The smallest of `widths` (ascending) that holds `rows`."""
     for w in widths:
         if rows <= w:
@@ -69,6 +70,8 @@ def row_invariant_widths(stack: BlockStack, widths: list[int], dtype: torch.dtyp
     slab of the first width: one step of `widths[0]` random sessions (ragged caches, prefilled
     once and copied per width) is run at each width and compared. The kernels are chosen by
     shape, not by values, so one check per width and machine stands for every step."""
+    if len(widths) == 1:  # nothing to compare: no start-up work
+        return list(widths)
     g = torch.Generator().manual_seed(seed)
     c = stack.spec.hidden_size
     sessions = []

@@ -86,11 +86,9 @@ def mode_in_force(mode: PrivacyMode, url: str | None, allow: bool = False,
         return replace(mode, opted_in=True)
     if mode.measured is None:
         why = "nothing measured for it"
-    elif mode.measured.attacks:
-        attack, _ = mode.measured.strongest
-        why = f"the attack tables measured: {mode.summary.split(' · ', 1)[-1]}, by {attack}"
     else:
-        why = f"the attack tables measured: {mode.summary.split(' · ', 1)[-1]}"
+        by = f", by {mode.measured.strongest[0]}" if mode.measured.attacks else ""
+        why = f"the attack tables measured: {mode.summary.split(' · ', 1)[-1]}{by}"
     raise UndefendedCloudRefused(
         f"refusing to send hidden states to {url}, a cloud not on this machine: the privacy mode {mode.label!r} "
         f"is not defended ({why}; docs/privacy/mode.md). Use a client bundle whose mode is defended, leave the "
