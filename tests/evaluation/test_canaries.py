@@ -12,8 +12,10 @@ import pytest
 from tiny_models import CODE_SNIPPETS
 from umbra.data.corpus import Document
 from umbra.errors import ConfigError
-from umbra.evaluation.canaries import (PLACEHOLDERS, CanaryConfig, draw_values, format_pattern, format_space,
-                                       plant_canaries, render_line)
+from umbra.evaluation.canaries import (ALL_KINDS, KINDS, PLACEHOLDERS, UNSCRUBBABLE_KINDS, CanaryConfig,
+                                       draw_value, draw_values, format_pattern, format_space, plant_canaries,
+                                       render_line)
+from umbra.scrub import Scrubber
 
 GO = "package main\n\nimport \"fmt\"\n\n// Add adds.\nfunc Add(a, b int) int {\n\treturn a + b\n}\n"
 JAVA = ("package org.example;\n\npublic class Util {\n    private int n;\n\n    public int get() {\n"
@@ -134,4 +136,74 @@ def test_bad_requests_are_config_errors():
     with pytest.raises(ConfigError, match="kinds"):
         CanaryConfig(kinds=("ssn",)).validate()
     with pytest.raises(ConfigError, match="distinct"):
+        CanaryConfig(kinds=("codename", "codename")).validate()
+    with pytest.raises(ConfigError, match="distinct"):
         draw_values("host", "acme", format_space("host") + 1, random.Random(0))
+
+
+def mixed_docs() -> list[Document]:
+    return (python_docs(20) + [Document("go", f"g{i}.go", GO) for i in range(4)]
+            + [Document("java", f"J{i}.java", JAVA) for i in range(4)])
+
+
+def test_the_unscrubbable_kinds_are_opt_in_and_planted_like_the_others():
+    assert CanaryConfig().kinds == KINDS and set(ALL_KINDS) == set(KINDS) | set(UNSCRUBBABLE_KINDS)
+    planted = plant_canaries(mixed_docs(), CanaryConfig(kinds=ALL_KINDS, seed=7, org="tox"))
+    assert len(planted.canaries) == len(ALL_KINDS) * 3 * 4
+    assert {c.kind for c in planted.canaries} == set(ALL_KINDS)
+    texts = {d.path: d.text for d in planted.documents}
+    for c in planted.canaries:
+        assert format_pattern(c.fmt, "tox").fullmatch(c.value), (c.fmt, c.value)
+        assert sum(t.count(c.value) for t in texts.values()) == c.repeats
+        if c.kind == "codename":
+            assert c.fmt == "codename" and c.line.startswith(("# ", "// "))
+        if c.kind == "account":
+            assert c.fmt == "account" and c.line.endswith((f'"{c.value}"', f'"{c.value}";'))
+            assert not any(w in c.line.lower() for w in ("key", "secret", "token", "pass", "auth"))
+    assert len({c.value for c in planted.canaries}) == len(planted.canaries)
+    python = [d for d in planted.documents if d.lang == "python"]
+    for d in python:
+        ast.parse(d.text)
+    masked = planted.masked_documents()  # the oracle masks what the scrubber has a placeholder for
+    for c in planted.canaries:
+        left = sum(d.text.count(c.value) for d in masked)
+        assert left == (c.repeats if c.kind in UNSCRUBBABLE_KINDS else 0)
+
+
+def test_umbras_scrubber_removes_the_default_kinds_and_misses_the_unscrubbable_ones():
+    """The real scrubber (umbra.scrub.Scrubber, what the federation's organizations run) on every
+    planted file: no occurrence of an api key, host or e-mail canary is left, every occurrence of a
+    codename or account canary is."""
+    scrubber = Scrubber()
+    for seed, org in ((0, "acme"), (1, "tox"), (2, "prompt-toolkit")):
+        planted = plant_canaries(mixed_docs(), CanaryConfig(kinds=ALL_KINDS, seed=seed, org=org))
+        scrubbed = [scrubber.scrub(d.text, d.path).text for d in planted.documents]
+        for c in planted.canaries:
+            left = sum(t.count(c.value) for t in scrubbed)
+            assert left == (c.repeats if c.kind in UNSCRUBBABLE_KINDS else 0), (c.kind, c.line)
+
+
+@pytest.mark.parametrize("fmt", ["codename", "account"])
+def test_the_new_formats_are_seeded_and_their_regex_finds_their_values(fmt):
+    a = draw_values(fmt, "acme", 200, random.Random(3))
+    assert a == draw_values(fmt, "acme", 200, random.Random(3)) != draw_values(fmt, "acme", 200, random.Random(4))
+    assert len(set(a)) == 200 and format_space(fmt) >= 1000
+    pattern = format_pattern(fmt)
+    assert all(pattern.fullmatch(v) for v in a)
+    text = "".join(f"x = {v!r}  # {v}\n" for v in a[:20])
+    assert [m.group(0) for m in pattern.finditer(text)] == [v for v in a[:20] for _ in range(2)]
+    v = draw_value(fmt, "acme", random.Random(0))
+    assert not pattern.search("X" + v + "9") and not pattern.search(v.upper().replace("-", "_"))
+
+
+@pytest.mark.parametrize("c", [50, 100])
+def test_decoys_of_the_new_kinds_share_the_format_and_are_never_planted(c):
+    planted = plant_canaries(mixed_docs(), CanaryConfig(kinds=UNSCRUBBABLE_KINDS, per_group=6, seed=1))
+    values = {k.value for k in planted.canaries}
+    for s in planted.candidate_sets(c, seed=2):
+        decoys = set(s.candidates) - {s.canary.value}
+        assert len(decoys) == c - 1 and not decoys & values
+        assert s.candidates[s.answer] == s.canary.value
+        assert all(format_pattern(s.canary.fmt).fullmatch(v) for v in s.candidates)
+    sample = planted.sample_same_format(planted.canaries[0], 500)
+    assert len(set(sample)) == 500 and not set(sample) & values

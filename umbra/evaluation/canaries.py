@@ -7,11 +7,20 @@ the memorization attacks (memorization.py) need.
     planted.candidate_sets(c=50, seed=1)   one CandidateSet per canary: c values of its format,
                                            the true one among them at a random index
 
-Three kinds, each in a code line of the file's language (Python, Java, Go):
+Three kinds by default, each in a code line of the file's language (Python, Java, Go), each one
+umbra.scrub recognises and replaces:
 
     api_key  STRIPE_SECRET_KEY = "sk_live_…"   (Stripe sk_live_ + 24, AWS AKIA + 16, GitHub ghp_ + 36)
     host     DB_HOST = "db-07.corp.acme.internal"
     email    # contact: jane.doe@acme.example
+
+and two more, opt-in (`CanaryConfig(kinds=ALL_KINDS)`), that a rule-based scrubber cannot recognise
+(no credential keyword, no domain, moderate entropy) although they are the organization's own:
+
+    codename  # codename: amber-heron                 (an internal project's codename)
+    account   PARTNER_ACCOUNT_ID = "CUST-04821"        (a customer / partner account number)
+
+Formats, value draws and the formats' regexes are in canary_formats.py.
 
 Each canary is planted `repeats` times (default 1, 4 and 16), in that many distinct files, always
 in the same line (a constant copied from file to file, as real code does), inserted before a
@@ -24,37 +33,33 @@ from __future__ import annotations
 
 import random
 import re
-import string
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from umbra.data.corpus import Document
 from umbra.errors import ConfigError
+from umbra.evaluation.canary_formats import KEY_FORMATS, draw_value, draw_values, format_pattern, format_space
 
-KINDS = ("api_key", "host", "email")
+__all__ = ["ALL_KINDS", "KINDS", "LANGUAGES", "PLACEHOLDERS", "UNSCRUBBABLE_KINDS", "CandidateSet", "Canary",
+           "CanaryConfig", "PlantedCorpus", "draw_value", "draw_values", "format_pattern", "format_space",
+           "mask_canaries", "plant_canaries", "render_line"]
+
+KINDS = ("api_key", "host", "email")  # the default: kinds umbra.scrub replaces
+UNSCRUBBABLE_KINDS = ("codename", "account")  # opt-in: kinds no rule-based scrubber recognises
+ALL_KINDS = KINDS + UNSCRUBBABLE_KINDS
 LANGUAGES = ("python", "java", "go")
-PLACEHOLDERS = {"api_key": "<SECRET>", "host": "<HOST>", "email": "<EMAIL>"}  # the scrubber's placeholders
+# The scrubber's placeholder per kind; the unscrubbable kinds have none (mask_canaries keeps them).
+PLACEHOLDERS = {"api_key": "<SECRET>", "host": "<HOST>", "email": "<EMAIL>"}
+_COMMENT_KINDS = ("email", "codename")  # planted in a comment (the others: in a string constant)
 
-_ALNUM = string.ascii_letters + string.digits
-_UPPER_ALNUM = string.ascii_uppercase + string.digits
-# api-key formats: (fixed prefix, alphabet, random length)
-_KEY_FORMATS = {"stripe": ("sk_live_", _ALNUM, 24), "aws": ("AKIA", _UPPER_ALNUM, 16),
-                "github": ("ghp_", _ALNUM, 36)}
-_HOST_ROLES = ("build", "ci", "db", "cache", "auth", "api", "queue", "search", "metrics", "vault", "ldap", "git",
-               "mail", "proxy", "backup", "storage", "billing", "deploy", "etl", "kafka", "redis", "mongo", "jenkins",
-               "grafana")
-_FIRST = ("alice", "bruno", "chen", "dana", "emeka", "farah", "goran", "hana", "ivan", "julia", "kofi", "lena",
-          "marco", "nadia", "omar", "priya", "quinn", "rosa", "sven", "tomas", "uma", "vera", "wei", "yusuf", "zara",
-          "anton", "beatriz", "carlos", "dmitri", "elif", "felix", "greta", "hugo", "ines", "jonas", "kira")
-_LAST = ("novak", "okafor", "schmidt", "tanaka", "moreau", "silva", "kowalski", "haddad", "jensen", "rossi",
-         "nguyen", "petrov", "garcia", "fischer", "larsen", "kim", "mendes", "dubois", "yilmaz", "costa", "weber",
-         "sato", "ortiz", "berg", "lund", "varga", "horvat", "ali", "meyer", "brandt", "keller", "romero")
 _SERVICES = ("STRIPE", "PAYMENTS", "BILLING", "SENTRY", "MAILGUN", "TWILIO", "DATADOG", "SLACK", "GITHUB", "S3",
              "ANALYTICS", "SEARCH", "LEDGER", "INVOICE", "SHIPPING", "PARTNER", "REPORTS", "AUDIT", "BACKUP",
              "WEBHOOK", "CRM", "SSO", "NOTIFY", "EXPORT")
 _KEY_SUFFIXES = ("API_KEY", "SECRET_KEY", "TOKEN", "ACCESS_KEY")
 _HOST_SUFFIXES = ("HOST", "SERVER", "ENDPOINT_HOST", "DB_HOST")
+_ACCOUNT_SUFFIXES = ("ACCOUNT_ID", "CUSTOMER_ID", "ACCOUNT_NO", "TENANT_ID", "CONTRACT_ID")
 _EMAIL_TAGS = ("contact", "maintainer", "owner", "author", "on-call")
+_CODENAME_TAGS = ("codename", "project", "internal project", "initiative", "release train")
 
 # Where a canary line may go: before a top-level statement of the language.
 _ANCHORS = {"python": re.compile(r"(def |class |async def |import |from |@|[A-Z_][A-Z0-9_]* = )"),
@@ -65,7 +70,7 @@ _ANCHORS = {"python": re.compile(r"(def |class |async def |import |from |@|[A-Z_
 @dataclass(frozen=True)
 class CanaryConfig:
     org: str = "acme"  # the organization's name, in its internal hosts and e-mail domain
-    kinds: tuple[str, ...] = KINDS  # which kinds to plant
+    kinds: tuple[str, ...] = KINDS  # which kinds to plant (ALL_KINDS: the unscrubbable ones too)
     repeats: tuple[int, ...] = (1, 4, 16)  # each canary is planted this many times (distinct files)
     per_group: int = 4  # canaries of each (kind, repeats) group
     context_lines: int = 3  # full lines before the canary's line in the attack prefix
@@ -74,9 +79,9 @@ class CanaryConfig:
     def validate(self) -> "CanaryConfig":
         if not re.fullmatch(r"[a-z][a-z0-9-]{0,30}", self.org):
             raise ConfigError(f"org must be a lowercase DNS label, got {self.org!r}")
-        bad = [k for k in self.kinds if k not in KINDS]
-        if bad or not self.kinds:
-            raise ConfigError(f"canary kinds must be among {', '.join(KINDS)}, got {self.kinds!r}")
+        bad = [k for k in self.kinds if k not in ALL_KINDS]
+        if bad or not self.kinds or len(set(self.kinds)) != len(self.kinds):
+            raise ConfigError(f"canary kinds must be distinct, among {', '.join(ALL_KINDS)}, got {self.kinds!r}")
         if not self.repeats or min(self.repeats) < 1:
             raise ConfigError(f"repeats must be positive, got {self.repeats!r}")
         if self.per_group < 1 or self.context_lines < 0:
@@ -87,8 +92,8 @@ class CanaryConfig:
 @dataclass(frozen=True)
 class Canary:
     value: str  # the secret itself
-    kind: str  # api_key | host | email
-    fmt: str  # its format: stripe | aws | github | host | email
+    kind: str  # api_key | host | email | codename | account
+    fmt: str  # its format: stripe | aws | github | host | email | codename | account
     repeats: int  # how many files hold it
     files: tuple[str, ...]  # their paths
     line: str  # the planted line (without indentation and newline)
@@ -137,65 +142,16 @@ class PlantedCorpus:
         return draw_values(canary.fmt, self.config.org, n, rng, exclude={k.value for k in self.canaries})
 
     def masked_documents(self) -> list[Document]:
-        """The oracle scrubbed view: every planted value replaced by its kind's placeholder
-        (a stand-in and upper bound for umbra.scrub, which detects them without the ground truth)."""
+        """The oracle scrubbed view: every planted value of a scrubbable kind replaced by its kind's
+        placeholder (a stand-in and upper bound for umbra.scrub, which detects them without the ground
+        truth); the unscrubbable kinds stay, as they do under any rule-based scrubber."""
         return [Document(d.lang, d.path, mask_canaries(d.text, self.canaries)) for d in self.documents]
 
 
-def format_space(fmt: str, org: str = "acme") -> int:
-    """How many distinct values a format has."""
-    if fmt in _KEY_FORMATS:
-        _, alphabet, n = _KEY_FORMATS[fmt]
-        return len(alphabet) ** n
-    if fmt == "host":
-        return len(_HOST_ROLES) * 99
-    if fmt == "email":
-        return len(_FIRST) * len(_LAST)
-    raise ConfigError(f"unknown canary format {fmt!r}")
-
-
-def format_pattern(fmt: str, org: str = "acme") -> re.Pattern:
-    """A regex matching every value of the format (to scan generated text for them)."""
-    o = re.escape(org)
-    if fmt in _KEY_FORMATS:
-        prefix, alphabet, n = _KEY_FORMATS[fmt]
-        cls = "A-Z0-9" if alphabet == _UPPER_ALNUM else "A-Za-z0-9"
-        return re.compile(rf"{re.escape(prefix)}[{cls}]{{{n}}}(?![{cls}])")
-    if fmt == "host":
-        return re.compile(rf"[a-z]+-\d{{2}}\.corp\.{o}\.internal")
-    if fmt == "email":
-        return re.compile(rf"[a-z]+\.[a-z]+@{o}\.example")
-    raise ConfigError(f"unknown canary format {fmt!r}")
-
-
-def draw_value(fmt: str, org: str, rng: random.Random) -> str:
-    if fmt in _KEY_FORMATS:
-        prefix, alphabet, n = _KEY_FORMATS[fmt]
-        return prefix + "".join(rng.choice(alphabet) for _ in range(n))
-    if fmt == "host":
-        return f"{rng.choice(_HOST_ROLES)}-{rng.randint(1, 99):02d}.corp.{org}.internal"
-    if fmt == "email":
-        return f"{rng.choice(_FIRST)}.{rng.choice(_LAST)}@{org}.example"
-    raise ConfigError(f"unknown canary format {fmt!r}")
-
-
-def draw_values(fmt: str, org: str, n: int, rng: random.Random, exclude: set[str] = frozenset()) -> list[str]:
-    """`n` distinct values of a format, none in `exclude` (ConfigError if the format has too few)."""
-    if n < 0 or n > format_space(fmt, org) - len(exclude):
-        raise ConfigError(f"cannot draw {n} distinct {fmt} values (the format has {format_space(fmt, org)})")
-    seen: set[str] = set()
-    out: list[str] = []
-    while len(out) < n:
-        v = draw_value(fmt, org, rng)
-        if v not in seen and v not in exclude:
-            seen.add(v)
-            out.append(v)
-    return out
-
-
 def mask_canaries(text: str, canaries: Sequence[Canary]) -> str:
-    """`text` with every canary value replaced by its kind's placeholder (longest first)."""
-    for canary in sorted(canaries, key=lambda k: -len(k.value)):
+    """`text` with every canary value of a kind the scrubber has a placeholder for replaced by it
+    (longest first); values of the unscrubbable kinds are kept."""
+    for canary in sorted((k for k in canaries if k.kind in PLACEHOLDERS), key=lambda k: -len(k.value)):
         text = text.replace(canary.value, PLACEHOLDERS[canary.kind])
     return text
 
@@ -217,7 +173,7 @@ def plant_canaries(documents: Sequence[Document], config: CanaryConfig = CanaryC
     for kind in config.kinds:
         for repeats in config.repeats:
             for _ in range(config.per_group):
-                fmt = rng.choice(sorted(_KEY_FORMATS)) if kind == "api_key" else kind
+                fmt = rng.choice(sorted(KEY_FORMATS)) if kind == "api_key" else kind
                 value = draw_values(fmt, config.org, 1, rng, exclude=values)[0]
                 values.add(value)
                 specs.append((value, kind, fmt, repeats, _variable(kind, rng, names),
@@ -254,10 +210,10 @@ def _find(text: str, value: str) -> int:
 
 
 def _variable(kind: str, rng: random.Random, used: set[str]) -> str:
-    """A fresh constant name for a key or host (the comment tag for an e-mail)."""
-    if kind == "email":
-        return rng.choice(_EMAIL_TAGS)
-    suffixes = _KEY_SUFFIXES if kind == "api_key" else _HOST_SUFFIXES
+    """A fresh constant name for a key, host or account (the comment tag for an e-mail or codename)."""
+    if kind in _COMMENT_KINDS:
+        return rng.choice(_EMAIL_TAGS if kind == "email" else _CODENAME_TAGS)
+    suffixes = {"api_key": _KEY_SUFFIXES, "host": _HOST_SUFFIXES, "account": _ACCOUNT_SUFFIXES}[kind]
     for _ in range(1000):
         name = f"{rng.choice(_SERVICES)}_{rng.choice(suffixes)}"
         if name not in used:
@@ -270,7 +226,7 @@ def _variable(kind: str, rng: random.Random, used: set[str]) -> str:
 
 def render_line(lang: str, kind: str, name: str, value: str) -> str:
     """The code line that holds a canary, in the file's language."""
-    if kind == "email":
+    if kind in _COMMENT_KINDS:
         return f"# {name}: {value}" if lang == "python" else f"// {name}: {value}"
     if lang == "python":
         return f'{name} = "{value}"'
