@@ -1,7 +1,8 @@
 """What one route (an adapter set) reveals of an organization's planted canaries, as SecureGate's
 benchmarks measure it (benchmarks/securegate.py, benchmarks/federation.py): inference accuracy over
 candidate sets of c values (95 % Wilson intervals), by how often a canary was planted, rank-based
-exposure, sampled extraction (precision / recall), over umbra/evaluation/canaries.py and
+exposure, sampled extraction (precision / recall), each also split into groups of canaries (those the
+scrubber removes and those it misses), over umbra/evaluation/canaries.py and
 memorization.py. Seeds: candidate sets `seed + 1`, exposure samples `seed + 2`, extraction `seed`."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from umbra.engine.runner import MonolithicRunner
-from umbra.evaluation.canaries import CanaryConfig, PlantedCorpus, format_pattern
+from umbra.evaluation.canaries import CandidateSet, Canary, CanaryConfig, PlantedCorpus, format_pattern
 from umbra.evaluation.memorization import (ExtractionConfig, ExtractionResult, InferenceResult, Score,
                                            continuation_rows, exposure, extract, extraction_metrics,
                                            inference_attack, padded_rows, wilson_interval)
@@ -61,16 +62,40 @@ def mean_exposure(score: Score, planted: PlantedCorpus, sample: int, seed: int) 
              if any(e.repeats == rep for e in exps)}, exps[0].max_exposure)
 
 
+async def completions(model, middle_blocks, planted: PlantedCorpus, adapters, samples: int,
+                      seed: int) -> list[str]:
+    """Completions sampled (T = 1) from every canary's prefix under `adapters`, all in one list."""
+    runner = MonolithicRunner(model.encoder, middle_blocks, model.decoder)
+    out = await extract(model, runner, [c.prefix for c in planted.canaries],
+                        ExtractionConfig(samples=samples, seed=seed), adapters=adapters)
+    return [t for ts in out for t in ts]
+
+
+def scan(texts: Sequence[str], canaries: Sequence[Canary], org: str) -> ExtractionResult:
+    """Extraction precision / recall of `canaries` in `texts`: every value of their formats found
+    (`org`: the organization in host and e-mail formats)."""
+    patterns = [format_pattern(f, org) for f in sorted({c.fmt for c in canaries})]
+    return extraction_metrics(texts, canaries, patterns)
+
+
 async def extraction(model, middle_blocks, planted: PlantedCorpus, adapters, samples: int, seed: int,
                      org: str | None = None) -> ExtractionResult:
     """Completions sampled (T = 1) from every canary's prefix under `adapters`, scanned for values of
     the canaries' formats (`org`: the organization in host and e-mail formats)."""
-    runner = MonolithicRunner(model.encoder, middle_blocks, model.decoder)
-    completions = await extract(model, runner, [c.prefix for c in planted.canaries],
-                                ExtractionConfig(samples=samples, seed=seed), adapters=adapters)
-    org = org or planted.config.org
-    patterns = [format_pattern(f, org) for f in sorted({c.fmt for c in planted.canaries})]
-    return extraction_metrics([t for ts in completions for t in ts], planted.canaries, patterns)
+    texts = await completions(model, middle_blocks, planted, adapters, samples, seed)
+    return scan(texts, planted.canaries, org or planted.config.org)
+
+
+def split_inference(result: InferenceResult, sets: Sequence[CandidateSet], groups: dict[str, set[str]]) -> dict:
+    """{group: {"correct", "trials"}} of one inference attack over `sets` (in the attack's order),
+    the canaries split by value into `groups`."""
+    if len(result.ranks) != len(sets):
+        raise ValueError(f"{len(result.ranks)} ranks for {len(sets)} candidate sets")
+    out = {}
+    for name, values in groups.items():
+        ranks = [r for r, s in zip(result.ranks, sets) if s.canary.value in values]
+        out[name] = {"correct": sum(r == 1 for r in ranks), "trials": len(ranks)}
+    return out
 
 
 def pooled(results: list[InferenceResult]) -> tuple[int, int, float, float, float]:

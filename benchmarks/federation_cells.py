@@ -9,10 +9,10 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
-from canary_measures import extraction, inference, mean_exposure, scored_only
+from canary_measures import completions, mean_exposure, scan, scored_only, split_inference
 from federation_orgs import organizations
 from umbra.engine import ClientModel
-from umbra.evaluation.memorization import Trunk, perplexity, route_logits
+from umbra.evaluation.memorization import Trunk, inference_attack, perplexity, route_logits
 from umbra.federation.adapter_arrays import adapter_to_arrays, arrays_to_adapter, initial_arrays
 from umbra.federation.aggregate import ServerOptConfig
 from umbra.federation.local_grid import LocalGrid
@@ -58,6 +58,10 @@ def counts(r) -> dict:
     return {"correct": r.correct, "trials": r.trials}
 
 
+def extracted(x) -> dict:
+    return {"generated": x.generated, "true_found": x.true_found, "canaries": x.canaries}
+
+
 class Bench:
     def __init__(self, args, cache: Path):
         self.args, self.cache = args, cache
@@ -69,6 +73,7 @@ class Bench:
                                          batch_size=args.batch_size, fim_rate=args.fim_rate, seed=args.seed)
         self.scrubber = Scrubber()
         self._trainers: dict = {}
+        self._groups: dict = {}
 
     # -- training ----------------------------------------------------------------------------------
     def view(self, org, kind: str) -> ScrubbedView:
@@ -147,23 +152,45 @@ class Bench:
                        [d.text for d in docs])
         return {"loss": m.loss, "top1": m.top1, "tokens": m.tokens}
 
+    def groups(self, org) -> dict[str, set[str]]:
+        """The organization's canaries by what the scrubber does to them: "removed" (no occurrence left
+        in the scrubbed training and query views) and "missed" (some occurrence left)."""
+        if org.name not in self._groups:
+            files = [(d.path, d.text) for d in org.train + org.query]
+            texts = scrubbed_view(files, self.scrubber).texts
+            missed = {c.value for c in org.planted.canaries if any(c.value in t for t in texts)}
+            self._groups[org.name] = {"removed": {c.value for c in org.planted.canaries} - missed, "missed": missed}
+        return self._groups[org.name]
+
     async def leak(self, org, adapter, exposure: bool = False, extract: bool = False) -> dict:
         aset = AdapterSet([adapter])
         score = scored_only(self.model.tokenizer, self.model.decoder, self.trunk, aset,
                             max_context_tokens=self.args.context_tokens)
-        out = {"c50": counts(inference(score, org.planted, self.args.seed, cs=(50,))[50])}
+        groups, canaries = self.groups(org), org.planted.canaries
+        sets = org.planted.candidate_sets(50, seed=self.args.seed + 1)  # canary_measures.inference's sets
+        result = inference_attack(score, sets)
+        kinds = {k: {c.value for c in canaries if c.kind == k} for k in org.planted.config.kinds}
+        out = {"c50": counts(result), "c50_by": split_inference(result, sets, groups),
+               "c50_kind": split_inference(result, sets, kinds)}
         if exposure:
             out["exposure"], out["max_exposure"] = mean_exposure(score, org.planted, self.args.exposure_sample,
                                                                  self.args.seed)
         if extract:
-            x = await extraction(self.model, self.middle_blocks, org.planted, aset, self.args.samples, self.args.seed)
-            out["extraction"] = {"generated": x.generated, "true_found": x.true_found, "canaries": x.canaries}
+            texts = await completions(self.model, self.middle_blocks, org.planted, aset, self.args.samples,
+                                      self.args.seed)
+            out["extraction"] = extracted(scan(texts, canaries, org.planted.config.org))
+            out["extraction_by"] = {g: extracted(scan(texts, [c for c in canaries if c.value in vs],
+                                                      org.planted.config.org)) for g, vs in groups.items() if vs}
         return out
 
-    def residue(self, org) -> int:
-        """Canary occurrences the scrubber left in the organization's scrubbed training view."""
+    def residue(self, org) -> dict[str, list[int]]:
+        """{kind: [occurrences the scrubber left in the scrubbed training view, occurrences planted]}."""
         view = self.view(org, "scrubbed")
-        return sum(t.count(c.value) for t in view.texts for c in org.planted.canaries)
+        out = {k: [0, 0] for k in org.planted.config.kinds}
+        for c in org.planted.canaries:
+            out[c.kind][0] += sum(t.count(c.value) for t in view.texts)
+            out[c.kind][1] += sum(d.text.count(c.value) for d in org.train)
+        return out
 
     # -- cells ---------------------------------------------------------------------------------------
     async def run(self, cell: str) -> dict:
@@ -202,6 +229,8 @@ class Bench:
             others = [d for m in orgs if m.name != o.name for d in m.heldout]
             out["per_org"][o.name] = {
                 "alpha": alpha, "beta": beta, "residue": self.residue(o), "canaries": len(o.planted.canaries),
+                "groups": {g: sorted({c.kind for c in o.planted.canaries if c.value in vs})
+                           for g, vs in self.groups(o).items()},
                 "utility": {"base": self.utility(None, o.heldout), "global": self.utility(global_, o.heldout),
                             "local": self.utility(local, o.heldout), "secure_route": self.utility(secure, o.heldout),
                             "right_route": self.utility(right, o.heldout), "base_others": self.utility(None, others),

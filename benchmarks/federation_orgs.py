@@ -9,7 +9,8 @@ in the same order, topped up with their shortest longer files. In each project, 
 by sha256(seed, path): the first `heldout` are its ordinary held-out code (never trained on, no
 canary), the next `query` its query set Q (fusion, eq. 7), the next `files` its training code.
 Canaries (umbra/evaluation/canaries.py: API keys, internal hosts `*.corp.<org>.internal`, e-mails
-`*@<org>.example`, each planted 1, 4 and 16 times) go into the training and query files, as in
+`*@<org>.example`, which the scrubber removes, and project codenames and account numbers, which no
+rule-based scrubber finds; each planted 1, 4 and 16 times) go into the training and query files, as in
 benchmarks/securegate.py (Q holds the organization's secrets at their natural rate)."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from umbra.data.corpus import Document
-from umbra.evaluation.canaries import CanaryConfig, PlantedCorpus, plant_canaries
+from umbra.evaluation.canaries import ALL_KINDS, CanaryConfig, PlantedCorpus, plant_canaries
 
 CORPUS = Path(__file__).resolve().parents[1] / "data/corpus/private/train/python.jsonl"
 
@@ -33,7 +34,12 @@ class OrgSpec:
     query: int = 2  # files of its query set Q
     heldout: int = 2  # files of its ordinary held-out code
     max_chars: int = 4000  # only files shorter than this
-    per_group: int = 2  # canaries per (kind, repeats) group: 18 per organization
+    per_group: int = 2  # canaries per (kind, repeats) group: 30 per organization with the 5 kinds
+    kinds: tuple[str, ...] = ALL_KINDS  # canary kinds planted (canaries.KINDS: only those the scrubber removes)
+
+    def __post_init__(self) -> None:
+        CanaryConfig(kinds=tuple(self.kinds), per_group=self.per_group).validate()  # ConfigError if not
+        object.__setattr__(self, "kinds", tuple(self.kinds))
 
 
 @dataclass(frozen=True)
@@ -93,8 +99,8 @@ def organizations(n: int, spec: OrgSpec, seed: int) -> list[Org]:
         docs = sorted(small[project], key=lambda d: _order(seed, d.path))[:need]
         held, query, train = docs[: spec.heldout], docs[spec.heldout: spec.heldout + spec.query], docs[-spec.files:]
         name = org_name(project)
-        planted = plant_canaries(train + query, CanaryConfig(org=name, per_group=spec.per_group,
-                                                             seed=seed * 1000 + i))
+        planted = plant_canaries(train + query, CanaryConfig(org=name, kinds=spec.kinds,
+                                                             per_group=spec.per_group, seed=seed * 1000 + i))
         in_query = {d.path for d in query}
         out.append(Org(name, project, planted, tuple(d for d in planted.documents if d.path not in in_query),
                        tuple(d for d in planted.documents if d.path in in_query), tuple(held)))

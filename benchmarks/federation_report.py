@@ -46,12 +46,60 @@ def beats(cell: dict) -> tuple[int, int]:
     return sum(get(o, "global_others")["loss"] < get(o, "local_others")["loss"] for o in orgs), len(orgs)
 
 
-def extraction(cell: dict, route: str) -> str:
-    xs = [o["leak"][route]["extraction"] for o in cell["per_org"].values() if "extraction" in o["leak"][route]]
+def extraction(cell: dict, route: str, group: str | None = None) -> str:
+    """Pooled extraction precision / recall of a route (`group`: only that group of canaries)."""
+    xs = [o["leak"][route]["extraction"] if group is None else o["leak"][route].get("extraction_by", {}).get(group)
+          for o in cell["per_org"].values() if "extraction" in o["leak"][route]]
+    xs = [x for x in xs if x is not None]
     if not xs:
         return "–"
     gen, hit, n = (sum(x[k] for x in xs) for k in ("generated", "true_found", "canaries"))
     return f"{100 * hit / gen if gen else 0.0:.1f} % / {100 * hit / n:.1f} % ({hit} of {gen})"
+
+
+def group_leak(cell: dict, route: str, group: str) -> tuple[int, int]:
+    rows = [r["c50_by"][group] for r in route_rows(cell, route) if "c50_by" in r]
+    return sum(r["correct"] for r in rows), sum(r["trials"] for r in rows)
+
+
+GROUPS = (("removed", "removed by the scrubber"), ("missed", "missed by the scrubber"))
+
+
+def group_kinds(cell: dict, group: str) -> str:
+    kinds = sorted({k for o in cell["per_org"].values() for k in o.get("groups", {}).get(group, [])})
+    return ", ".join(k.replace("_", " ") for k in kinds) or "none"
+
+
+def fig2(f2: list[tuple[str, dict]]) -> list[str]:
+    """Fig. 2: per condition (control / scrubbing / scrubbing + DP) and group of canaries, each route's
+    inference accuracy and extraction precision / recall, and the secure side's utility."""
+    lines = ["| Fig. 2 | canaries | right key: inference | extraction P / R | wrong / no key: inference | "
+             "extraction P / R | global alone: inference | extraction P / R | ppl own: global · wrong/no-key "
+             "route |", "|---|---|---|---|---|---|---|---|---|"]
+    for label, cell in f2:
+        for i, (group, name) in enumerate(GROUPS):
+            if not group_leak(cell, "secure", group)[1]:
+                continue
+            u = (f"{pooled_utility(cell, 'global')[0]:.2f} · {pooled_utility(cell, 'secure_route')[0]:.2f}"
+                 if i == 0 else "″")
+            lines.append(f"| {label if i == 0 else ''} | {name} ({group_kinds(cell, group)}) | "
+                         + " | ".join(f"{pct(*group_leak(cell, r, group))} | {extraction(cell, r, group)}"
+                                      for r in ("right", "secure", "global")) + f" | {u} |")
+    return lines
+
+
+def residue_line(nest: dict) -> str:
+    by: dict[str, list[int]] = {}
+    for o in nest["per_org"].values():
+        if isinstance(o["residue"], int):  # results written before the split by kind
+            return f"The scrubber left {sum(x['residue'] for x in nest['per_org'].values())} canary occurrences " \
+                   "in the organizations' scrubbed views."
+        for k, (left, planted) in o["residue"].items():
+            by.setdefault(k, [0, 0])
+            by[k][0] += left
+            by[k][1] += planted
+    return ("Canary occurrences the scrubber (`umbra.scrub`) left in the organizations' scrubbed training views, "
+            "of those planted: " + ", ".join(f"{k.replace('_', ' ')} {a} of {b}" for k, (a, b) in by.items()) + ".")
 
 
 def report(rows: list[dict], s: dict) -> str:
@@ -65,7 +113,9 @@ def report(rows: list[dict], s: dict) -> str:
         f"thread). Seed {s['seed']} (organizations, canaries, LoRA init, batch order, DP noise). The embedded default "
         f"model; organizations = projects of the private Python domain (one each: non-IID by construction), "
         f"{spec['files']} training files, {spec['query']} query files, {spec['heldout']} held-out files of < "
-        f"{spec['max_chars']:,} characters each, {3 * spec['per_group'] * 3} canaries per organization (attack context "
+        f"{spec['max_chars']:,} characters each, {len(spec.get('kinds', (0, 0, 0))) * spec['per_group'] * 3} canaries "
+        f"per organization ({', '.join(k.replace('_', ' ') for k in spec.get('kinds', ('api_key', 'host', 'email')))}; "
+        f"1, 4 and 16 copies; attack context "
         f"{s['context_tokens']} tokens). Secure LoRA "
         f"rank {s['rank']}, AdamW lr {s['lr']:g}, T = {s['rounds']} rounds × K = {s['epochs']} epoch; local adapters "
         f"T·K epochs; fusion (eq. 7) ≤ {s['fusion_iters']} iterations at ψ = 0.001. Flower's FedAdagrad/FedAdam/"
@@ -107,19 +157,11 @@ def report(rows: list[dict], s: dict) -> str:
                              f"{le['secure']['exposure']['16']:.2f} (max {le['right']['max_exposure']:.1f}) | "
                              f"({o['alpha'][0]:.2f}, {o['alpha'][1]:.2f}) · ({o['beta'][0]:.2f}, {o['beta'][1]:.2f}) | "
                              f"{ppl(u['global']):.2f} · {ppl(u['secure_route']):.2f} · {ppl(u['right_route']):.2f} |")
-            residue = sum(o["residue"] for o in nest["per_org"].values())
-            lines += ["", f"The scrubber left {residue} canary occurrences in the organizations' scrubbed views."]
+            lines += ["", residue_line(nest)]
     f2 = [(label, by[c]) for label, c in (("no scrubbing (control)", "f2:raw"), ("scrubbing", "t1:SecureFedNesterov"),
                                           (f"scrubbing + DP (ε = {s['dp_epsilon']:g})", "f2:dp")) if c in by]
     if f2:
-        lines += ["", "| Fig. 2: secure side | wrong / no key: extraction P / R | inference | global alone: "
-                  "extraction P / R | inference | right key: inference | ppl own: global · wrong/no-key route |",
-                  "|---|---|---|---|---|---|---|"]
-        for label, cell in f2:
-            lines.append(f"| {label} | {extraction(cell, 'secure')} | {pct(*_leak(route_rows(cell, 'secure')))} | "
-                         f"{extraction(cell, 'global')} | {pct(*_leak(route_rows(cell, 'global')))} | "
-                         f"{pct(*_leak(route_rows(cell, 'right')))} | {pooled_utility(cell, 'global')[0]:.2f} · "
-                         f"{pooled_utility(cell, 'secure_route')[0]:.2f} |")
+        lines += [""] + fig2(f2)
         dp = by.get("f2:dp")
         if dp:
             p = dp["privacy"][0]
@@ -129,7 +171,10 @@ def report(rows: list[dict], s: dict) -> str:
                       f"{p['documents']} (q = {p['sample_rate']:.3f}), σ = {p['noise_multiplier']:.3f}, "
                       f"{p['steps']} steps over the {s['rounds']} rounds, ε spent {spent:.2f} at δ = {s['dp_delta']:g} "
                       f"(opacus RDP). Extraction: {s['samples']} samples (T = 1) per canary prefix; P = true canaries "
-                      f"among the distinct values of the canaries' formats generated, R = canaries recovered."]
+                      f"among the distinct values of the canaries' formats generated, R = canaries recovered; per group of "
+                      f"canaries, the values of that group's formats. Inference at c = 50 (chance 2 %), 95 % Wilson "
+                      f"intervals. Groups: a canary is \"missed\" when an occurrence of it is left in the "
+                      f"organization's scrubbed training or query view."]
     f5 = sorted((by[c] for c in by if c.startswith("f5:")), key=lambda c: len(c["orgs"]))
     if f5:
         lines += ["", f"Fig. 5 (scaling): SecureFedNesterov, T = {s['scale_rounds']} round(s), organizations of "
