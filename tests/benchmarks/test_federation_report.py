@@ -1,0 +1,54 @@
+"""benchmarks/federation_report.py's Fig. 2 and canary_measures.split_inference: the canaries the
+scrubber removes and those it misses are counted apart, per route, from the attack's own ranks."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from canary_measures import split_inference
+from federation_report import fig2, group_leak, residue_line
+
+
+def _sets(values):
+    return [SimpleNamespace(canary=SimpleNamespace(value=v)) for v in values]
+
+
+def test_split_inference_counts_each_group_from_the_ranks():
+    result = SimpleNamespace(ranks=(1, 3, 1, 1, 7))
+    got = split_inference(result, _sets("abcde"), {"removed": {"a", "b"}, "missed": {"c", "d", "e"}})
+    assert got == {"removed": {"correct": 1, "trials": 2}, "missed": {"correct": 2, "trials": 3}}
+    with pytest.raises(ValueError):
+        split_inference(result, _sets("abc"), {"removed": {"a"}})
+
+
+def _leak(removed, missed, gen=0, hit=0):
+    return {"c50": {"correct": removed[0] + missed[0], "trials": removed[1] + missed[1]},
+            "c50_by": {"removed": {"correct": removed[0], "trials": removed[1]},
+                       "missed": {"correct": missed[0], "trials": missed[1]}},
+            "extraction": {"generated": gen, "true_found": hit, "canaries": removed[1] + missed[1]},
+            "extraction_by": {"removed": {"generated": 0, "true_found": 0, "canaries": removed[1]},
+                              "missed": {"generated": gen, "true_found": hit, "canaries": missed[1]}}}
+
+
+def _cell(secure_missed):
+    u = {"loss": 3.0, "top1": 0.5, "tokens": 100}
+    org = {"utility": {"global": u, "secure_route": u},
+           "groups": {"removed": ["api_key", "host"], "missed": ["codename"]},
+           "residue": {"api_key": [0, 10], "codename": [10, 10]},
+           "leak": {"right": _leak((3, 10), (4, 10), gen=4, hit=2), "secure": _leak((0, 10), secure_missed),
+                    "global": _leak((0, 10), (0, 10))}}
+    return {"per_org": {"a": org, "b": org}}
+
+
+def test_fig2_has_one_row_per_condition_and_group_with_the_pooled_counts():
+    scrubbed, dp = _cell((5, 10)), _cell((0, 10))
+    assert group_leak(scrubbed, "secure", "missed") == (10, 20)
+    assert group_leak(scrubbed, "secure", "removed") == (0, 20)
+    lines = fig2([("scrubbing", scrubbed), ("scrubbing + DP", dp)])
+    rows = lines[2:]
+    assert len(rows) == 4
+    assert rows[0].startswith("| scrubbing | removed by the scrubber (api key, host) |")
+    assert "missed by the scrubber (codename)" in rows[1] and "| 50.0 % [" in rows[1]
+    assert "| 40.0 % [" in rows[1] and "50.0 % / 20.0 % (4 of 8)" in rows[1]  # right key: 8 of 20 picked; 4 true of 8
+    assert rows[3].split("|")[5].strip().startswith("0.0 % [")  # under DP: wrong / no key, missed: 0 of 20
+    assert residue_line(scrubbed).endswith("api key 0 of 20, codename 20 of 20.")
