@@ -88,6 +88,26 @@ def fig2(f2: list[tuple[str, dict]]) -> list[str]:
     return lines
 
 
+def fig2_cells(s: dict) -> tuple[tuple[str, str], ...]:
+    return (("no scrubbing (control)", "f2:raw"), ("scrubbing", "t1:SecureFedNesterov"),
+            (f"scrubbing + DP (ε = {s['dp_epsilon']:g})", "f2:dp"))
+
+
+def pooled_fig2(rows_by_seed: dict[int, list[dict]], s: dict) -> list[str]:
+    """Fig. 2 pooled over the seeds that have its three cells: every seed's organizations (chosen and
+    planted by that seed) counted together. Empty when fewer than two seeds are complete."""
+    cells = fig2_cells(s)
+    done = {seed: {r["cell"]: r for r in rows} for seed, rows in sorted(rows_by_seed.items())}
+    done = {seed: by for seed, by in done.items() if all(c in by for _, c in cells)}
+    if len(done) < 2:
+        return []
+    f2 = [(label, {"per_org": {f"{seed}:{name}": o for seed, by in done.items() for name, o in by[c]["per_org"].items()}})
+          for label, c in cells]
+    n = len(f2[0][1]["per_org"])
+    return ["", f"Fig. 2 pooled over seeds {', '.join(map(str, done))} ({n} organization-runs; each seed picks and plants "
+                "its own organizations): the same columns, counts summed before the intervals.", ""] + fig2(f2)
+
+
 def residue_line(nest: dict) -> str:
     by: dict[str, list[int]] = {}
     for o in nest["per_org"].values():
@@ -158,8 +178,7 @@ def report(rows: list[dict], s: dict) -> str:
                              f"({o['alpha'][0]:.2f}, {o['alpha'][1]:.2f}) · ({o['beta'][0]:.2f}, {o['beta'][1]:.2f}) | "
                              f"{ppl(u['global']):.2f} · {ppl(u['secure_route']):.2f} · {ppl(u['right_route']):.2f} |")
             lines += ["", residue_line(nest)]
-    f2 = [(label, by[c]) for label, c in (("no scrubbing (control)", "f2:raw"), ("scrubbing", "t1:SecureFedNesterov"),
-                                          (f"scrubbing + DP (ε = {s['dp_epsilon']:g})", "f2:dp")) if c in by]
+    f2 = [(label, by[c]) for label, c in fig2_cells(s) if c in by]
     if f2:
         lines += [""] + fig2(f2)
         dp = by.get("f2:dp")

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from canary_measures import split_inference
-from federation_report import fig2, group_leak, residue_line
+from federation_report import fig2, group_leak, pooled_fig2, residue_line
 
 
 def _sets(values):
@@ -52,3 +52,15 @@ def test_fig2_has_one_row_per_condition_and_group_with_the_pooled_counts():
     assert "| 40.0 % [" in rows[1] and "50.0 % / 20.0 % (4 of 8)" in rows[1]  # right key: 8 of 20 picked; 4 true of 8
     assert rows[3].split("|")[5].strip().startswith("0.0 % [")  # under DP: wrong / no key, missed: 0 of 20
     assert residue_line(scrubbed).endswith("api key 0 of 20, codename 20 of 20.")
+
+
+def test_fig2_pooled_over_seeds_sums_the_complete_seeds_only():
+    def cells(missed):
+        return [dict(_cell(missed), cell=c) for c in ("f2:raw", "t1:SecureFedNesterov", "f2:dp")]
+
+    s = {"dp_epsilon": 8.0}
+    assert pooled_fig2({0: cells((5, 10))}, s) == []  # one seed: nothing to pool
+    lines = pooled_fig2({0: cells((5, 10)), 1: cells((1, 10)), 2: cells((9, 10))[:2]}, s)
+    assert "seeds 0, 1 (4 organization-runs" in lines[1]
+    missed = [ln for ln in lines if "missed by the scrubber" in ln]
+    assert len(missed) == 3 and missed[0].split("|")[5].strip().startswith("30.0 % [")  # (5+5+1+1) of 40
