@@ -146,7 +146,9 @@ def report(rows: list[dict], s: dict) -> str:
         f"Wilson intervals.",
         "",
     ]
-    t1 = [by[c] for c in by if c.startswith("t1:")]
+    order = ("FedAvg", "FedAdagrad", "FedAdam", "FedYogi", "FedAvgM", "SecureFedNesterov")  # then the others
+    t1 = sorted((by[c] for c in by if c.startswith("t1:")),
+                key=lambda c: (order.index(c["strategy"]) if c["strategy"] in order else len(order), c["strategy"]))
     if t1:
         lines += ["| strategy | global adapter: ppl / top-1 | local secure adapters, own code | local, the others' "
                   "code | global beats local on the others' code | right key | wrong / no key | global alone | "
