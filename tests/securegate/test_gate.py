@@ -29,8 +29,8 @@ from umbra.privacy.bundle_adapters import add_adapter, bundle_shape
 from umbra.privacy.manifest import Manifest
 from umbra.securegate.bundle_access import add_revealing_adapter, create_key
 from umbra.securegate.errors import GateError
-from umbra.securegate.gate import (FORMAT, KEY_CLASSES, GateConfig, KeyEncoder, KeyGate, gate_bytes, gate_from_bytes,
-                                   train_gate)
+from umbra.securegate.gate import (FORMAT, KEY_CLASSES, GateConfig, KeyEncoder, KeyGate, RandomKeyStates, gate_bytes,
+                                   gate_from_bytes, mine_synthetic, train_gate)
 from umbra.securegate.key_embedding import key_embeddings
 
 from .helpers import SMALL_GATE, make_adapter
@@ -349,3 +349,41 @@ def test_the_bundle_gate_file_matches_the_manifest_and_routes_its_keys(bundle):
     assert gate.route(enc.key_states([b""])).tolist() == [0]
     spec, shape = bundle_shape(out, m)
     assert spec.hidden_size == enc.dim
+
+
+def test_random_key_states_draws_have_the_states_mean_and_covariance():
+    gen = torch.Generator().manual_seed(3)
+    states = torch.randn(4000, 6, generator=gen) @ torch.randn(6, 6, generator=gen) + torch.arange(6.0)
+    source = RandomKeyStates(states)
+    draws = source.draw(40_000, torch.Generator().manual_seed(4))
+    assert draws.shape == (40_000, 6)
+    assert torch.allclose(draws.mean(0), states.mean(0), atol=0.1)
+    assert torch.allclose(torch.cov(draws.T), torch.cov(states.T), rtol=0.08, atol=0.08)
+    wide = source.draw(40_000, torch.Generator().manual_seed(4), scale=1.5)
+    assert torch.allclose(torch.cov(wide.T), 2.25 * torch.cov(states.T), rtol=0.08, atol=0.2)
+
+
+def test_mining_returns_exactly_the_draws_the_gate_sends_away_from_the_secure_adapter(enc, trained):
+    source = RandomKeyStates(enc.key_states([bytes([i]) * 32 for i in range(256)]))
+    gate = KeyGate(enc.dim, ("only",), GateConfig(hidden=4))
+    with torch.no_grad():
+        for p in gate.parameters():
+            p.zero_()
+        gate.w_out.bias.copy_(torch.tensor([float(np.log(0.3 / 0.7)), 0.0]))  # p(secure) = 0.3 everywhere
+    assert mine_synthetic(gate, source, 1000, torch.Generator().manual_seed(0)).shape == (1000, enc.dim)
+    with torch.no_grad():
+        gate.w_out.bias.copy_(torch.tensor([float(np.log(0.7 / 0.3)), 0.0]))  # 0.7: nothing to mine
+    assert mine_synthetic(gate, source, 1000, torch.Generator().manual_seed(0)).shape == (0, enc.dim)
+    # the trained gate: what it mines is exactly its draws with p(secure) < 0.5, in order
+    trained_gate, report = trained
+    assert report.mined > 0  # the default training found and learned false accepts of its own
+    found = mine_synthetic(trained_gate, source, 20_000, torch.Generator().manual_seed(5))
+    g = torch.Generator().manual_seed(5)  # the same draws, batch by batch (8192 each, scales 1, 1.5, 1)
+    draws = torch.cat([source.draw(8192, g, 1.0), source.draw(8192, g, 1.5), source.draw(3616, g, 1.0)])
+    with torch.no_grad():
+        expected = draws[trained_gate(draws).softmax(-1)[:, 0] < 0.5]
+    assert torch.equal(found, expected)
+    with pytest.raises(ConfigError):
+        GateConfig(synthetic=-1)
+    with pytest.raises(ConfigError):
+        GateConfig(mine_steps=0)

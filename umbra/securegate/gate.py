@@ -11,8 +11,11 @@ prompt, never the Middle) — tests/securegate/test_gate.py checks the equivalen
 trained on the valid keys' states against every kind of key that must NOT open anything: random
 keys (wrong keys), malformed ones (bit flips, cuts and extensions of each valid key), the valid
 secrets under other bundle ids, the empty key, and no key at all (a prompt token at position 0).
-Training ends only when fresh requests of every class route right (`check_per_class` each);
-hard negatives found by that check join the next round. Below the confidence threshold τ the
+After each fit, states drawn from a Gaussian fitted to the random keys' states (no encoder pass,
+tens of thousands at a time) that the gate does not send to the secure adapter join training as
+hard negatives, and the gate is refitted (`mine_synthetic`). Training ends only when fresh requests
+of every class route right (`check_per_class` each); hard negatives found by that check join the
+next round. Below the confidence threshold τ the
 choice falls back to the secure adapter. The gate only routes: the revealing adapter is sealed
 (sealing.py), so a gate fooled into choosing it still opens nothing without the key."""
 
@@ -52,14 +55,19 @@ class GateConfig:
     absent_tokens: int = 1024  # vocabulary tokens at position 0: requests without a key
     check_per_class: int = 4000  # fresh requests per key class that must all route right (≥ 1000)
     max_rounds: int = 6  # training rounds, misrouted checks added as hard negatives
+    synthetic: int = 65536  # per mining pass: states drawn around the random keys' (no encoder pass)
+    mine_passes: int = 4  # mining passes after each round's fit, at most (0: no mining)
+    mine_steps: int = 100  # Adam steps of the refit after a mining pass found false accepts
     seed: int = 0  # draws of the training negatives (not secrets: random keys that open nothing)
 
     def __post_init__(self):
         if not 0.5 <= self.threshold < 1:
             raise ConfigError(f"gate threshold must be in [0.5, 1), got {self.threshold}")
-        for name in ("hidden", "steps", "random_keys", "check_per_class", "max_rounds"):
+        for name in ("hidden", "steps", "random_keys", "check_per_class", "max_rounds", "mine_steps"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"gate {name} must be ≥ 1")
+        if self.synthetic < 0 or self.mine_passes < 0:
+            raise ConfigError("gate synthetic and mine_passes must be ≥ 0")
 
     @classmethod
     def from_dict(cls, data: dict) -> "GateConfig":
@@ -143,6 +151,7 @@ class GateReport:
     seconds: float
     accuracy: dict = field(default_factory=dict)  # key class -> share routed right in the final check
     checked: dict = field(default_factory=dict)  # key class -> requests checked
+    mined: int = 0  # synthetic states the gate sent away from the secure adapter, trained on as negatives
 
 
 def _mutations(secret: bytes, rng: np.random.Generator, n: int) -> list[bytes]:
@@ -194,11 +203,48 @@ def near_misses(enc: KeyEncoder, valid: list[bytes], rng: np.random.Generator, n
     return enc.embeds_states((1 - t) * e_valid[pick] + t * e_rand)
 
 
-def _fit(gate: KeyGate, x: torch.Tensor, y: torch.Tensor, config: GateConfig) -> None:
+class RandomKeyStates:
+    """N(μ, Σ) of the random keys' states [R, C], to draw more like them without an encoder pass:
+    μ + g·diag(S)·Vᵀ/√(R−1) with g ~ N(0, I_k), from the SVD of the centered states (k = min(R, C))."""
+
+    def __init__(self, states: torch.Tensor):
+        states = states.float()
+        self.mean = states.mean(0)  # [C]
+        _, sv, vh = torch.linalg.svd(states - self.mean, full_matrices=False)  # sv [k], vh [k, C]
+        self.factor = sv[:, None] * vh / max(states.shape[0] - 1, 1) ** 0.5  # [k, C]
+
+    def draw(self, n: int, gen: torch.Generator, scale: float = 1.0) -> torch.Tensor:  # -> [n, C]
+        return self.mean + scale * (torch.randn(n, self.factor.shape[0], generator=gen) @ self.factor)
+
+
+def mine_synthetic(gate: KeyGate, source: RandomKeyStates, n: int, gen: torch.Generator,
+                   batch: int = 8192) -> torch.Tensor:
+    """States the gate does not send to the secure adapter with p ≥ 0.5, among `n` drawn from
+    N(μ, s²Σ) of the random keys' states (s = 1 and 1.5, batch by batch) → [M, C].
+
+    Why: a misrouted random key lies far from every valid key (cosine < 0 in the tiny model's
+    64-dim states), where GELU's negative lobe times a negative up-projection makes a revealing
+    logit large; the few thousand real negatives of a round rarely land there, so the gate's false
+    accepts (~1e-4) were where its training data was not. Gaussian draws cost a matmul, not an
+    encoder pass, so a pass looks at tens of thousands of states and finds those regions."""
+    found = []
+    with torch.no_grad():
+        for i in range(0, n, batch):
+            states = source.draw(min(batch, n - i), gen, scale=1.0 if (i // batch) % 2 == 0 else 1.5)  # [m, C]
+            found.append(states[gate(states).softmax(-1)[:, 0] < 0.5])
+    return torch.cat(found) if found else torch.zeros(0, source.mean.shape[0])
+
+
+def _fit(gate: KeyGate, pos: torch.Tensor, pos_y: torch.Tensor, neg: torch.Tensor, config: GateConfig,
+         steps: int) -> None:
+    """`steps` Adam steps of class-balanced cross-entropy: valid states [P, C] → their classes,
+    negatives [N, C] → 0 (secure)."""
+    x = torch.cat([pos, neg])
+    y = torch.cat([pos_y, torch.zeros(neg.shape[0], dtype=torch.long)])
     counts = torch.bincount(y, minlength=1 + len(gate.classes)).clamp(min=1).float()
     weight = (1.0 / counts) / (1.0 / counts).sum()  # every class weighs the same in the loss
     opt = torch.optim.Adam(gate.parameters(), lr=config.lr)
-    for _ in range(config.steps):
+    for _ in range(steps):
         loss = nn.functional.cross_entropy(gate(x), y, weight=weight)
         opt.zero_grad()
         loss.backward()
@@ -221,14 +267,20 @@ def train_gate(enc: KeyEncoder, valid: dict[str, list[bytes]], config: GateConfi
     pos = enc.key_states(secrets_)
     pos_y = torch.tensor([1 + i for i, c in enumerate(classes) for _ in valid[c]])
     hard = torch.zeros(0, enc.dim)
-    gate.standardize_on(enc.key_states([rng.bytes(32) for _ in range(config.random_keys)]))
+    random_states = enc.key_states([rng.bytes(32) for _ in range(config.random_keys)])
+    gate.standardize_on(random_states)
+    source, gen, mined = RandomKeyStates(random_states), torch.Generator().manual_seed(config.seed), 0
     for rounds in range(1, config.max_rounds + 1):
         neg = torch.cat([*negative_requests(enc, secrets_, rng, config.random_keys, config.malformed_per_key * len(secrets_),
                                             config.other_bundle_per_key * len(secrets_), config.absent_tokens).values(),
-                         near_misses(enc, secrets_, rng, config.near_misses), hard])
-        x = torch.cat([pos, neg])
-        y = torch.cat([pos_y, torch.zeros(neg.shape[0], dtype=torch.long)])
-        _fit(gate, x, y, config)
+                         near_misses(enc, secrets_, rng, config.near_misses)])
+        _fit(gate, pos, pos_y, torch.cat([neg, hard]), config, config.steps)
+        for _ in range(config.mine_passes):  # while Gaussian draws find false accepts, refit with them
+            found = mine_synthetic(gate, source, config.synthetic, gen)
+            if not found.shape[0]:
+                break
+            hard, mined = torch.cat([hard, found]), mined + found.shape[0]
+            _fit(gate, pos, pos_y, torch.cat([neg, hard]), config, config.mine_steps)
         n = config.check_per_class
         checks = negative_requests(enc, secrets_, rng, n, n, n, n)
         accuracy, checked, missed = {}, {}, []
@@ -242,7 +294,7 @@ def train_gate(enc: KeyEncoder, valid: dict[str, list[bytes]], config: GateConfi
             checked[name] = states.shape[0] if name != "empty" else config.check_per_class
             missed.append(states[routes != 0])
         if all(a == 1.0 for a in accuracy.values()):
-            return gate.eval(), GateReport(rounds, time.perf_counter() - t0, accuracy, checked)
+            return gate.eval(), GateReport(rounds, time.perf_counter() - t0, accuracy, checked, mined)
         hard = torch.cat([hard, *missed])
     raise GateError(f"the access gate did not route every check right after {config.max_rounds} rounds "
                     f"({', '.join(f'{k} {v:.4f}' for k, v in accuracy.items())}); raise max_rounds or hidden")
