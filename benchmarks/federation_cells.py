@@ -155,12 +155,13 @@ class Bench:
     def groups(self, org) -> dict[str, set[str]]:
         """The organization's canaries by what the scrubber does to them: "removed" (no occurrence left
         in the scrubbed training and query views) and "missed" (some occurrence left)."""
-        if org.name not in self._groups:
+        key = (org.project, tuple(c.value for c in org.planted.canaries))  # the scaling cells' organizations
+        if key not in self._groups:  # share names with the 3-organization cells', not their files or canaries
             files = [(d.path, d.text) for d in org.train + org.query]
             texts = scrubbed_view(files, self.scrubber).texts
             missed = {c.value for c in org.planted.canaries if any(c.value in t for t in texts)}
-            self._groups[org.name] = {"removed": {c.value for c in org.planted.canaries} - missed, "missed": missed}
-        return self._groups[org.name]
+            self._groups[key] = {"removed": {c.value for c in org.planted.canaries} - missed, "missed": missed}
+        return self._groups[key]
 
     async def leak(self, org, adapter, exposure: bool = False, extract: bool = False) -> dict:
         aset = AdapterSet([adapter])
