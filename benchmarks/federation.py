@@ -2,7 +2,7 @@
 made of the private Python domain's projects (benchmarks/federation_orgs.py), with the embedded
 default model on this CPU. Run with the federation environment (Flower):
 
-    .venv-federation/bin/python benchmarks/federation.py [--quick] [--seed 0] [--write]
+    .venv-federation/bin/python benchmarks/federation.py [--quick] [--seed 0] [--write] [--pool-seeds 0 1 2]
 
 Cells (each appended to runs/federation/results.jsonl when done; a rerun skips the cells already
 there for the same seed and settings, and `--write` alone rewrites the docs from that file):
@@ -12,7 +12,8 @@ there for the same seed and settings, and `--write` alone rewrites the docs from
                  η = 1 (where eqs. 4-5 reduce to FedAvg whatever m) and η = 0.5
   f2:raw, f2:dp  SecureFedNesterov without scrubbing (a control: the secure side trained on the raw
                  view) and with scrubbing + document-level DP-SGD at ε (org_training.py's DP option);
-                 with t1:SecureFedNesterov (scrubbing alone) they are Fig. 2
+                 with t1:SecureFedNesterov (scrubbing alone) they are Fig. 2, for the canaries the scrubber
+                 removes and those it misses (`--pool-seeds`: also pooled over seeds)
   f5:<N>         SecureFedNesterov with N = 3, 10, 30 smaller organizations (Fig. 5, non-IID: one
                  project each)
 
