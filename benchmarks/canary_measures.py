@@ -14,7 +14,8 @@ import torch
 import torch.nn.functional as F
 
 from umbra.engine.runner import MonolithicRunner
-from umbra.evaluation.canaries import CandidateSet, Canary, CanaryConfig, PlantedCorpus, format_pattern
+from umbra.evaluation.canaries import CandidateSet, Canary, CanaryConfig, PlantedCorpus
+from umbra.evaluation.canary_formats import format_pattern
 from umbra.evaluation.memorization import (ExtractionConfig, ExtractionResult, InferenceResult, Score,
                                            continuation_rows, exposure, extract, extraction_metrics,
                                            inference_attack, padded_rows, wilson_interval)
@@ -45,10 +46,15 @@ def scored_only(tokenizer, decoder, trunk, adapters, batch_size: int = 64, max_c
     return score
 
 
+def candidate_sets(planted: PlantedCorpus, c: int, seed: int) -> list[CandidateSet]:
+    """The candidate sets of c values the inference attack ranks (seed `seed + 1`)."""
+    return planted.candidate_sets(c, seed=seed + 1)
+
+
 def inference(score: Score, planted: PlantedCorpus, seed: int, cs=(50, 100, 500)) -> dict:
     """{c: InferenceResult} and "by_repeats": {repeats: InferenceResult at c = 50}."""
-    out = {c: inference_attack(score, planted.candidate_sets(c, seed=seed + 1)) for c in cs}
-    sets = planted.candidate_sets(50, seed=seed + 1)
+    out = {c: inference_attack(score, candidate_sets(planted, c, seed)) for c in cs}
+    sets = candidate_sets(planted, 50, seed)
     out["by_repeats"] = {rep: inference_attack(score, [s for s in sets if s.canary.repeats == rep])
                          for rep in planted.config.repeats if any(s.canary.repeats == rep for s in sets)}
     return out

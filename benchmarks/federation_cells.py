@@ -9,7 +9,7 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
-from canary_measures import completions, mean_exposure, scan, scored_only, split_inference
+from canary_measures import candidate_sets, completions, mean_exposure, scan, scored_only, split_inference
 from federation_orgs import organizations
 from umbra.engine import ClientModel
 from umbra.evaluation.memorization import Trunk, inference_attack, perplexity, route_logits
@@ -168,7 +168,7 @@ class Bench:
         score = scored_only(self.model.tokenizer, self.model.decoder, self.trunk, aset,
                             max_context_tokens=self.args.context_tokens)
         groups, canaries = self.groups(org), org.planted.canaries
-        sets = org.planted.candidate_sets(50, seed=self.args.seed + 1)  # canary_measures.inference's sets
+        sets = candidate_sets(org.planted, 50, self.args.seed)
         result = inference_attack(score, sets)
         kinds = {k: {c.value for c in canaries if c.kind == k} for k in org.planted.config.kinds}
         out = {"c50": counts(result), "c50_by": split_inference(result, sets, groups),

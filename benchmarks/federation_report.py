@@ -111,9 +111,6 @@ def pooled_fig2(rows_by_seed: dict[int, list[dict]], s: dict) -> list[str]:
 def residue_line(nest: dict) -> str:
     by: dict[str, list[int]] = {}
     for o in nest["per_org"].values():
-        if isinstance(o["residue"], int):  # results written before the split by kind
-            return f"The scrubber left {sum(x['residue'] for x in nest['per_org'].values())} canary occurrences " \
-                   "in the organizations' scrubbed views."
         for k, (left, planted) in o["residue"].items():
             by.setdefault(k, [0, 0])
             by[k][0] += left
@@ -133,8 +130,8 @@ def report(rows: list[dict], s: dict) -> str:
         f"thread). Seed {s['seed']} (organizations, canaries, LoRA init, batch order, DP noise). The embedded default "
         f"model; organizations = projects of the private Python domain (one each: non-IID by construction), "
         f"{spec['files']} training files, {spec['query']} query files, {spec['heldout']} held-out files of < "
-        f"{spec['max_chars']:,} characters each, {len(spec.get('kinds', (0, 0, 0))) * spec['per_group'] * 3} canaries "
-        f"per organization ({', '.join(k.replace('_', ' ') for k in spec.get('kinds', ('api_key', 'host', 'email')))}; "
+        f"{spec['max_chars']:,} characters each, {len(spec['kinds']) * spec['per_group'] * 3} canaries "
+        f"per organization ({', '.join(k.replace('_', ' ') for k in spec['kinds'])}; "
         f"1, 4 and 16 copies; attack context "
         f"{s['context_tokens']} tokens). Secure LoRA "
         f"rank {s['rank']}, AdamW lr {s['lr']:g}, T = {s['rounds']} rounds × K = {s['epochs']} epoch; local adapters "

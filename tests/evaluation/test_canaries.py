@@ -13,8 +13,8 @@ from tiny_models import CODE_SNIPPETS
 from umbra.data.corpus import Document
 from umbra.errors import ConfigError
 from umbra.evaluation.canaries import (ALL_KINDS, KINDS, PLACEHOLDERS, UNSCRUBBABLE_KINDS, CanaryConfig,
-                                       draw_value, draw_values, format_pattern, format_space, plant_canaries,
-                                       render_line)
+                                       plant_canaries, render_line)
+from umbra.evaluation.canary_formats import draw_value, draw_values, format_pattern, format_space
 from umbra.scrub import Scrubber
 
 GO = "package main\n\nimport \"fmt\"\n\n// Add adds.\nfunc Add(a, b int) int {\n\treturn a + b\n}\n"

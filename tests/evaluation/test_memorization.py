@@ -18,7 +18,8 @@ from umbra.engine import ClientModel
 from umbra.engine.runner import MonolithicRunner
 from umbra.engine.sampling import allowed_mask
 from umbra.errors import ConfigError
-from umbra.evaluation.canaries import CanaryConfig, format_pattern, plant_canaries
+from umbra.evaluation.canaries import CanaryConfig, plant_canaries
+from umbra.evaluation.canary_formats import format_pattern
 from umbra.evaluation.memorization import (ExtractionConfig, Trunk, exposure, extract, extraction_metrics,
                                            inference_attack, perplexity, route_logits, text_score, token_losses,
                                            wilson_interval)

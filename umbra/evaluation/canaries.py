@@ -38,11 +38,7 @@ from dataclasses import dataclass, field
 
 from umbra.data.corpus import Document
 from umbra.errors import ConfigError
-from umbra.evaluation.canary_formats import KEY_FORMATS, draw_value, draw_values, format_pattern, format_space
-
-__all__ = ["ALL_KINDS", "KINDS", "LANGUAGES", "PLACEHOLDERS", "UNSCRUBBABLE_KINDS", "CandidateSet", "Canary",
-           "CanaryConfig", "PlantedCorpus", "draw_value", "draw_values", "format_pattern", "format_space",
-           "mask_canaries", "plant_canaries", "render_line"]
+from umbra.evaluation.canary_formats import KEY_FORMATS, draw_values
 
 KINDS = ("api_key", "host", "email")  # the default: kinds umbra.scrub replaces
 UNSCRUBBABLE_KINDS = ("codename", "account")  # opt-in: kinds no rule-based scrubber recognises

@@ -283,7 +283,7 @@ class ExtractionResult:
 
 def extraction_metrics(completions: Sequence[str], canaries: Sequence[Canary],
                        patterns: Sequence[re.Pattern]) -> ExtractionResult:
-    """Scan completions for values matching `patterns` (canaries.format_pattern of each format)."""
+    """Scan completions for values matching `patterns` (canary_formats.format_pattern of each format)."""
     if not canaries:
         raise ConfigError("extraction metrics need at least one canary")
     found = {m.group(0) for text in completions for pat in patterns for m in pat.finditer(text)}

@@ -15,9 +15,9 @@ After each fit, states drawn from a Gaussian fitted to the random keys' states (
 tens of thousands at a time) that the gate does not send to the secure adapter join training as
 hard negatives, and the gate is refitted (`mine_synthetic`). Training ends only when fresh requests
 of every class route right (`check_per_class` each); hard negatives found by that check join the
-next round. Below the confidence threshold τ the
-choice falls back to the secure adapter. The gate only routes: the revealing adapter is sealed
-(sealing.py), so a gate fooled into choosing it still opens nothing without the key."""
+next round. Below the confidence threshold τ the choice falls back to the secure adapter. The gate
+only routes: the revealing adapter is sealed (sealing.py), so a gate fooled into choosing it still
+opens nothing without the key."""
 
 from __future__ import annotations
 
