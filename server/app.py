@@ -71,12 +71,14 @@ async def lifespan(app: FastAPI):
         blocks, ckpt = await worker.run(_load, settings)
         runtime = MiddleRuntime(blocks, settings.max_seq_len)
         tried = slab_widths(settings.decode_min_width, settings.decode_width)
-        widths = await worker.run(row_invariant_widths, blocks.stack, tried, runtime.dtype)
-        if widths != tried:
+        shape = await worker.run(row_invariant_widths, blocks.stack, tried, runtime.dtype)
+        if list(shape.widths) != tried:
             log.warning("decode slab widths %s give rows other bits than width %d on this machine: not used",
-                        sorted(set(tried) - set(widths)), tried[0])
+                        sorted(set(tried) - set(shape.widths)), tried[0])
+        if not shape.group_slots:
+            log.warning("batched matmuls are not batch-invariant on this machine: decode attention runs per session")
         limits = Limits(settings.max_sessions_per_client, settings.session_idle_seconds, settings.kv_budget_bytes,
-                        settings.client_quota, settings.max_batch_rows, tuple(widths))
+                        settings.client_quota, settings.max_batch_rows, shape.widths, shape.group_slots)
         manager = SessionManager(runtime, limits, metrics, LoraStore(blocks) if settings.lora else None)
         state = CloudState(settings, runtime, manager, worker, TokenStore(settings.token_file), metrics,
                            (blocks.stack.first, blocks.stack.last), list(ckpt.read_keys),

@@ -25,7 +25,7 @@ from umbra.middle.lora_store import LoraStore
 from server.metrics import Metrics
 from umbra.errors import SessionError, SessionEvicted, ValidationError
 from umbra.middle.runtime import MiddleRuntime
-from umbra.model.batch_decode import DecodeStep, decode_slab, slab_width, slabs
+from umbra.model.batch_decode import GROUP_SLOTS, DecodeStep, decode_slab, slab_width, slabs
 from umbra.wire import Frame
 
 _MAX_TOMBSTONES = 65536
@@ -39,6 +39,7 @@ class Limits:
     kv_client_quota_bytes: int = 1024**3  # one client's sessions together
     max_batch_rows: int = 64  # rows (B) of one frame
     decode_widths: tuple[int, ...] = (16, 32, 64)  # slab widths, ascending (checked row-invariant)
+    group_slots: int = GROUP_SLOTS  # longest cache attending in a group (umbra/model/ragged_attention.py)
 
     @property
     def decode_width(self) -> int:
@@ -231,7 +232,7 @@ class SessionManager:
         widths = self.limits.decode_widths
         for group in slabs(steps, widths[-1]):
             width = slab_width(sum(steps[j].rows for j in group), widths)
-            outs = decode_slab(self.runtime.blocks.stack, [steps[j] for j in group], width)
+            outs = decode_slab(self.runtime.blocks.stack, [steps[j] for j in group], width, self.limits.group_slots)
             self.metrics.inc("umbra_cloud_decode_slabs_total")
             self.metrics.inc("umbra_cloud_decode_batched_steps_total", len(group))
             for j, y in zip(group, outs):

@@ -41,7 +41,7 @@ class CloudSettings(BaseSettings):
     decode_min_width: int = 16  # fewest: a slab takes the smallest of this, doubled up to decode_width,
     # that holds its rows; at start each wider width is kept only if its rows match this one's bit
     # for bit on this machine (umbra/model/batch_decode.py)
-    decode_gather_ms: float = 12.0  # a decode step waits at most this for sessions due back (by their
+    decode_gather_ms: float = 20.0  # a decode step waits at most this free worker time for sessions due back (by their
     # last gap) to send theirs, so they share one slab (0: never wait; server/scheduler.py)
     prefill_chunk_tokens: int = 256  # batch x positions per prefill chunk; decode steps run between chunks
     max_json_bytes: int = 64 * 1024  # body of the JSON routes (413 over it, before auth)

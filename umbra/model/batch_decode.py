@@ -2,33 +2,36 @@
 
 Every session brings its own KV cache, positions and key-padding mask; rows of all sessions are
 stacked into a slab of exactly `width` rows (zero rows pad the rest) and run together through the
-norms, projections and MLP, while attention runs per session over its own cache (ragged lengths,
-its own mask). A slab has one of a few fixed widths (`slab_widths`: the smallest, doubled up to
-the largest), so the GEMM kernels see one of a few shapes whatever the company: a session's
-output is bit-identical in fp32 (and in fp16/bf16) whether it runs alone or next to any other
-sessions, in any slot of the slab — the row-invariance test in tests/model/test_batch_decode.py
-checks it. (A plain `Linear` on [1,C] is a GEMV whose sums differ in the last bits from a GEMM's,
-which is why a single step is padded too.) Whether a wider slab gives a row the same bits as the
-smallest depends on the BLAS kernels the machine picks for its row count; `row_invariant_widths`
-checks each width once, at start, and keeps only those that do (with MKL on AVX2, 16 rows and up
-agree, fewer do not).
+norms, projections and MLP, while attention reads each session's own cache (ragged lengths, its
+own mask): in groups of short caches or alone (umbra/model/ragged_attention.py). A slab has one
+of a few fixed widths (`slab_widths`: the smallest, doubled up to the largest), so the GEMM
+kernels see one of a few shapes whatever the company: a session's output is bit-identical in
+fp32 (and in fp16/bf16) whether it runs alone or next to any other sessions, in any slot of the
+slab — the row-invariance test in tests/model/test_batch_decode.py checks it. (A plain `Linear`
+on [1,C] is a GEMV whose sums differ in the last bits from a GEMM's, which is why a single step
+is padded too.) Whether a wider slab gives a row the same bits as the smallest depends on the
+BLAS kernels the machine picks for its row count; `row_invariant_widths` checks each width once,
+at start, and keeps only those that do (with MKL on AVX2, 16 rows and up agree, fewer do not).
 
 Steps carrying adapters are not batched here (BlockStack.forward runs them)."""
 
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from umbra.errors import ValidationError
 from umbra.model.kvcache import KVCache
-from umbra.model.layers import Block, attention_mask
+from umbra.model.layers import Block
+from umbra.model.ragged_attention import Group, group_attention, plan_groups
 from umbra.model.rope import apply_rope, rope_cos_sin
 from umbra.model.stack import BlockStack
+
+GROUP_SLOTS = 256  # longest attention (in slots) of sessions gathered into one group; longer attend in place
 
 
 @dataclass
@@ -64,14 +67,24 @@ def slab_width(rows: int, widths: Sequence[int]) -> int:
     raise ValidationError(f"a batched decode slab holds at most {widths[-1]} rows, got {rows}")
 
 
+@dataclass(frozen=True)
+class SlabShape:
+    """What the start-up check kept: the slab widths (ascending) and the longest cache that attends
+    in a group (umbra/model/ragged_attention.py; 0: every session attends alone)."""
+
+    widths: tuple[int, ...]
+    group_slots: int
+
+
 @torch.no_grad()
-def row_invariant_widths(stack: BlockStack, widths: list[int], dtype: torch.dtype, seed: int = 0) -> list[int]:
-    """The widths (ascending; the first always kept) whose slabs give every row the same bits as a
-    slab of the first width: one step of `widths[0]` random sessions (ragged caches, prefilled
-    once and copied per width) is run at each width and compared. The kernels are chosen by
-    shape, not by values, so one check per width and machine stands for every step."""
-    if len(widths) == 1:  # nothing to compare: no start-up work
-        return list(widths)
+def row_invariant_widths(stack: BlockStack, widths: list[int], dtype: torch.dtype, group_slots: int = GROUP_SLOTS,
+                         seed: int = 0) -> SlabShape:
+    """The widths (ascending) whose slabs give every row the bits it gets alone in a slab of the
+    first width: one step of `widths[0]` random sessions (ragged caches, prefilled once and copied
+    per run) is run each alone, then all together at each width, and compared. The kernels are
+    chosen by shape, not by values, so one check per width and machine stands for every step. If
+    even the first width differs, the batched matmuls of grouped attention are not batch-invariant
+    here: grouping is turned off (`group_slots` 0) and the check runs again."""
     g = torch.Generator().manual_seed(seed)
     c = stack.spec.hidden_size
     sessions = []
@@ -80,12 +93,16 @@ def row_invariant_widths(stack: BlockStack, widths: list[int], dtype: torch.dtyp
         stack(torch.randn(1, t, c, generator=g).to(dtype), torch.arange(t)[None], cache)
         sessions.append((cache, torch.randn(1, 1, c, generator=g).to(dtype), torch.tensor([[t]])))
 
-    def outputs(width: int) -> list[torch.Tensor]:
-        steps = [DecodeStep(x, pos, copy.deepcopy(cache)) for cache, x, pos in sessions]
-        return decode_slab(stack, steps, width)
+    def outputs(width: int, members: list[int], slots: int) -> list[torch.Tensor]:
+        steps = [DecodeStep(sessions[i][1], sessions[i][2], copy.deepcopy(sessions[i][0])) for i in members]
+        return decode_slab(stack, steps, width, slots)
 
-    base = outputs(widths[0])
-    return [widths[0]] + [w for w in widths[1:] if all(map(torch.equal, outputs(w), base))]
+    for slots in dict.fromkeys([group_slots, 0]):
+        alone = [outputs(widths[0], [i], slots)[0] for i in range(len(sessions))]
+        kept = [w for w in widths if all(map(torch.equal, outputs(w, list(range(len(sessions))), slots), alone))]
+        if kept and kept[0] == widths[0]:
+            return SlabShape(tuple(kept), slots)
+    raise ValidationError("a slab of one session and of several give rows different bits on this machine")
 
 
 def slabs(steps: list[DecodeStep], width: int) -> list[list[int]]:
@@ -104,9 +121,11 @@ def slabs(steps: list[DecodeStep], width: int) -> list[list[int]]:
 
 
 @torch.no_grad()
-def decode_slab(stack: BlockStack, steps: list[DecodeStep], width: int) -> list[torch.Tensor]:
+def decode_slab(stack: BlockStack, steps: list[DecodeStep], width: int,
+                group_slots: int = GROUP_SLOTS) -> list[torch.Tensor]:
     """Run one decode step of every session in `steps` (their rows together <= width); returns
-    each session's output [B,1,C] and advances each cache by one slot."""
+    each session's output [B,1,C] and advances each cache by one slot. Sessions sharing an
+    attention length of at most `group_slots` attend gathered, the others in place."""
     rows = [s.rows for s in steps]
     pad = width - sum(rows)
     if pad < 0:
@@ -118,17 +137,26 @@ def decode_slab(stack: BlockStack, steps: list[DecodeStep], width: int) -> list[
     starts = [s.cache.length for s in steps]
     for s, start in zip(steps, starts):
         s.cache.reserve(s.rows, start + 1)
+    offsets = list(itertools.accumulate(rows, initial=0))
+    caches = [s.cache for s in steps]
+    groups = plan_groups(caches, starts, offsets, [s.key_padding for s in steps],
+                         {b.window for b in stack.layers}, group_slots)
     cos, sin = rope_cos_sin(stack.inv_freq, positions, stack.spec.rope_attention_scaling, dtype)
-    masks: list[dict] = [{} for _ in steps]
+    new_kv = x.new_empty(len(stack.layers), 2, width, stack.spec.num_kv_heads, stack.spec.head_dim)
     for i, block in enumerate(stack.layers):
-        x = _block(block, x, cos, sin, steps, starts, rows + [pad], masks, i)
+        x = _block(block, x, cos, sin, groups, caches, starts, new_kv, i)
+    for group in groups:  # gathered: every layer's new slot, one write per session
+        if group.kv is not None:
+            for j in group.members:
+                caches[j].put_slot(starts[j], new_kv[:, :, offsets[j]: offsets[j + 1]])
     for s, start in zip(steps, starts):
         s.cache.length = start + 1
     return list(x.split(rows + [pad])[:-1])
 
 
-def _block(block: Block, x, cos, sin, steps, starts, rows: list[int], masks, layer: int) -> torch.Tensor:
-    """One block over the slab; `rows`: each step's rows, then the padding's."""
+def _block(block: Block, x, cos, sin, groups: list[Group], caches: list[KVCache], starts: list[int],
+           new_kv: torch.Tensor, layer: int) -> torch.Tensor:
+    """One block over the slab x [W,1,C]; each row's new key and value go to new_kv[layer]."""
     attn = block.self_attn
     h = block.input_layernorm(x)
     w = x.shape[0]
@@ -136,14 +164,10 @@ def _block(block: Block, x, cos, sin, steps, starts, rows: list[int], masks, lay
     k = attn.k_proj(h).view(w, 1, attn.num_kv_heads, attn.head_dim).transpose(1, 2)  # [W,KV,1,hd]
     v = attn.v_proj(h).view(w, 1, attn.num_kv_heads, attn.head_dim).transpose(1, 2)
     q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-    qs, ks, vs = q.split(rows), k.split(rows), v.split(rows)  # per step, views
-    ys = []
-    for j, (s, start) in enumerate(zip(steps, starts)):
-        kk, vv = s.cache.write(layer, start, ks[j], vs[j])  # [B,KV,S,hd], this session's own
-        if block.window not in masks[j]:
-            masks[j][block.window] = attention_mask(start, 1, block.window, s.key_padding, x.device)
-        ys.append(F.scaled_dot_product_attention(qs[j], kk, vv, attn_mask=masks[j][block.window],
-                                                 enable_gqa=attn.gqa))
-    y = torch.cat(ys + [torch.zeros_like(qs[-1])])  # the padding rows attend to nothing
+    kv = new_kv[layer]  # [2,W,KV,hd]
+    kv[0], kv[1] = k[:, :, 0], v[:, :, 0]
+    y = torch.zeros_like(q)  # the padding rows attend to nothing
+    for group in groups:
+        group_attention(attn, group, caches, starts, layer, q, kv, block.window, y)
     x = x + attn.o_proj(y.transpose(1, 2).reshape(w, 1, -1))
     return x + block.mlp(block.post_attention_layernorm(x))
