@@ -76,7 +76,8 @@ async def lifespan(app: FastAPI):
             log.warning("decode slab widths %s give rows other bits than width %d on this machine: not used",
                         sorted(set(tried) - set(shape.widths)), tried[0])
         if not shape.group_slots:
-            log.warning("batched matmuls are not batch-invariant on this machine: decode attention runs per session")
+            log.warning("gathered decode attention does not give the in-place bits on this machine: "
+                        "every session attends in place")
         limits = Limits(settings.max_sessions_per_client, settings.session_idle_seconds, settings.kv_budget_bytes,
                         settings.client_quota, settings.max_batch_rows, shape.widths, shape.group_slots)
         manager = SessionManager(runtime, limits, metrics, LoraStore(blocks) if settings.lora else None)

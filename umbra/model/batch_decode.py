@@ -3,7 +3,8 @@
 Every session brings its own KV cache, positions and key-padding mask; rows of all sessions are
 stacked into a slab of exactly `width` rows (zero rows pad the rest) and run together through the
 norms, projections and MLP, while attention reads each session's own cache (ragged lengths, its
-own mask): in groups of short caches or alone (umbra/model/ragged_attention.py). A slab has one
+own mask): gathered with sessions of the same short attention length, or in place on its own
+cache, with the same bits either way (umbra/model/ragged_attention.py). A slab has one
 of a few fixed widths (`slab_widths`: the smallest, doubled up to the largest), so the GEMM
 kernels see one of a few shapes whatever the company: a session's output is bit-identical in
 fp32 (and in fp16/bf16) whether it runs alone or next to any other sessions, in any slot of the
@@ -69,8 +70,8 @@ def slab_width(rows: int, widths: Sequence[int]) -> int:
 
 @dataclass(frozen=True)
 class SlabShape:
-    """What the start-up check kept: the slab widths (ascending) and the longest cache that attends
-    in a group (umbra/model/ragged_attention.py; 0: every session attends alone)."""
+    """What the start-up check kept: the slab widths (ascending) and the longest attention (slots)
+    of sessions gathered into a group (umbra/model/ragged_attention.py; 0: all attend in place)."""
 
     widths: tuple[int, ...]
     group_slots: int
@@ -82,9 +83,10 @@ def row_invariant_widths(stack: BlockStack, widths: list[int], dtype: torch.dtyp
     """The widths (ascending) whose slabs give every row the bits it gets alone in a slab of the
     first width: one step of `widths[0]` random sessions (ragged caches, prefilled once and copied
     per run) is run each alone, then all together at each width, and compared. The kernels are
-    chosen by shape, not by values, so one check per width and machine stands for every step. If
-    even the first width differs, the batched matmuls of grouped attention are not batch-invariant
-    here: grouping is turned off (`group_slots` 0) and the check runs again."""
+    chosen by shape, not by values, so one check per width and machine stands for every step. The
+    sessions alone attend in place and together gathered, so the check covers both ways; if even
+    the first width differs, gathering does not give the in-place bits on this machine: it is
+    turned off (`group_slots` 0) and the check runs again."""
     g = torch.Generator().manual_seed(seed)
     c = stack.spec.hidden_size
     sessions = []
