@@ -24,7 +24,7 @@ from server.sessions import Limits, SessionManager
 from server.worker import ComputeWorker
 from server.settings import CloudSettings, get_settings
 from umbra.middle.runtime import MiddleRuntime
-from umbra.model.batch_decode import row_invariant_widths, slab_widths
+from umbra.model.batch_decode import check_slab_shape, slab_widths
 from umbra.model.loader import Checkpoint, load_part
 from umbra.model.parts import SplitPlan
 from umbra.model.spec import load_spec
@@ -71,7 +71,7 @@ async def lifespan(app: FastAPI):
         blocks, ckpt = await worker.run(_load, settings)
         runtime = MiddleRuntime(blocks, settings.max_seq_len)
         tried = slab_widths(settings.decode_min_width, settings.decode_width)
-        shape = await worker.run(row_invariant_widths, blocks.stack, tried, runtime.dtype)
+        shape = await worker.run(check_slab_shape, blocks.stack, tried, runtime.dtype)
         if list(shape.widths) != tried:
             log.warning("decode slab widths %s give rows other bits than width %d on this machine: not used",
                         sorted(set(tried) - set(shape.widths)), tried[0])

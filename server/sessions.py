@@ -39,7 +39,7 @@ class Limits:
     kv_client_quota_bytes: int = 1024**3  # one client's sessions together
     max_batch_rows: int = 64  # rows (B) of one frame
     decode_widths: tuple[int, ...] = (16, 32, 64)  # slab widths, ascending (checked row-invariant)
-    group_slots: int = GROUP_SLOTS  # longest cache attending in a group (umbra/model/ragged_attention.py)
+    group_slots: int = GROUP_SLOTS  # longest attention (slots) gathered with others (umbra/model/ragged_attention.py)
 
     @property
     def decode_width(self) -> int:

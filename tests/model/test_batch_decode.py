@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tiny_models import FAMILIES
-from umbra.model.batch_decode import (DecodeStep, decode_slab, row_invariant_widths, slab_width, slab_widths,
+from umbra.model.batch_decode import (DecodeStep, decode_slab, check_slab_shape, slab_width, slab_widths,
                                       slabs)
 from umbra.model.loader import load_middle
 
@@ -103,7 +103,7 @@ def test_every_width_the_check_keeps_gives_each_row_the_bits_of_the_smallest(dty
     steps) in every kept width equal the same sessions in the smallest width, bit for bit."""
     middle = load_middle(tiny_model_dirs["llama"]).to(dtype)
     tried = slab_widths(16, 64)
-    shape = row_invariant_widths(middle.stack, tried, dtype)
+    shape = check_slab_shape(middle.stack, tried, dtype)
     kept = list(shape.widths)
     assert shape.group_slots > 0, "grouped attention is batch-invariant on this machine"
     assert kept[0] == 16 and set(kept) <= set(tried) and kept == sorted(kept)

@@ -11,7 +11,7 @@ fp32 (and in fp16/bf16) whether it runs alone or next to any other sessions, in 
 slab — the row-invariance test in tests/model/test_batch_decode.py checks it. (A plain `Linear`
 on [1,C] is a GEMV whose sums differ in the last bits from a GEMM's, which is why a single step
 is padded too.) Whether a wider slab gives a row the same bits as the smallest depends on the
-BLAS kernels the machine picks for its row count; `row_invariant_widths` checks each width once,
+BLAS kernels the machine picks for its row count; `check_slab_shape` checks each width once,
 at start, and keeps only those that do (with MKL on AVX2, 16 rows and up agree, fewer do not).
 
 Steps carrying adapters are not batched here (BlockStack.forward runs them)."""
@@ -78,7 +78,7 @@ class SlabShape:
 
 
 @torch.no_grad()
-def row_invariant_widths(stack: BlockStack, widths: list[int], dtype: torch.dtype, group_slots: int = GROUP_SLOTS,
+def check_slab_shape(stack: BlockStack, widths: list[int], dtype: torch.dtype, group_slots: int = GROUP_SLOTS,
                          seed: int = 0) -> SlabShape:
     """The widths (ascending) whose slabs give every row the bits it gets alone in a slab of the
     first width: one step of `widths[0]` random sessions (ragged caches, prefilled once and copied

@@ -85,9 +85,7 @@ class KVCache:
 
     def layer_prefix(self, layer: int, slots: int) -> torch.Tensor:
         """A view of the first `slots` slots of one layer: [2, B, KV, slots, hd]."""
-        if slots > self.capacity:
-            raise ValidationError(f"a cache of {self.capacity} slots has no prefix of {slots}")
-        return self._kv[layer, :, :, :, :slots]
+        return self.prefix(slots)[layer]
 
     def put_slot(self, slot: int, kv: torch.Tensor) -> None:
         """Store one slot of every layer, kv [layers, 2, B, KV, hd] (a batched decode step's keys

@@ -18,7 +18,6 @@ not hold. So a session's output has the same bits alone or in any company, gathe
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import torch
@@ -67,7 +66,7 @@ class Group:
 
     members: list[int]  # indices of the steps
     span: slice | None  # the members' rows of the slab, when they are one run (always, in place)
-    blocked: dict[int | None, torch.Tensor]  # window -> [R|1,1,1,S]
+    blocked: dict[int | None, torch.Tensor]  # window -> [R,1,1,S]
     rows: torch.Tensor | None = None  # gathered: [R] the members' rows
     starts: torch.Tensor | None = None  # gathered: [R] each row's new slot
     index: torch.Tensor | None = None  # gathered: [R] 0..R-1
@@ -83,37 +82,23 @@ def plan_groups(caches: list[KVCache], starts: list[int], offsets: list[int], ke
         by_slots.setdefault(attention_slots(start + 1, cache.capacity), []).append(j)
     groups = []
     for slots, members in by_slots.items():
-        if 2 <= len(members) and slots <= group_slots:
-            groups.append(_gathered(caches, starts, offsets, key_padding, windows, slots, members))
-            continue
-        for j in members:
-            span, kp = slice(offsets[j], offsets[j + 1]), key_padding[j]
-            blocked = {w: _plain_blocked(slots, starts[j], w) if kp is None else
-                       blocked_slots(torch.full((kp.shape[0],), starts[j]), slots, w, [(0, kp.shape[0], kp)])
-                       for w in windows}
-            groups.append(Group([j], span, blocked))
+        gather = 2 <= len(members) and slots <= group_slots
+        for part in [members] if gather else [[j] for j in members]:
+            rows = [r for j in part for r in range(offsets[j], offsets[j + 1])]
+            starts_r = torch.tensor([starts[j] for j in part for _ in range(offsets[j], offsets[j + 1])])
+            padding, row = [], 0  # (first row, last row + 1, key padding) within the group
+            for j in part:
+                n = offsets[j + 1] - offsets[j]
+                if key_padding[j] is not None:
+                    padding.append((row, row + n, key_padding[j]))
+                row += n
+            span = slice(rows[0], rows[-1] + 1) if rows[-1] - rows[0] == len(rows) - 1 else None
+            group = Group(part, span, {w: blocked_slots(starts_r, slots, w, padding) for w in windows})
+            if gather:
+                group.rows, group.starts, group.index = torch.tensor(rows), starts_r, torch.arange(len(rows))
+                group.kv = torch.cat([caches[j].prefix(slots) for j in part], 2)
+            groups.append(group)
     return groups
-
-
-@functools.lru_cache(maxsize=1024)
-def _plain_blocked(slots: int, start: int, window: int | None) -> torch.Tensor:
-    """blocked_slots of one session without key padding (a few per step, the same every step: cached; read only)."""
-    return blocked_slots(torch.tensor([start]), slots, window, [])
-
-
-def _gathered(caches, starts, offsets, key_padding, windows, slots: int, members: list[int]) -> Group:
-    rows = [r for j in members for r in range(offsets[j], offsets[j + 1])]
-    starts_r = torch.tensor([starts[j] for j in members for _ in range(offsets[j], offsets[j + 1])])
-    padding, row = [], 0
-    for j in members:
-        n = offsets[j + 1] - offsets[j]
-        if key_padding[j] is not None:
-            padding.append((row, row + n, key_padding[j]))
-        row += n
-    span = slice(rows[0], rows[-1] + 1) if rows[-1] - rows[0] == len(rows) - 1 else None
-    return Group(members, span, {w: blocked_slots(starts_r, slots, w, padding) for w in windows},
-                 torch.tensor(rows), starts_r, torch.arange(len(rows)),
-                 torch.cat([caches[j].prefix(slots) for j in members], 2))
 
 
 def group_attention(attn: Attention, group: Group, caches: list[KVCache], starts: list[int], layer: int,
