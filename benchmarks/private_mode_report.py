@@ -12,7 +12,7 @@ import numpy as np
 
 from doc_markers import write_block
 from seed_stats import mean_ci
-from umbra.attack_grid.frontier import VARIANTS, Cell, FrontierParams, tune_config
+from umbra.attack_grid.frontier import VARIANTS, Cell, FrontierParams, control_for, tune_config
 from umbra.data.corpus import LANGS
 
 NOT_ATTACKS = ("baseline", "sampler", "frequency_ceiling")  # the floor, a text floor, a yardstick
@@ -59,12 +59,14 @@ def _strongest(scores: dict) -> tuple[str, float] | None:
 def summarize(rows: list[dict]) -> list[dict]:
     """One record per (variant, ε) with per-seed lists, in VARIANTS order."""
     groups, order = _group(rows), list(VARIANTS)
-    alone = {s: m["utility"]["top1"] for s, m in groups.get(("client_alone", None), {}).items() if "utility" in m}
+    controls = {name: {s: m["utility"]["top1"] for s, m in groups.get((name, None), {}).items() if "utility" in m}
+                for name in {control_for(v) for v, _ in groups}}
     out = []
     for (variant, eps), seeds in sorted(groups.items(), key=lambda kv: (order.index(kv[0][0]) if kv[0][0] in order
                                                                         else len(order), str(kv[0][1]))):
         rec = {"variant": variant, "epsilon": eps, "seeds": sorted(seeds), "top1": [], "gain": [], "languages":
                defaultdict(list), "attacks": defaultdict(list), "strongest": [], "baseline": []}
+        alone = controls[control_for(variant)]
         for seed, m in sorted(seeds.items()):
             if "utility" in m:
                 rec["top1"].append(m["utility"]["top1"])
@@ -177,8 +179,8 @@ def measured(summary: list[dict], params: FrontierParams) -> dict:
     no bundle), keyed by umbra.privacy.mode.config_key — the same key the product computes."""
     from umbra.privacy.mode import config_key, stuning_record
 
-    alone = next((r for r in summary if r["variant"] == "client_alone"), None)
-    fclean = next((r for r in summary if r["variant"] == "fclean"), None)
+    by_name = {r["variant"]: r for r in summary if r["epsilon"] is None}
+    fclean = by_name.get("fclean")
     out = {}
     for r in summary:
         v = VARIANTS.get(r["variant"])
@@ -189,7 +191,11 @@ def measured(summary: list[dict], params: FrontierParams) -> dict:
         attacks = {PRODUCT_NAMES.get(k, k): round(float(np.max(x)), 1) for k, x in r["attacks"].items()
                    if k not in NOT_ATTACKS and k.split("@")[0] not in BOUNDS}  # the worst seed
         baseline = round(float(np.mean(r["baseline"])), 1)
-        out[config_key(eps if v.noir else None, record)] = {
+        key = config_key(eps if v.noir else None, record)
+        if key in out:  # an experiment on a knob the key does not hold (the gate's lr): the first row speaks
+            continue
+        alone = by_name.get(control_for(v.name))
+        out[key] = {
             "label": v.label + ("" if eps is None else f", ε = {_eps(r['epsilon'])}"),
             "attacks": attacks, "baseline": baseline,
             "holds": all(a <= baseline + BAR for a in attacks.values()),

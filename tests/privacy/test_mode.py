@@ -130,14 +130,27 @@ def test_the_shipped_table_has_the_product_defaults():
 
 
 def test_below_the_control_is_never_called_private():
-    m = Measured(label="x", attacks={"(a)": 0.1, "(b)": 8.0}, baseline=9.2, top1=20.0, client_alone_top1=31.0)
+    m = Measured(label="x", attacks={"(a)": 0.1, "(b)": 8.0}, baseline=9.2, top1=20.0, client_alone_top1=31.0,
+                 adaptive=True)
     mode = PrivacyMode("k", "NOIR ε=1024", m)
     assert mode.defended  # the attacks hold …
     assert mode.summary == ("NOIR ε=1024 · attacks held; completes below the client-blocks-alone control "
                             "(20.0 % vs 31.0 %)")
     assert mode.details["belowControl"] is True
-    clears = PrivacyMode("k", "NOIR ε=1024", Measured("x", {"(a)": 0.1}, 9.2, top1=41.0, client_alone_top1=31.0))
+    clears = PrivacyMode("k", "NOIR ε=1024", Measured("x", {"(a)": 0.1}, 9.2, top1=41.0, client_alone_top1=31.0,
+                                                       adaptive=True))
     assert clears.summary == "NOIR ε=1024 · strongest attack 0.1 % (baseline 9.2 %)"
+
+
+def test_per_position_attacks_alone_never_make_a_mode_defended():
+    """Every plain NOIR bundle held the per-position attacks and was then read by the decipherment:
+    without an adaptive attack measured, a mode that holds is not defended (and says why)."""
+    held = Measured("x", {"(a)": 0.1, "(b)": 8.0}, 9.2, top1=41.0, client_alone_top1=31.0)
+    mode = PrivacyMode("k", "NOIR ε=1024", held)
+    assert held.holds and not mode.defended
+    assert mode.summary == "NOIR ε=1024 · per-position attacks held; adaptive attacks not measured"
+    adaptive = PrivacyMode("k", "NOIR ε=1024", Measured("x", {"(a)": 0.1, "decipher@10x": 0.8}, 9.2, adaptive=True))
+    assert adaptive.defended
 
 
 def test_an_opt_in_is_said_and_the_header_is_ascii():
@@ -145,7 +158,7 @@ def test_an_opt_in_is_said_and_the_header_is_ascii():
     sent = PrivacyMode(mode.key, mode.label, mode.measured, opted_in=True)
     assert sent.summary.startswith("none — sent undefended by your setting")
     assert sent.details["optedIn"] is True
-    table = {DEFAULT_TUNED: Measured("d", {"(b) probe": 8.0}, 9.2)}
+    table = {DEFAULT_TUNED: Measured("d", {"(b) probe": 8.0}, 9.2, adaptive=True)}
     header = PrivacyMode.of(1024.0, tuned(), table).header
     assert header == "NOIR eps=1024; STuned 300 steps, gradient sigma=0.1; strongest attack 8.0 % (baseline 9.2 %)"
     header.encode("latin-1")

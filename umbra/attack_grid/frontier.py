@@ -83,6 +83,9 @@ VARIANTS = {v.name: v for v in (
             gradient_noise=DEFAULT_SIGMA, inversion_penalty=10.0),
     Variant("noir+stuning+noise@1000", "NOIR + STuning (1,000 steps), noised gradient",
             gradient_noise=DEFAULT_SIGMA, steps=1000),
+    # longer tuning of a configuration that holds, beside the control at the same budget
+    Variant("client_alone@1000", "client blocks alone (1,000 steps; middle skipped, nothing sent)", noir=False,
+            middle="skip", control=True, steps=1000),
     Variant("noir+stuning+noise+adversary", "NOIR + STuning, noised gradient, adversary in the loop (λ = 5)",
             gradient_noise=DEFAULT_SIGMA, adversary=AdversaryConfig(weight=5.0)),
     Variant("noir+path", "NOIR + private local path (lossless send), noised gradient",
@@ -107,12 +110,22 @@ VARIANTS = {v.name: v for v in (
             gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=1.0), gate_lr=5 * CLEAN_GATE_LR),
     Variant("noir+clean+noise1+gate5x+exact", "NOIR + clean residual, keyed noise s = 1, gate lr 5·10⁻², exact gradient",
             private_path=replace(_CLEAN, noise=1.0), gate_lr=5 * CLEAN_GATE_LR),
+    Variant("noir+clean+noise1@1000", "NOIR + clean residual (1,000 steps), keyed noise s = 1, noised gradient",
+            gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=1.0), gate_lr=CLEAN_GATE_LR, steps=1000),
     Variant("noir+stuning+noise+cloudlora", "NOIR + STuning, noised gradient, the cloud's LoRA (rank 8) tuned alongside",
             gradient_noise=DEFAULT_SIGMA, cloud_lora=8),
     Variant("noir+clean+noise1+scalar", "NOIR + clean residual (scalar gate), keyed noise s = 1, noised gradient",
             gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=1.0, gate="scalar"),
             gate_lr=CLEAN_GATE_LR),
 )}
+
+
+def control_for(name: str) -> str:
+    """The client-alone control tuned with the same number of steps as `name`: a variant tuned
+    longer is held against the client's blocks alone tuned as long (its "− client alone")."""
+    steps = VARIANTS[name].steps if name in VARIANTS else None
+    longer = f"client_alone@{steps}"
+    return longer if steps is not None and longer in VARIANTS else "client_alone"
 
 
 @dataclass(frozen=True)

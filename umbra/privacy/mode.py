@@ -3,7 +3,7 @@ what the attack tables measured for it (DESIGN invariant 6; docs/privacy/mode.md
 
     mode = mode_of(model)                  # a ClientModel: its bundle's ε and STuning record
     mode.summary                           # "NOIR ε=1024 · STuned 300 steps, gradient σ=0.1 · strongest attack 8.0 % (baseline 9.2 %)"
-    mode.defended                          # measured, and every attack within 1 point of the frequency baseline
+    mode.defended                          # measured with the adaptive attacks, every attack within 1 point of the baseline
     mode.details                           # the measured figures as JSON (umbra/status, GET /healthz)
 
 The key (`config_key`) names a client configuration, the same for the product (which reads it
@@ -33,7 +33,7 @@ grid rewrites it in the same format):
               "client_alone_top1": percent | null,  # the client's blocks alone, middle skipped, tuned the same
               "fclean_top1": percent | null,        # NOIR's fClean: the same tuning without INDVocab / LTokenizer
               "seeds": int,                         # seeds behind the figures
-              "adaptive": bool,                     # whether an adaptive attacker (shadow client) was among them
+              "adaptive": bool,                     # whether an adaptive attack (decipherment, shadow client) was among them
               "source": "docs/…"}}}                 # the doc tables the figures come from
 
 Torch-free and pure: the CLI's parser, the servers and the benchmarks import it."""
@@ -231,7 +231,9 @@ class PrivacyMode:
 
     @property
     def defended(self) -> bool:
-        return self.measured is not None and self.measured.holds
+        """Measured, every attack held, and an adaptive attack among them: the per-position attacks
+        alone held for every plain NOIR bundle that the decipherment then read (frontier.md)."""
+        return self.measured is not None and self.measured.holds and self.measured.adaptive
 
     @property
     def summary(self) -> str:
@@ -243,6 +245,8 @@ class PrivacyMode:
         name, worst = m.strongest
         if not m.holds:
             return f"{head} · cloud reads ~{worst:.1f} % of tokens"
+        if not m.adaptive:
+            return f"{head} · per-position attacks held; adaptive attacks not measured"
         if m.below_control:
             return (f"{head} · attacks held; completes below the client-blocks-alone control "
                     f"({m.top1:.1f} % vs {m.client_alone_top1:.1f} %)")
