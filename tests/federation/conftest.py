@@ -67,9 +67,11 @@ class Federation:
         proc = self._spawn("superlink", superlink_cmd(self.port, insecure=True), home)
         wait_port("127.0.0.1", self.port, 60, alive=lambda: proc.poll() is None)
 
-    def start_node(self, org: str, data: Path | None = None, model_dir: Path | None = None) -> None:
+    def start_node(self, org: str, data: Path | None = None, model_dir: Path | None = None,
+                   **extra: str | int | float) -> None:
         config = {"data": str(data or self.data[org]), "model": str(model_dir or self.model_dir), "threads": 1,
-                  "internal-domains": f"{org}.com,{org}.internal", "global-out": str(self.root / f"{org}-global.npz")}
+                  "internal-domains": f"{org}.com,{org}.internal", "global-out": str(self.root / f"{org}-global.npz"),
+                  **{k.replace("_", "-"): v for k, v in extra.items()}}
         cmd = supernode_cmd(self.address, free_port(), config, insecure=True)
         self._spawn(f"node-{org}", cmd, self.root / f"home-{org}")
 

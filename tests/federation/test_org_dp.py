@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from conftest import write_org_code
+from umbra.errors import ConfigError
 from umbra.federation.adapter_arrays import arrays_to_adapter, initial_arrays
 from umbra.federation.org_training import OrgTrainer, scrubbed_view
 from umbra.scrub import ScrubConfig, Scrubber
@@ -33,13 +34,17 @@ def model(fim_qwen2_dir):
     return ClientModel.load(fim_qwen2_dir)
 
 
-@pytest.fixture(scope="module")
-def trainer(model, tmp_path_factory):
+def new_trainer(model, root) -> OrgTrainer:
     from umbra.middle.local import LocalMiddle
 
-    code = write_org_code(tmp_path_factory.mktemp("org"), "acme", files=12)
+    code = write_org_code(root, "acme", files=12)
     view = scrubbed_view(read_org_code([code]), Scrubber(ScrubConfig(internal_domains=("acme.com",))))
     return asyncio.run(OrgTrainer.create(model, LocalMiddle(model.load_middle()), view, CONFIG, DP, rounds=2))
+
+
+@pytest.fixture(scope="module")
+def trainer(model, tmp_path_factory):
+    return new_trainer(model, tmp_path_factory.mktemp("org"))
 
 
 def test_a_dp_step_clips_every_file_and_adds_noise_of_sigma_c_over_b(model, trainer):
@@ -81,3 +86,20 @@ def test_rounds_record_the_epsilon_spent_and_stop_when_it_is_spent(model, traine
     assert second["steps_taken"] == second["steps"] and second["epsilon_spent"] == pytest.approx(second["epsilon"])
     with pytest.raises(PrivacyBudgetError, match="is spent"):
         trainer.round(arrays, 3)
+
+
+def test_a_new_process_resumes_the_plan_where_the_last_one_left_it(model, tmp_path):
+    """A deployed ClientApp is a new process every round: the trainer it builds takes up the node's
+    saved progress, spends only the rest of the plan, and never goes back on progress."""
+    first = new_trainer(model, tmp_path / "a")
+    arrays, _, report = first.round(initial_arrays(model, CONFIG), 1)
+    saved = first.dp_progress
+    assert saved == {"rounds-taken": 1, "steps-taken": report["privacy"]["steps_taken"]}
+    later = new_trainer(model, tmp_path / "b")  # what the next round's process builds
+    later.resume(saved)
+    _, _, report = later.round(arrays, 2)
+    assert report["privacy"]["rounds_taken"] == 2 and report["privacy"]["steps_taken"] == report["privacy"]["steps"]
+    with pytest.raises(PrivacyBudgetError, match="is spent"):
+        later.round(arrays, 3)
+    with pytest.raises(ConfigError, match="behind"):
+        later.resume(saved)

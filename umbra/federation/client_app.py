@@ -20,11 +20,12 @@ rank, lr, epochs, block-len, batch-size, fim-rate, seed, rounds, server-round.""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from umbra.errors import ConfigError
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 app = ClientApp()
 _TRAINERS: dict = {}  # (node settings, training settings) -> OrgTrainer, kept while this process lives
+DP_STATE = "umbra-dp"  # the node context's record of the DP plan's progress (rounds, steps, privacy record)
 
 
 def train_config(config) -> "AdapterTrainConfig":
@@ -102,14 +104,30 @@ def train_reply(trainer, msg: Message) -> tuple[Message, dict]:
     return Message(RecordDict({ARRAYS: reply, METRICS: MetricRecord({SAMPLES: int(samples)})}), reply_to=msg), report
 
 
+def _saved_progress(context: Context) -> dict | None:
+    record = context.state.config_records.get(DP_STATE)
+    return None if record is None else {k: int(record[k]) for k in ("rounds-taken", "steps-taken")}
+
+
+def _save_progress(context: Context, trainer, privacy: dict | None) -> None:
+    """The DP plan's progress, and the privacy record, kept in the node's context (which Flower
+    keeps for the run between the ClientApp's processes): the next round resumes from it, the
+    final QUERY writes the record beside the global adapter."""
+    progress = trainer.dp_progress
+    if progress is not None and privacy is not None:
+        context.state[DP_STATE] = ConfigRecord({**progress, "privacy": json.dumps(privacy)})
+
+
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     config = msg.content[CONFIG]
     rounds = int(config["rounds"]) if "rounds" in config else 1
     trainer = asyncio.run(_trainer(node_settings(context.node_config), train_config(config),
                                    dp_settings(context.node_config), rounds))
+    trainer.resume(_saved_progress(context))
     reply, report = train_reply(trainer, msg)
     dp = report.get("privacy")
+    _save_progress(context, trainer, dp)
     spent = f", DP ε spent {dp['epsilon_spent']:.3g} of {dp['target_epsilon']}" if dp else ""
     print(f"umbra federation: round {report['round']}: {report['steps']} steps on {report['tokens']} scrubbed tokens, "
           f"epoch losses {report['epoch_losses']} ({report['seconds']} s){spent}", flush=True)
@@ -131,9 +149,8 @@ def keep_final(msg: Message, context: Context) -> Message:
     if out:
         save_arrays(Path(out), arrays)
         print(f"umbra federation: final global secure adapter kept at {out}", flush=True)
-        privacy = [t.privacy() for t in _TRAINERS.values() if t.privacy() is not None]
-        if privacy:
-            import json
-
-            Path(out + ".privacy.json").write_text(json.dumps(privacy[0], indent=1) + "\n", encoding="utf-8")
+        saved = context.state.config_records.get(DP_STATE)
+        if saved is not None:
+            privacy = json.loads(str(saved["privacy"]))
+            Path(out + ".privacy.json").write_text(json.dumps(privacy, indent=1) + "\n", encoding="utf-8")
     return Message(RecordDict(), reply_to=msg)

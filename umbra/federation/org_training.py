@@ -103,6 +103,32 @@ class OrgTrainer:
                                                plan.accountant))
         return out
 
+    @property
+    def dp_progress(self) -> dict[str, int] | None:
+        """Under DP: the rounds and steps taken so far (what `resume` takes back); None without DP."""
+        return None if self.dp is None else {"rounds-taken": self.dp_rounds, "steps-taken": self.dp_steps}
+
+    def resume(self, progress: dict[str, int] | None) -> None:
+        """Take up a DP plan where an earlier process left it: a deployed ClientApp runs in a new
+        process for every message, so the rounds and steps taken live in the node's Flower context
+        between rounds, not here. A seeded CSPRNG is re-keyed per resumed round (a resumed process
+        must not replay round 1's draws); the OS-keyed one needs nothing."""
+        if self.dp is None or not progress:
+            return
+        rounds, steps = int(progress["rounds-taken"]), int(progress["steps-taken"])
+        if (rounds, steps) == (self.dp_rounds, self.dp_steps):
+            return
+        if rounds < self.dp_rounds or steps < self.dp_steps:
+            raise ConfigError(f"the node's DP progress ({rounds} rounds, {steps} steps) is behind this trainer's "
+                              f"({self.dp_rounds}, {self.dp_steps}): refusing to spend the budget twice")
+        from umbra.tuning.dp_sgd import DPRandom
+
+        docs, plan, rng, planned = self.dp
+        if rng.seed is not None:
+            rng = DPRandom(rng.seed, stream=f"resume-{rounds}")
+        self.dp = (docs, plan, rng, planned)
+        self.dp_rounds, self.dp_steps = rounds, steps
+
     def round(self, global_arrays, server_round: int) -> tuple[dict[str, np.ndarray], int, dict]:
         """(Δw_n^{t+1} as arrays, |D_n^mask|, report) from Δw^t. The batch order differs per round
         (seed + round); the start is the global adapter, copied."""

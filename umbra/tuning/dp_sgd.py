@@ -126,8 +126,10 @@ def plan_run(config: DPConfig, documents: int) -> DPPlan:
 class DPRandom:
     """The run's one CSPRNG: Poisson sampling, block offsets and the Gaussian noise."""
 
-    def __init__(self, seed: int | None = None):
-        self._rng = KeystreamRNG(None if seed is None else f"umbra/dp-sgd/{seed}")
+    def __init__(self, seed: int | None = None, stream: str = ""):
+        self.seed = seed  # None: keyed from the OS CSPRNG
+        label = None if seed is None else f"umbra/dp-sgd/{seed}" + (f"/{stream}" if stream else "")
+        self._rng = KeystreamRNG(label)
 
     def poisson(self, n: int, q: float) -> np.ndarray:
         """Indices of the documents in this step's batch: each independently with probability q."""
