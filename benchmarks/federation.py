@@ -19,8 +19,9 @@ there for the same seed and settings, and `--write` alone rewrites the docs from
 
 The rounds run Flower's own strategy loop (`Strategy.start`) over `LocalGrid` (umbra/federation/
 local_grid.py): real Flower Messages, each organization answering with the ClientApp's reply, all in
-this process (Flower's simulation engine needs Ray, which .venv-federation does not have); the
-multi-process SuperLink/SuperNode path is tests/federation/test_server_app.py's.
+this process, organizations one after another; the multi-process SuperLink/SuperNode path is
+tests/federation/test_server_app.py's, and Flower's simulation engine (Ray; umbra/federation/
+simulation.py) is checked to end where LocalGrid ends in tests/federation/test_simulation.py.
 
 Per organization, as `umbra securegate train --global` does: its own secure adapter (scrubbed view)
 and revealing adapter (raw view), each trained T·K epochs from the federation's Δw^0, fused with the

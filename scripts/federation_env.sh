@@ -22,7 +22,8 @@ import sys, tomllib
 print(" ".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["optional-dependencies"]["federation"]))
 PY
 )"
-"$ROOT/.venv-federation/bin/python" -c 'import flwr' 2>/dev/null && \
-    [ "$("$ROOT/.venv-federation/bin/python" -c 'from importlib.metadata import version; print("flwr==" + version("flwr"))')" = "$FLWR_PIN" ] || \
+# installed and at the pinned version (the pin's extras, e.g. [simulation] for Ray, stripped to compare)
+"$ROOT/.venv-federation/bin/python" -c 'import flwr, ray' 2>/dev/null && \
+    [ "$("$ROOT/.venv-federation/bin/python" -c 'from importlib.metadata import version; print("flwr==" + version("flwr"))')" = "$(echo "$FLWR_PIN" | sed 's/\[[^]]*\]//')" ] || \
     "$ROOT/.venv-federation/bin/python" -m pip install -q --disable-pip-version-check $FLWR_PIN 2>&1 \
         | { grep -v "^WARNING: Location" || true; }

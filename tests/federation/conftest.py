@@ -4,6 +4,7 @@ ended by the fixture. Each organization has its own tiny code directory, secrets
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -15,8 +16,10 @@ from pathlib import Path
 import pytest
 
 from tiny_models import CODE_SNIPPETS
+from umbra.federation.aggregate import ServerOptConfig, ServerState, aggregate_round
 from umbra.federation.deploy import (RunSettings, flower_env, run_cmd, superlink_cmd, supernode_cmd, wait_port,
                                      write_app, write_flower_home)
+from umbra.federation.record import load_arrays
 
 ORGS = ("acme", "globex", "initech")
 SECRETS = {  # what the scrubber must take out of each organization's view
@@ -120,6 +123,17 @@ class Federation:
                 pass
             proc.wait(timeout=10)
         self.procs.clear()
+
+
+def replay(record, rounds: int, opt: ServerOptConfig) -> ServerState:
+    """The run's aggregation recomputed from the recorded updates by the pure functions."""
+    state = ServerState.initial(load_arrays(record / "round-0" / "global.npz")[0])
+    lines = [json.loads(x) for x in (record / "rounds.jsonl").read_text().splitlines()]
+    for t in range(1, rounds + 1):
+        r = next(x for x in lines if x["round"] == t)
+        ups = [load_arrays(record / f"round-{t}" / f"{n}.npz") for n in r["accepted"]]
+        state = aggregate_round(state, ups, opt)
+    return state
 
 
 def fast_settings(tmp: Path, model_dir: Path, **overrides) -> RunSettings:

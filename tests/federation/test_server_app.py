@@ -11,8 +11,8 @@ import time
 
 import numpy as np
 
-from conftest import ORGS, fast_settings
-from umbra.federation.aggregate import ServerOptConfig, ServerState, aggregate_round
+from conftest import ORGS, fast_settings, replay
+from umbra.federation.aggregate import ServerOptConfig
 from umbra.federation.record import load_arrays
 
 
@@ -23,17 +23,6 @@ def secure_names(model_dir, settings) -> dict:
 
     config = AdapterTrainConfig(rank=settings.rank, seed=settings.seed)
     return {k: list(v.shape) for k, v in initial_arrays(ClientModel.load(model_dir), config).items()}
-
-
-def replay(record, rounds: int, opt: ServerOptConfig) -> ServerState:
-    """The run's aggregation recomputed from the recorded updates by the pure functions."""
-    state = ServerState.initial(load_arrays(record / "round-0" / "global.npz")[0])
-    lines = [json.loads(x) for x in (record / "rounds.jsonl").read_text().splitlines()]
-    for t in range(1, rounds + 1):
-        r = next(x for x in lines if x["round"] == t)
-        ups = [load_arrays(record / f"round-{t}" / f"{n}.npz") for n in r["accepted"]]
-        state = aggregate_round(state, ups, opt)
-    return state
 
 
 def test_three_organizations_two_rounds_global_equals_the_pure_aggregation(federation, tmp_path):

@@ -7,9 +7,10 @@ real Flower Messages through it, each organization answers with the ClientApp's 
     strategy.start(grid=grid, initial_arrays=..., num_rounds=3, train_config=ConfigRecord({...}))
 
 What it is not: a transport. No SuperLink, no serialization, no process boundary, no heartbeats;
-organizations answer one after another. It stands where Flower's simulation engine would (which
-needs Ray, not installed here); the real multi-process path is `umbra federation serve|join`,
-checked against this one by the benchmark's `--deployed` run. A TRAIN message is answered by
+organizations answer one after another, and a trainer is built once per organization and kept.
+Flower's simulation engine (simulation.py, Ray) runs the same work in Ray's actors and ends at the
+same global adapter (tests/federation/test_simulation.py); the real multi-process path is
+`umbra federation serve|join`, checked against this one by the benchmark's `--deployed` run. A TRAIN message is answered by
 `train_reply`; a QUERY (the final global adapter) with an empty record; an organization that
 raises answers with an error reply carrying the exception's message, as a ClientApp would."""
 

@@ -38,7 +38,11 @@ def initial_global(model_dir: Path, run_config) -> dict:
 
 @app.main()
 def main(grid: Grid, context: Context) -> None:
-    rc = context.run_config
+    run_federation(grid, context.run_config)
+
+
+def run_federation(grid: Grid, rc) -> None:
+    """The ServerApp's work over any Grid (a SuperLink's, the simulation engine's) for run config `rc`."""
     record_dir = Path(str(rc["record-dir"])) if str(rc.get("record-dir", "")) else None
     strategy = SecureFedNesterov(initial_global(Path(str(rc["model"])), rc),
                                  ServerOptConfig(momentum=float(rc["momentum"]), lr=float(rc["server-lr"])),
