@@ -10,9 +10,10 @@ What it is not: a transport. No SuperLink, no serialization, no process boundary
 organizations answer one after another, and a trainer is built once per organization and kept.
 Flower's simulation engine (simulation.py, Ray) runs the same work in Ray's actors and ends at the
 same global adapter (tests/federation/test_simulation.py); the real multi-process path is
-`umbra federation serve|join`, checked against this one by the benchmark's `--deployed` run. A TRAIN message is answered by
-`train_reply`; a QUERY (the final global adapter) with an empty record; an organization that
-raises answers with an error reply carrying the exception's message, as a ClientApp would."""
+`umbra federation serve|join`, checked against this one by the benchmark's `--deployed` run.
+A TRAIN message is answered by `train_reply`; a QUERY (the final global adapter) with an empty
+record; an organization that raises answers with an error reply carrying the exception's message,
+as a ClientApp would."""
 
 from __future__ import annotations
 
