@@ -1,0 +1,43 @@
+"""The frontier report's summary (benchmarks/private_mode_report.py): each row's gain is taken
+against the client-alone control tuned as long as it, and a row whose attacks held without an
+adaptive attack measured is marked so, in the table and in the product's measured records."""
+
+from __future__ import annotations
+
+from private_mode_report import measured, summarize, tables
+from umbra.attack_grid.frontier import FrontierParams
+
+
+def _score(recovery: float) -> dict:
+    return {"recovery": recovery}
+
+
+def _rows(variant: str, eps, top1: float, attacks: dict | None = None, decipher: dict | None = None) -> list[dict]:
+    cell = dict(run="r", cell=variant, variant=variant, epsilon=eps, seed=0, tune_seconds=1.0, seconds=1.0)
+    rows = [{**cell, "measure": "utility", "value": {"top1": top1, "languages": {}}}]
+    if attacks is not None:
+        rows.append({**cell, "measure": "attacks", "value": attacks})
+    if decipher is not None:
+        rows.append({**cell, "measure": "decipher", "value": decipher})
+    return rows
+
+
+def test_gains_are_against_the_control_of_the_same_budget_and_per_position_holds_are_marked():
+    held = {"baseline": _score(0.092), "(a)": _score(0.05)}
+    rows = (_rows("client_alone", None, 31.7) + _rows("client_alone@1000", None, 35.6)
+            + _rows("noir+clean+noise1", 1024.0, 28.2, held, {"10x": _score(0.008)})
+            + _rows("noir+clean+noise1@1000", 1024.0, 33.6, held)
+            + _rows("noir+stuning", 1024.0, 36.3, {"baseline": _score(0.092), "(a)": _score(0.58)}))
+    by = {r["variant"]: r for r in summarize(rows)}
+    assert by["noir+clean+noise1"]["gain"] == [28.2 - 31.7]
+    assert by["noir+clean+noise1@1000"]["gain"] == [33.6 - 35.6]  # the 1,000-step control, not the 300-step one
+    assert by["noir+clean+noise1"]["holds"] and by["noir+clean+noise1"]["adaptive"]
+    assert by["noir+clean+noise1@1000"]["holds"] and not by["noir+clean+noise1@1000"]["adaptive"]
+    assert by["noir+stuning"]["holds"] is False
+    table = tables(list(by.values()))
+    assert table.count("✓ per-position only") == 1 and table.count("| ✓ |") == 1
+    records = {r["label"]: r for r in measured(list(by.values()), FrontierParams()).values()}
+    clean = next(r for k, r in records.items() if "clean residual, keyed" in k)
+    longer = next(r for k, r in records.items() if "1,000 steps" in k)
+    assert clean["adaptive"] and clean["client_alone_top1"] == 31.7
+    assert not longer["adaptive"] and longer["client_alone_top1"] == 35.6
