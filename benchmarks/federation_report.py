@@ -139,8 +139,8 @@ def report(rows: list[dict], s: dict) -> str:
         f"FedYogi at η = 0.01 (τ 1e-3, β 0.9 / 0.99), FedAvgM and SecureFedNesterov at momentum 0.5, η = 1 "
         f"(SecureFedNesterov also at η = 0.5). Every "
         f"federation ran Flower's `Strategy.start` over the in-process `LocalGrid` (which ends where Flower's "
-        f"simulation engine ends on the same organizations: tests/federation/test_simulation.py). Inference accuracy at c = 50 (chance 2 %), pooled over the organizations' canaries, 95 % "
-        f"Wilson intervals.",
+        f"simulation engine ends on the same organizations: tests/federation/test_simulation.py). Inference "
+        f"accuracy at c = 50 (chance 2 %), pooled over the organizations' canaries, 95 % Wilson intervals.",
         "",
     ]
     order = ("FedAvg", "FedAdagrad", "FedAdam", "FedYogi", "FedAvgM", "SecureFedNesterov")  # then the others

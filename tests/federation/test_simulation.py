@@ -5,16 +5,27 @@ plan once across rounds although Ray's actors serve the organizations in turn.""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import numpy as np
 import pytest
+from flwr.app import ConfigRecord
 
 from conftest import ORGS, fast_settings, replay, write_org_code
+from umbra.engine import ClientModel
 from umbra.errors import ConfigError
 from umbra.federation.aggregate import ServerOptConfig
+from umbra.federation.client_app import train_config
+from umbra.federation.local_grid import LocalGrid
+from umbra.federation.org_training import OrgTrainer, scrubbed_view
 from umbra.federation.record import load_arrays
+from umbra.federation.server_app import TRAIN_KEYS, initial_global
 from umbra.federation.simulation import simulate
+from umbra.federation.strategy import SecureFedNesterov, to_record
+from umbra.middle.local import LocalMiddle
+from umbra.scrub import ScrubConfig, Scrubber
+from umbra.tuning.securegate import read_org_code
 
 
 def test_three_simulated_organizations_end_at_the_pure_aggregation(tmp_path, fim_qwen2_dir):
@@ -48,20 +59,6 @@ def test_three_simulated_organizations_end_at_the_pure_aggregation(tmp_path, fim
 def test_the_benchmarks_local_grid_ends_where_the_simulation_engine_ends(tmp_path, fim_qwen2_dir):
     """benchmarks/federation.py runs its many-organization cells over LocalGrid (one process):
     Flower's simulation engine, given the same organizations, ends at the same global adapter."""
-    import asyncio
-
-    from flwr.app import ConfigRecord
-
-    from umbra.engine import ClientModel
-    from umbra.federation.client_app import train_config
-    from umbra.federation.local_grid import LocalGrid
-    from umbra.federation.org_training import OrgTrainer, scrubbed_view
-    from umbra.federation.server_app import TRAIN_KEYS, initial_global
-    from umbra.federation.strategy import SecureFedNesterov, to_record
-    from umbra.middle.local import LocalMiddle
-    from umbra.scrub import ScrubConfig, Scrubber
-    from umbra.tuning.securegate import read_org_code
-
     data = {org: write_org_code(tmp_path / "orgs", org) for org in ORGS}
     organizations = [{"data": str(data[org]), "model": str(fim_qwen2_dir), "threads": 1,
                       "internal-domains": f"{org}.com"} for org in ORGS]

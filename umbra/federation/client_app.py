@@ -109,12 +109,11 @@ def _saved_progress(context: Context) -> dict | None:
     return None if record is None else {k: int(record[k]) for k in ("rounds-taken", "steps-taken")}
 
 
-def _save_progress(context: Context, trainer, privacy: dict | None) -> None:
+def _save_progress(context: Context, progress: dict | None, privacy: dict | None) -> None:
     """The DP plan's progress, and the privacy record, kept in the node's context (which Flower
     keeps for the run between the ClientApp's processes): the next round resumes from it, the
-    final QUERY writes the record beside the global adapter."""
-    progress = trainer.dp_progress
-    if progress is not None and privacy is not None:
+    final QUERY writes the record beside the global adapter. Nothing without DP."""
+    if progress is not None:
         context.state[DP_STATE] = ConfigRecord({**progress, "privacy": json.dumps(privacy)})
 
 
@@ -127,7 +126,7 @@ def train(msg: Message, context: Context) -> Message:
     trainer.resume(_saved_progress(context))
     reply, report = train_reply(trainer, msg)
     dp = report.get("privacy")
-    _save_progress(context, trainer, dp)
+    _save_progress(context, trainer.dp_progress, dp)
     spent = f", DP ε spent {dp['epsilon_spent']:.3g} of {dp['target_epsilon']}" if dp else ""
     print(f"umbra federation: round {report['round']}: {report['steps']} steps on {report['tokens']} scrubbed tokens, "
           f"epoch losses {report['epoch_losses']} ({report['seconds']} s){spent}", flush=True)
