@@ -4,7 +4,7 @@ default model on this CPU. Run with the federation environment (Flower):
 
     .venv-federation/bin/python benchmarks/federation.py [--quick] [--seed 0] [--write] [--pool-seeds 0 1 2]
 
-Cells (each appended to runs/federation/results.jsonl when done; a rerun skips the cells already
+Cells (each appended to benchmarks/results/federation.jsonl, committed, when done; a rerun skips the cells already
 there for the same seed and settings, and `--write` alone rewrites the docs from that file):
 
   t1:<strategy>  3 organizations, T rounds of K local epochs on each one's scrubbed view, for Flower's
@@ -53,7 +53,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from federation_cells import Bench, STRATEGIES  # noqa: E402
 from federation_orgs import OrgSpec  # noqa: E402
 
-RESULTS = ROOT / "runs/federation"
+RESULTS = ROOT / "benchmarks/results/federation.jsonl"  # committed: the tables' raw rows
+WORK = ROOT / "runs/federation"  # caches and the --quick rows
 
 
 def settings(args) -> dict:
@@ -114,11 +115,11 @@ async def main() -> int:
     logging.getLogger("flwr").setLevel(logging.WARNING)
     s = settings(args)
     key = settings_key(s)
-    results = RESULTS / ("quick.jsonl" if args.quick else "results.jsonl")
+    results = WORK / "quick.jsonl" if args.quick else RESULTS
     cells = [f"t1:{n}" for n in STRATEGIES] + ["f2:raw", "f2:dp"] + [f"f5:{n}" for n in args.scales]
     todo = [c for c in cells if (not args.cells or c in args.cells) and c not in done_cells(results, key)]
     if todo:
-        bench = Bench(args, RESULTS / f"cache-{key}")
+        bench = Bench(args, WORK / f"cache-{key}")
         for cell in todo:
             t0 = time.perf_counter()
             print(f"[federation] {cell} ...", file=sys.stderr, flush=True)

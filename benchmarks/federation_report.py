@@ -1,4 +1,4 @@
-"""The tables of benchmarks/federation.py from its results (runs/federation/results.jsonl)."""
+"""The tables of benchmarks/federation.py from its results (benchmarks/results/federation.jsonl)."""
 
 from __future__ import annotations
 

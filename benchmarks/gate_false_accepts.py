@@ -84,7 +84,7 @@ def main() -> int:
     p.add_argument("--models", nargs="+", choices=("tiny", "default"), default=["tiny", "default"])
     p.add_argument("--probe", type=int, default=100_000, help="fresh random keys routed by each trained gate")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--results", type=Path, default=ROOT / "runs/gate/false_accepts.jsonl")
+    p.add_argument("--results", type=Path, default=ROOT / "benchmarks/results/gate_false_accepts.jsonl")
     p.add_argument("--write", action="store_true", help="write the table into docs/securegate.md")
     args = p.parse_args()
     torch.set_num_threads(1)

@@ -7,7 +7,8 @@ embedded default model and the private domains of `umbra data private`.
 
 Each (table, row, seed) cell is trained once, evaluated per language (top-1 next-token accuracy
 on the first 128-token block of 200 test documents per language) and appended to
-OUT/results.jsonl; a rerun skips finished cells, so a long grid resumes across sessions. Trained
+RESULTS (benchmarks/results/noesis.jsonl, committed, so the tables' raw rows outlive the machine);
+a rerun skips finished cells, so a long grid resumes across sessions. Trained
 adapters are kept under OUT/adapters for the cells that reuse them. The budget (noesis_cells.Budget)
 is the same for every row and written beside the tables."""
 
@@ -40,7 +41,7 @@ TABLE3 = {"pt8": ("soft_prompt", {"prompt_length": 8}), "pt32": ("soft_prompt", 
 
 
 class Results:
-    """OUT/results.jsonl: one line per finished cell; several runs (seeds, tables) may append to it at
+    """The results file: one line per finished cell; several runs (seeds, tables) may append to it at
     once, so lookups re-read it."""
 
     def __init__(self, path: Path):
@@ -57,6 +58,7 @@ class Results:
         return self.find(table, row, seed) is not None
 
     def add(self, record: dict) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a") as fh:
             fh.write(json.dumps(record) + "\n")
         print(json.dumps(record), flush=True)
@@ -177,7 +179,7 @@ async def main_async(args) -> None:
     out.mkdir(parents=True, exist_ok=True)
     budget = QUICK if args.quick else Budget()
     bench = Bench(Path(args.model), Path(args.corpus_dir), out, budget)
-    results = Results(out / "results.jsonl")
+    results = Results(out / "quick.jsonl" if args.quick else Path(args.results))  # quick rows stay uncommitted
     run = {"2": table2, "3": table3, "5": table5, "eps": epsilons, "sweep": sweep}
     for seed in args.seeds:
         if args.table == "mia":
@@ -193,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--table", choices=("2", "3", "5", "eps", "sweep", "mia"), default=None)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--out", default=str(ROOT / "runs" / "noesis"))
+    p.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "noesis.jsonl"),
+                   help="the finished cells (committed; adapters and MIA scores stay under --out)")
     p.add_argument("--model", default=str(ROOT / "models" / "umbra-code-tiny"))
     p.add_argument("--corpus-dir", default=str(ROOT / "data" / "corpus" / "private"))
     p.add_argument("--threads", type=int, default=1)
@@ -204,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         from noesis_report import write_report
 
-        write_report(Path(args.out), ROOT / "docs" / "noesis.md", Budget())
+        write_report(Path(args.results), Path(args.out), ROOT / "docs" / "noesis.md", Budget())
     return 0
 
 

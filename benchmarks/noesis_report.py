@@ -1,4 +1,4 @@
-"""docs/noesis.md's tables from OUT/results.jsonl (benchmarks/noesis.py --write): means over the
+"""docs/noesis.md's tables from the results file (benchmarks/results/noesis.jsonl) (benchmarks/noesis.py --write): means over the
 seeds that finished, with 95 % t-intervals, each table between its own markers."""
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ ROWS2 = {"base": ("Base model, no tuning", "—"), "share_nothing": ("(i) Share 
          "noesis": ("NOESIS (pt32 DP + experts)", "1"), "noesis_nonprivate": ("NOESIS, non-private", "∞")}
 
 
-def _load(out: Path) -> list[dict]:
-    path = out / "results.jsonl"
+def _load(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
@@ -161,8 +160,9 @@ def attack(rows: list[dict]) -> list[str]:
 BLOCKS = {"table2": table2, "table3": table3, "table5": table5, "eps": epsilons, "sweep": sweep, "attack": attack}
 
 
-def write_report(out: Path, doc: Path, budget: Budget) -> None:
-    rows = _load(out)
+def write_report(results: Path, out: Path, doc: Path, budget: Budget) -> None:
+    """The tables from `results`; the ROC plots from the scores kept under `out` (where they are)."""
+    rows = _load(results)
     text = doc.read_text()
     key = budget.key()
     rows = [r for r in rows if r.get("budget") == key]

@@ -6,8 +6,8 @@ controls, utility and attacks measured on the same tuned client, at several seed
     python benchmarks/private_mode.py --write             # tables, plot, umbra/privacy/measured.json
 
 Resumable: a cell's tuned client is kept in WORK/tuned/ and each (cell, measurement) result is a
-line of WORK/results.jsonl under the run key (model fingerprint + FrontierParams); a rerun skips
-what is there. Cells are tuned on the corpus train split; prompts and utility come from the test
+line of RESULTS (benchmarks/results/private_mode.jsonl, committed: the tables' raw rows outlive the
+machine) under the run key (model fingerprint + FrontierParams); a rerun skips what is there. Cells are tuned on the corpus train split; prompts and utility come from the test
 split (umbra/attack_grid/frontier.py). --threads 1 by default (the machine is shared)."""
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ def _args(argv=None) -> argparse.Namespace:
     p.add_argument("--model", type=Path, default=Path("models/umbra-code-tiny"))
     p.add_argument("--corpus", type=Path, default=Path("data/corpus"))
     p.add_argument("--work", type=Path, default=Path("runs/private_mode"))
+    p.add_argument("--results", type=Path, default=Path("benchmarks/results/private_mode.jsonl"),
+                   help="the measured rows (committed; tuned clients stay under --work)")
     p.add_argument("--variants", default="base,fclean,client_alone,noir,noir+stuning+noise",
                    help=f"comma-separated, from: {', '.join(VARIANTS)}")
     p.add_argument("--epsilons", default="1024", help="INDVocab ε of the NOIR variants")
@@ -57,7 +59,7 @@ def _args(argv=None) -> argparse.Namespace:
 
 
 class Results:
-    """WORK/results.jsonl: one line per (run, cell, measure); re-read on every lookup."""
+    """The results file: one line per (run, cell, measure); re-read on every lookup."""
 
     def __init__(self, path: Path, run: str):
         self.path, self.run = path, run
@@ -85,7 +87,7 @@ class Bench:
         self.args, self.params = args, params
         self.public = PublicModel(args.model)
         self.work = args.work / run_key(self.public, params)
-        self.results = Results(args.work / "results.jsonl", run_key(self.public, params))
+        self.results = Results(args.results, run_key(self.public, params))
         self._data = self._suite = self._prompts = self._evals = self._held = self._volume = None
 
     def data(self, cell) -> TuneData:
