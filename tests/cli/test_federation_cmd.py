@@ -1,10 +1,11 @@
-"""`umbra federation serve|join` in the main environment, which has no Flower (it is the
-`federation` extra, in .venv-federation): without it both refuse with the way to get it; a bad SuperLink
-address and missing data are refused before anything starts. The real runs are in
-tests/federation/test_deploy.py (under .venv-federation)."""
+"""`umbra federation serve|join|simulate` in the main environment, which has no Flower (it is the
+`federation` extra, in .venv-federation): without it they refuse with the way to get it; a bad SuperLink
+address, missing data and a bad organizations file are refused before anything starts. The real runs
+are in tests/federation/test_deploy.py and test_simulation.py (under .venv-federation)."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 from umbra.cli.main import build_parser, main
@@ -44,3 +45,40 @@ def test_bad_inputs_are_refused_before_anything_starts(tmp_path, capsys):
     assert "HOST:PORT" in capsys.readouterr().err
     assert main(["federation", "serve", "--model", str(tmp_path / "nope"), "--insecure"]) == 2
     assert "not a model directory" in capsys.readouterr().err
+
+
+def test_simulate_refuses_what_it_cannot_run_before_ray_starts(tmp_path, capsys):
+    model = tmp_path / "model"
+    model.mkdir()
+    (tmp_path / "acme").mkdir()
+    (tmp_path / "x" / "acme").mkdir(parents=True)
+    cases = [
+        ([], "name the organizations"),
+        ([str(tmp_path / "nope")], "does not exist"),
+        ([str(tmp_path / "acme"), str(tmp_path / "x" / "acme")], "two organizations are named 'acme'"),
+        (["--orgs", str(tmp_path / "missing.json")], "cannot read the organizations file"),
+    ]
+    bad_files = {"[]": "non-empty JSON list", '[{"data": "acme"}]': "needs a name",
+                 '[{"name": "a", "data": "acme", "colour": 1}]': "unknown fields",
+                 '[{"name": "a", "data": "acme"}, {"name": "a", "data": "acme"}]': "two organizations are named",
+                 '[{"name": "a", "data": 3}]': "data must be a string",
+                 '[{"name": "a", "data": "acme", "dp_epsilon": "8"}]': "dp_epsilon must be a number",
+                 '[{"name": "a", "data": "acme", "bundle": "no-bundle"}]': "does not exist"}
+    for i, (text, message) in enumerate(bad_files.items()):
+        (tmp_path / f"orgs{i}.json").write_text(text)
+        cases.append((["--orgs", str(tmp_path / f"orgs{i}.json")], message))
+    for argv, message in cases:
+        assert main(["federation", "simulate", *argv, "--model", str(model)]) == 2, argv
+        assert message in capsys.readouterr().err, argv
+    assert main(["federation", "simulate", str(tmp_path / "acme"), "--model", str(tmp_path / "nope")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_simulate_without_ray_says_how_to_get_it(tmp_path, capsys):
+    """This environment has no Flower: a well-formed simulation names the extra to install."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "acme").mkdir()
+    (tmp_path / "orgs.json").write_text(json.dumps([{"name": "globex", "data": "acme", "dp_epsilon": 8}]))
+    assert main(["federation", "simulate", str(tmp_path / "acme"), "--orgs", str(tmp_path / "orgs.json"),
+                 "--model", str(tmp_path / "model")]) == 2
+    assert "scripts/federation_env.sh" in capsys.readouterr().err

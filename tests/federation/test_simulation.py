@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -90,3 +92,32 @@ def test_a_simulation_is_checked_before_ray_starts(tmp_path, fim_qwen2_dir):
         simulate(settings, [{"data": str(tmp_path), "model": str(fim_qwen2_dir)}])
     with pytest.raises(ConfigError, match="cpus_per_org"):
         simulate(settings, [{"data": str(tmp_path), "model": str(fim_qwen2_dir)}] * 3, cpus=1, cpus_per_org=2)
+
+
+def test_umbra_federation_simulate_from_the_command_line(tmp_path, fim_qwen2_dir):
+    """Two organizations by directory and one from an organizations file (under DP), one round:
+    the global adapter is eqs. 3-5 of what the server received, and each organization keeps it."""
+    a, b = (write_org_code(tmp_path / "orgs", org) for org in ORGS[:2])
+    c = write_org_code(tmp_path / "more", ORGS[2])
+    (tmp_path / "orgs.json").write_text(json.dumps([{"name": "initech", "data": str(c.relative_to(tmp_path)),
+                                                     "internal_domains": ["initech.com"], "dp_epsilon": 8,
+                                                     "dp_delta": 1e-3, "dp_batch": 2}]))
+    keep = tmp_path / "keep"
+    cmd = [sys.executable, "-m", "umbra.cli.main", "federation", "simulate", str(a), str(b),
+           "--orgs", str(tmp_path / "orgs.json"), "--model", str(fim_qwen2_dir), "--rounds", "1", "--rank", "2",
+           "--lr", "3e-3", "--block-len", "64", "--batch-size", "4", "--fim-rate", "0", "--cpus", "2",
+           "--out", str(tmp_path / "global.npz"), "--record", str(tmp_path / "record"), "--keep-dir", str(keep)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "simulating 3 organizations (initech, " in done.stderr
+    record = tmp_path / "record"
+    rounds = [json.loads(x) for x in (record / "rounds.jsonl").read_text().splitlines()]
+    assert len(rounds) == 1 and len(rounds[0]["accepted"]) == 3
+    expected = replay(record, 1, ServerOptConfig(0.5, 0.5))
+    final, _ = load_arrays(tmp_path / "global.npz")
+    assert all(np.array_equal(final[k], expected.weights[k]) for k in expected.weights)
+    for org in ORGS:
+        kept, _ = load_arrays(keep / f"{org}.npz")
+        assert all(np.array_equal(kept[k], final[k]) for k in final)
+    assert json.loads((keep / "initech.npz.privacy.json").read_text())["rounds_taken"] == 1
+    assert not (keep / "acme.npz.privacy.json").exists()

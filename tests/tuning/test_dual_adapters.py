@@ -144,3 +144,17 @@ async def test_bad_settings_are_config_errors(model, middle_blocks):
                                                                                           revealing_name="x"))
     with pytest.raises(ConfigError, match="at least one text"):
         pack_view(model.tokenizer, [], 8)
+
+
+async def test_a_client_with_a_private_local_path_is_refused(base_dir, middle_blocks):
+    """Its decoder also reads the encoder's output: adapters trained on the middle's alone would
+    not be the ones it runs, so training them is refused, not done wrong."""
+    from umbra.engine import ClientModel
+    from umbra.model.private_path_config import PrivatePathConfig
+    from umbra.tuning.private_path import attach_private_path
+
+    client = ClientModel.load(base_dir)
+    attach_private_path(client, PrivatePathConfig(enabled=True, noise=0.5, rank=16), b"s" * 32)
+    with pytest.raises(ConfigError, match="private local path"):
+        await train_view_adapter(client, LocalMiddle(middle_blocks), ["def f(a, b):\n    return a + b\n"], TRAIN,
+                                 "secure")

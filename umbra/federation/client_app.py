@@ -1,11 +1,17 @@
 """The federation's Flower ClientApp: one organization's SuperNode trains the SECURE adapter on
 its scrubbed view each round (org_training.py) and replies with that adapter's arrays and its
 count of scrubbed tokens — nothing else. The raw code stays in this process (it is read and
-scrubbed here), the revealing adapter is never built, and no key is read.
+scrubbed here), the revealing adapter is never built, and no access key is read (a bundle's own
+key is, to open its private tokenizer, and it never leaves this process).
 
 The node's own settings come from its `--node-config` (`umbra federation join` writes it):
     data              the organization's code: directories, files or .jsonl, joined by os.pathsep
     model             the public base model directory (the same model at every organization)
+    bundle            the organization's client bundle ("" or absent: none): the secure adapter is
+                      then trained on the bundle's private tokenizer and embedding table (INDVocab,
+                      LTokenizer), its keys read from this machine's OS keyring; the global adapter
+                      is a LoRA of the decoder blocks, which a bundle shares with the public model
+    keyring-service   the OS keyring's service holding the bundle's keys ("" or absent: umbra's)
     internal-domains  the organization's own domains, comma-separated (their hosts/URLs are scrubbed)
     threads           torch threads (0: torch's default)
     global-out        where to keep the federation's final global secure adapter (.npz; "" none),
@@ -22,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,14 +69,41 @@ def dp_settings(node_config):
                     expected_batch=int(node_config.get("dp-batch", 8))).validate()
 
 
-def node_settings(node_config) -> tuple[tuple[Path, ...], Path, tuple[str, ...], int]:
+@dataclass(frozen=True)
+class NodeSettings:
+    """One organization's SuperNode, from its --node-config (converted once, here)."""
+
+    data: tuple[Path, ...]  # its code: directories, files or .jsonl
+    model: Path  # the public base model
+    internal_domains: tuple[str, ...] = ()  # scrubbed as the organization's own
+    threads: int = 0  # torch threads (0: torch's default)
+    bundle: Path | None = None  # its client bundle: train on the private tokenizer
+    keyring_service: str = ""  # the OS keyring's service of the bundle's keys ("": umbra's)
+
+
+def node_settings(node_config) -> NodeSettings:
     try:
         data = tuple(Path(p) for p in str(node_config["data"]).split(os.pathsep) if p)
         model = Path(str(node_config["model"]))
     except KeyError as exc:
         raise ConfigError(f"this SuperNode's --node-config lacks {exc} (umbra federation join sets it)") from None
     domains = tuple(d for d in str(node_config.get("internal-domains", "")).split(",") if d)
-    return data, model, domains, int(node_config.get("threads", 0))
+    bundle = str(node_config.get("bundle", ""))
+    return NodeSettings(data, model, domains, int(node_config.get("threads", 0)), Path(bundle) if bundle else None,
+                        str(node_config.get("keyring-service", "")))
+
+
+def load_model(settings: NodeSettings):
+    """The organization's client: its bundle's (private tokenizer and table, keys from the OS
+    keyring), or the public base model's."""
+    from umbra.engine import ClientModel
+
+    if settings.bundle is None:
+        return ClientModel.load(settings.model)
+    from keys import KeyStore
+
+    store = KeyStore(settings.keyring_service) if settings.keyring_service else None
+    return ClientModel.from_bundle(settings.bundle, settings.model, store=store)
 
 
 async def _trainer(settings, config, dp=None, rounds: int = 1):
@@ -77,18 +111,17 @@ async def _trainer(settings, config, dp=None, rounds: int = 1):
     if key not in _TRAINERS:
         import torch
 
-        from umbra.engine import ClientModel
         from umbra.federation.org_training import OrgTrainer, scrubbed_view
         from umbra.middle.local import LocalMiddle
         from umbra.scrub import ScrubConfig, Scrubber
         from umbra.tuning.securegate import read_org_code
 
-        data, model_dir, domains, threads = settings
-        if threads > 0:
-            torch.set_num_threads(threads)
-        model = ClientModel.load(model_dir)
+        if settings.threads > 0:
+            torch.set_num_threads(settings.threads)
+        model = load_model(settings)
+        domains = settings.internal_domains
         scrubber = Scrubber(ScrubConfig(internal_domains=domains) if domains else None)
-        view = scrubbed_view(read_org_code(list(data)), scrubber)
+        view = scrubbed_view(read_org_code(list(settings.data)), scrubber)
         _TRAINERS.clear()  # one organization per node: a new setting replaces the old
         _TRAINERS[key] = await OrgTrainer.create(model, LocalMiddle(model.load_middle()), view, config, dp, rounds)
     return _TRAINERS[key]

@@ -120,7 +120,12 @@ async def trunk_states(model, middle: Middle, ids: torch.Tensor, batch_size: int
                        prompt: torch.Tensor | None = None) -> torch.Tensor:
     """Encoder + middle outputs [N, n+T, C] of blocks ids [N, T], without gradient: one forward per
     batch through a training session of the Middle (no KV cache; no backward is ever asked). With a
-    frozen soft prompt [n, C] its vectors come first (positions 0..n-1), as in a completion."""
+    frozen soft prompt [n, C] its vectors come first (positions 0..n-1), as in a completion.
+    A client with a private local path is refused: its decoder also reads the encoder's output
+    (umbra/model/private_path.py), which these states leave out."""
+    if getattr(model, "private_path", None) is not None:
+        raise ConfigError("adapters are not trained over a private local path yet (its decoder reads more than "
+                          "the middle's output): use a bundle without one")
     session = await middle.open_session(training=True)
     n = 0 if prompt is None else prompt.shape[0]
     out = []
