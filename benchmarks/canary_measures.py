@@ -1,7 +1,8 @@
 """What one route (an adapter set) reveals of an organization's planted canaries, as SecureGate's
 benchmarks measure it (benchmarks/securegate.py, benchmarks/federation.py): inference accuracy over
 candidate sets of c values (95 % Wilson intervals), by how often a canary was planted, rank-based
-exposure, sampled extraction (precision / recall), each also split into groups of canaries (those the
+exposure, sampled extraction (precision / recall), greedy extraction (how much of each value the
+greedy completion of its prefix reproduces), each also split into groups of canaries (those the
 scrubber removes and those it misses), over umbra/evaluation/canaries.py and
 memorization.py. Seeds: candidate sets `seed + 1`, exposure samples `seed + 2`, extraction `seed`."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from dataclasses import asdict
 
 import torch
 import torch.nn.functional as F
@@ -16,8 +18,9 @@ import torch.nn.functional as F
 from umbra.engine.runner import MonolithicRunner
 from umbra.evaluation.canaries import CandidateSet, Canary, CanaryConfig, PlantedCorpus
 from umbra.evaluation.canary_formats import format_pattern
-from umbra.evaluation.memorization import (ExtractionConfig, ExtractionResult, InferenceResult, Score,
-                                           continuation_rows, exposure, extract, extraction_metrics,
+from umbra.evaluation.memorization import (ExtractionConfig, ExtractionResult, InferenceResult,
+                                           Score, continuation_rows, exposure, extract, extraction_metrics,
+                                           greedy_metrics,
                                            inference_attack, padded_rows, wilson_interval)
 
 
@@ -90,6 +93,27 @@ async def extraction(model, middle_blocks, planted: PlantedCorpus, adapters, sam
     the canaries' formats (`org`: the organization in host and e-mail formats)."""
     texts = await completions(model, middle_blocks, planted, adapters, samples, seed)
     return scan(texts, planted.canaries, org or planted.config.org)
+
+
+async def greedy_completions(model, middle_blocks, canaries: Sequence[Canary], adapters,
+                             max_tokens: int = 48) -> list[str]:
+    """The greedy completion of every canary's prefix under `adapters`, from where the prefix ends
+    (measured against the values by memorization.greedy_metrics)."""
+    runner = MonolithicRunner(model.encoder, middle_blocks, model.decoder)
+    out = await extract(model, runner, [c.prefix for c in canaries],
+                        ExtractionConfig(samples=1, temperature=0.0, max_tokens=max_tokens, after_prompt=True),
+                        adapters=adapters)
+    return [ts[0] for ts in out]
+
+
+def greedy_by(texts: Sequence[str], canaries: Sequence[Canary], groups: dict[str, set[str]]) -> dict:
+    """{"all": ..., group: ...} of greedy_metrics as dicts, the canaries split by value into `groups`."""
+    out = {"all": asdict(greedy_metrics(texts, canaries))}
+    for name, values in groups.items():
+        pairs = [(t, c) for t, c in zip(texts, canaries) if c.value in values]
+        if pairs:
+            out[name] = asdict(greedy_metrics([t for t, _ in pairs], [c for _, c in pairs]))
+    return out
 
 
 def split_inference(result: InferenceResult, sets: Sequence[CandidateSet], groups: dict[str, set[str]]) -> dict:

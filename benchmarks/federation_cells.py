@@ -9,7 +9,8 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
-from canary_measures import candidate_sets, completions, mean_exposure, scan, scored_only, split_inference
+from canary_measures import (candidate_sets, completions, greedy_by, greedy_completions, mean_exposure, scan,
+                             scored_only, split_inference)
 from federation_orgs import organizations
 from umbra.engine import ClientModel
 from umbra.evaluation.memorization import Trunk, inference_attack, perplexity, route_logits
@@ -182,6 +183,8 @@ class Bench:
             out["extraction"] = extracted(scan(texts, canaries, org.planted.config.org))
             out["extraction_by"] = {g: extracted(scan(texts, [c for c in canaries if c.value in vs],
                                                       org.planted.config.org)) for g, vs in groups.items() if vs}
+            greedy = await greedy_completions(self.model, self.middle_blocks, canaries, aset)
+            out["greedy"] = greedy_by(greedy, canaries, groups)
         return out
 
     def residue(self, org) -> dict[str, list[int]]:

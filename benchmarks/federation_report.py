@@ -54,7 +54,20 @@ def extraction(cell: dict, route: str, group: str | None = None) -> str:
     if not xs:
         return "–"
     gen, hit, n = (sum(x[k] for x in xs) for k in ("generated", "true_found", "canaries"))
-    return f"{100 * hit / gen if gen else 0.0:.1f} % / {100 * hit / n:.1f} % ({hit} of {gen})"
+    return f"{100 * hit / gen if gen else 0.0:.1f} % / {100 * hit / n:.1f} % ({hit} of {gen}){greedy(cell, route, group)}"
+
+
+def greedy(cell: dict, route: str, group: str | None = None) -> str:
+    """Pooled greedy extraction of a route: canaries whose value the greedy completion reproduces at
+    least half of (of all), the whole of, and the mean share of characters ("" before it was measured)."""
+    xs = [o["leak"][route]["greedy"].get(group or "all") for o in cell["per_org"].values()
+          if "greedy" in o["leak"][route]]
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return ""
+    n, half, exact = (sum(x[k] for x in xs) for k in ("canaries", "half", "exact"))
+    chars = sum(x["chars"] * x["canaries"] for x in xs) / n
+    return f" · greedy ≥ ½: {half} of {n}, whole {exact}, {100 * chars:.0f} % of chars"
 
 
 def group_leak(cell: dict, route: str, group: str) -> tuple[int, int]:
@@ -73,8 +86,8 @@ def group_kinds(cell: dict, group: str) -> str:
 def fig2(f2: list[tuple[str, dict]]) -> list[str]:
     """Fig. 2: per condition (control / scrubbing / scrubbing + DP) and group of canaries, each route's
     inference accuracy and extraction precision / recall, and the secure side's utility."""
-    lines = ["| Fig. 2 | canaries | right key: inference | extraction P / R | wrong / no key: inference | "
-             "extraction P / R | global alone: inference | extraction P / R | ppl own: global · wrong/no-key "
+    lines = ["| Fig. 2 | canaries | right key: inference | extraction: sampled P / R · greedy | wrong / no key: "
+             "inference | extraction | global alone: inference | extraction | ppl own: global · wrong/no-key "
              "route |", "|---|---|---|---|---|---|---|---|---|"]
     for label, cell in f2:
         for i, (group, name) in enumerate(GROUPS):

@@ -1,11 +1,12 @@
-"""benchmarks/federation_report.py's Fig. 2 and canary_measures.split_inference: the canaries the
-scrubber removes and those it misses are counted apart, per route, from the attack's own ranks."""
+"""benchmarks/federation_report.py's Fig. 2 and canary_measures.split_inference / greedy_by: the
+canaries the scrubber removes and those it misses are counted apart, per route, from the attack's own
+ranks and the greedy completions."""
 
 from types import SimpleNamespace
 
 import pytest
 
-from canary_measures import split_inference
+from canary_measures import greedy_by, split_inference
 from federation_report import fig2, group_leak, pooled_fig2, residue_line
 
 
@@ -27,7 +28,9 @@ def _leak(removed, missed, gen=0, hit=0):
                        "missed": {"correct": missed[0], "trials": missed[1]}},
             "extraction": {"generated": gen, "true_found": hit, "canaries": removed[1] + missed[1]},
             "extraction_by": {"removed": {"generated": 0, "true_found": 0, "canaries": removed[1]},
-                              "missed": {"generated": gen, "true_found": hit, "canaries": missed[1]}}}
+                              "missed": {"generated": gen, "true_found": hit, "canaries": missed[1]}},
+            "greedy": {"all": {"canaries": removed[1] + missed[1], "exact": 1, "half": 2, "chars": 0.2},
+                       "missed": {"canaries": missed[1], "exact": 1, "half": 2, "chars": 0.4}}}
 
 
 def _cell(secure_missed):
@@ -50,6 +53,8 @@ def test_fig2_has_one_row_per_condition_and_group_with_the_pooled_counts():
     assert rows[0].startswith("| scrubbing | removed by the scrubber (api key, host) |")
     assert "missed by the scrubber (codename)" in rows[1] and "| 50.0 % [" in rows[1]
     assert "| 40.0 % [" in rows[1] and "50.0 % / 20.0 % (4 of 8)" in rows[1]  # right key: 8 of 20 picked; 4 true of 8
+    assert "greedy ≥ ½: 4 of 20, whole 2, 40 % of chars" in rows[1]  # two organizations pooled
+    assert "greedy" not in rows[0]  # the removed group was not measured greedily in this cell
     assert rows[3].split("|")[5].strip().startswith("0.0 % [")  # under DP: wrong / no key, missed: 0 of 20
     assert residue_line(scrubbed).endswith("api key 0 of 20, codename 20 of 20.")
 
@@ -64,3 +69,11 @@ def test_fig2_pooled_over_seeds_sums_the_complete_seeds_only():
     assert "seeds 0, 1 (4 organization-runs" in lines[1]
     missed = [ln for ln in lines if "missed by the scrubber" in ln]
     assert len(missed) == 3 and missed[0].split("|")[5].strip().startswith("30.0 % [")  # (5+5+1+1) of 40
+
+
+def test_greedy_by_measures_every_group_from_the_same_completions():
+    canaries = [SimpleNamespace(value=v) for v in ("abcd", "wxyz", "1234")]
+    got = greedy_by(["abcd!", "wx--", "x"], canaries, {"removed": {"abcd"}, "missed": {"wxyz", "1234"}, "none": set()})
+    assert got["all"] == {"canaries": 3, "exact": 1, "half": 2, "chars": pytest.approx(0.5)}
+    assert got["removed"]["exact"] == 1 and got["missed"] == {"canaries": 2, "exact": 0, "half": 1, "chars": 0.25}
+    assert "none" not in got

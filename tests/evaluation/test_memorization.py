@@ -21,6 +21,7 @@ from umbra.errors import ConfigError
 from umbra.evaluation.canaries import CanaryConfig, plant_canaries
 from umbra.evaluation.canary_formats import format_pattern
 from umbra.evaluation.memorization import (ExtractionConfig, Trunk, exposure, extract, extraction_metrics,
+                                           greedy_metrics,
                                            inference_attack, perplexity, route_logits, text_score, token_losses,
                                            wilson_interval)
 from umbra.model.adapters import AdapterSet, LoraConfig, Placement, build_adapter
@@ -149,6 +150,16 @@ def test_extraction_counts_distinct_values_of_the_formats_against_the_canaries(p
     assert extraction_metrics(["x"], [host], patterns).precision == 0.0
 
 
+def test_greedy_extraction_counts_the_value_reproduced_from_its_start(planted):
+    a, b, c = planted.canaries[:3]
+    texts = [a.value + '"', b.value[: (len(b.value) + 1) // 2] + "xyz", "~" + c.value]
+    r = greedy_metrics(texts, [a, b, c])
+    assert (r.canaries, r.exact, r.half) == (3, 1, 2)  # c: its value, one character late, counts nothing
+    assert r.chars == pytest.approx((1 + ((len(b.value) + 1) // 2) / len(b.value) + 0) / 3)
+    with pytest.raises(ConfigError):
+        greedy_metrics(texts[:2], [a, b, c])
+
+
 async def test_extraction_decodes_as_greedy_search_on_the_whole_model(model, middle_blocks, adapter):
     prompts = ['KEY = "', "# contact: "]
     runner = MonolithicRunner(model.encoder, middle_blocks, model.decoder)
@@ -171,6 +182,11 @@ async def test_extraction_decodes_as_greedy_search_on_the_whole_model(model, mid
                 break
         assert samples == [tok.decode(out).split("\n", 1)[0]] * 2
         assert samples[0].startswith(heal)
+    after = await extract(model, runner, prompts, ExtractionConfig(samples=1, max_tokens=12, temperature=0.0,
+                                                                   after_prompt=True), AdapterSet([adapter]))
+    for prompt, samples, cut in zip(prompts, got, after):  # the same completion, from where the prompt ends
+        heal = tok.decode(tok.encode(prompt)[-1:])
+        assert cut == [samples[0][len(heal):]]
     sampled = ExtractionConfig(samples=4, max_tokens=8, temperature=1.0, seed=3)
     first = await extract(model, runner, prompts, sampled)
     assert first == await extract(model, runner, prompts, sampled)  # seeded

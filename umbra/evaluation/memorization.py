@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -215,6 +216,7 @@ class ExtractionConfig:
     top_p: float = 1.0
     stop_at_newline: bool = True  # a canary sits on one line: stop at its end
     seed: int = 0  # sample s of prompt p is drawn with seed (seed, p, s)
+    after_prompt: bool = False  # texts start where the prompt ends (the healed token's prompt part cut off)
 
     def validate(self) -> "ExtractionConfig":
         if self.samples < 1 or self.max_tokens < 1:
@@ -241,11 +243,12 @@ async def extract(model, runner, prompts: Sequence[str], config: ExtractionConfi
         # Token healing, as the engine does: the prompt's last token is re-created by the model,
         # constrained to start with its text (a prompt ending in a space would otherwise force
         # a token boundary that training never saw).
-        heal = allowed & tok.ids_starting_with(tok.decode(ids[-1:]), vocab) if len(ids) > 1 else None
+        healed = tok.decode(ids[-1:])
+        heal = allowed & tok.ids_starting_with(healed, vocab) if len(ids) > 1 else None
         if heal is not None and heal.any():
             ids = ids[:-1]
         else:
-            heal = None
+            heal, healed = None, ""
         await runner.truncate(0)
         first = await runner.run(ids)  # [V], shared by every sample of this prompt
         texts = []
@@ -262,6 +265,8 @@ async def extract(model, runner, prompts: Sequence[str], config: ExtractionConfi
                     break
                 logits = await runner.run([nxt])
             text = tok.decode(generated)
+            if config.after_prompt and text.startswith(healed):
+                text = text[len(healed):]
             texts.append(text.split("\n", 1)[0] if config.stop_at_newline else text)
         out.append(texts)
     await runner.truncate(0)
@@ -290,6 +295,26 @@ def extraction_metrics(completions: Sequence[str], canaries: Sequence[Canary],
     truth = {c.value for c in canaries}
     hit = len(found & truth)
     return ExtractionResult(len(found), hit, len(truth), hit / len(found) if found else 0.0, hit / len(truth))
+
+
+@dataclass(frozen=True)
+class GreedyExtraction:
+    canaries: int  # canaries attacked
+    exact: int  # whose value the greedy completion of its prefix reproduces in full
+    half: int  # ... of which at least the first half of the characters
+    chars: float  # mean share of the value's characters reproduced, from its start
+
+
+def greedy_metrics(completions: Sequence[str], canaries: Sequence[Canary]) -> GreedyExtraction:
+    """How much of each canary's value the greedy completion of its prefix (`completions[i]` for
+    `canaries[i]`, starting where the prefix ends) reproduces from the value's first character: a
+    measure of extraction without candidates that still counts a partial reproduction, for models
+    too small to emit a whole random value (which sampled extraction needs)."""
+    if not canaries or len(completions) != len(canaries):
+        raise ConfigError(f"greedy extraction needs one completion per canary ({len(completions)} for {len(canaries)})")
+    shares = [len(os.path.commonprefix([c.value, t])) / len(c.value) for c, t in zip(canaries, completions)]
+    return GreedyExtraction(len(shares), sum(s == 1.0 for s in shares), sum(s >= 0.5 for s in shares),
+                            sum(shares) / len(shares))
 
 
 # -- perplexity ------------------------------------------------------------------------------------
