@@ -36,9 +36,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from machine import describe
-from scrub_canaries import (
-    ALNUM, B64, COMPANIES, CONFIG_FORMATS, Canary, FIRST, GENERATORS, HEX, LANGS, ORG_DOMAIN, OUTSIDE, rand,
-)
+from scrub_canaries import CONFIG_FORMATS, GENERATORS, OUTSIDE
+from scrub_lines import ALNUM, B64, COMPANIES, FIRST, HEX, LANGS, ORG_DOMAIN, Canary, rand
 from umbra.data.corpus import Document, read_split
 from umbra.evaluation.canaries import CanaryConfig, plant_canaries
 from umbra.paths import repo_root

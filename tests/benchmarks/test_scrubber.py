@@ -5,7 +5,8 @@ import random
 
 import pytest
 
-from scrub_canaries import GENERATORS, LANGS, ORG_DOMAIN, OUTSIDE, Canary
+from scrub_canaries import GENERATORS, OUTSIDE
+from scrub_lines import LANGS, ORG_DOMAIN, Canary
 from scrubber import canary_config_name, judge
 from umbra.scrub import KINDS, ScrubConfig, Scrubber
 
