@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 from tiny_models import build_tiny_model_dir
 
-from .helpers import Needles, OpServer, empty_stores, new_store
+from umbra.model.adapters import BottleneckConfig, LoraConfig
+from umbra.privacy.bundle import BundleConfig, init_bundle, load_bundle
+from umbra.privacy.bundle_adapters import add_adapter
+from umbra.securegate.bundle_access import STEPS, add_revealing_adapter, create_key
+
+from .access_table import GATE, TABLE
+from .helpers import Needles, OpServer, clone_bundle, empty_stores, make_adapter, new_store
 
 SCAN_FILE = "test_leak_scan.py"
 
@@ -80,3 +86,38 @@ class _Services:
 
     def __iter__(self):
         return iter([s.service for s in self.made])
+
+
+@pytest.fixture(scope="session")
+def table(sg_base, sg_tmp, stores, needles):
+    """A bundle with a secure adapter and three revealing ones (2, 2 and 1 keys), made through the
+    public functions; its admin keyring; the adapters as built; the keys as returned. Shared by the
+    access tests, which only read it (those that change a bundle take a `clone`)."""
+    store = stores()
+    out = sg_tmp("sg-table") / "bundle"
+    init_bundle(sg_base, BundleConfig(epsilon=13.0), out, store=store)
+    add_adapter(out, make_adapter(out, "secure", BottleneckConfig(size=8), seed=20), role="secure")
+    adapters, keys = {}, {}
+    for i, (name, key_names) in enumerate(TABLE.items()):
+        config = LoraConfig(rank=2) if i % 2 else BottleneckConfig(size=8)
+        adapters[name] = make_adapter(out, name, config, seed=21 + i)
+        needles.adapter(adapters[name], bundle_dir=out)
+        steps = []
+        keys[key_names[0]] = add_revealing_adapter(out, adapters[name], key_names[0], store, gate_config=GATE,
+                                                   training={"method": "test"}, progress=steps.append)
+        assert steps == list(STEPS)
+        for extra in key_names[1:]:
+            keys[extra] = create_key(out, extra, name, store, gate_config=GATE)
+    for key in keys.values():
+        needles.key(key)
+    needles.sealed_in(out)
+    encoder = load_bundle(out, store=store).encoder
+    return dict(dir=out, store=store, adapters=adapters, keys=keys, encoder=encoder)
+
+
+@pytest.fixture
+def clone(table, tmp_path, stores):
+    """A private copy of the table bundle and its admin keyring, for tests that change it."""
+    store = stores()
+    d = clone_bundle(table["dir"], table["store"], tmp_path / "bundle", store)
+    return dict(table, dir=d, store=store)
