@@ -17,7 +17,8 @@ Each route is what `ClientModel.unlock()` — the gating pass and the decryption
 held: the right key, a wrong key under the same key id, no key. Per route: canary exposure (rank
 among `--exposure-sample` same-format values), inference accuracy over candidate sets of c = 50 / 100 / 500 with
 95 % Wilson intervals, extraction (completions sampled from each canary's prefix, scanned for
-values of the canaries' formats: precision and recall), perplexity on the ordinary private code;
+values of the canaries' formats: precision and recall), greedy extraction (how much of each value
+the greedy completion of its prefix reproduces), perplexity on the ordinary private code;
 routing accuracy of the gate over ≥ 1,000 fresh requests of every key class and of `unlock()` end
 to end; and the gating overhead: a completion through `engine.complete` (gating pass included)
 against the same completion with the adapter set given directly."""
@@ -42,14 +43,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from canary_measures import extraction, inference, mean_exposure  # noqa: E402
+from canary_measures import extraction, greedy_completions, inference, mean_exposure  # noqa: E402
 from doc_markers import write_block  # noqa: E402
 from keys import KeyStore  # noqa: E402
 from keys.access_keys import AccessKey, delete_key, held_key_ids, load_key, store_key  # noqa: E402
 from umbra.data.corpus import Document  # noqa: E402
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig, StopConfig  # noqa: E402
 from umbra.evaluation.canaries import CanaryConfig, plant_canaries  # noqa: E402
-from umbra.evaluation.memorization import Trunk, perplexity, route_logits, text_score  # noqa: E402
+from umbra.evaluation.memorization import Trunk, greedy_metrics, perplexity, route_logits, text_score  # noqa: E402
 from umbra.middle.local import LocalMiddle  # noqa: E402
 from umbra.paths import default_model_dir  # noqa: E402
 from umbra.privacy.bundle import BundleConfig, init_bundle  # noqa: E402
@@ -166,6 +167,8 @@ async def run(args, store: KeyStore) -> int:
         row = {"adapters": names, **inference(score, planted, args.seed)}
         row["exposure"], row["max_exposure"] = mean_exposure(score, planted, args.exposure_sample, args.seed)
         row["extraction"] = await extraction(model, middle_blocks, planted, aset, args.samples, args.seed)
+        row["greedy"] = greedy_metrics(await greedy_completions(model, middle_blocks, planted.canaries, aset),
+                                       planted.canaries)
         row["ppl"] = perplexity(route_logits(model.decoder, trunk, aset), tok, [d.text for d in ordinary])
         rows[name] = row
     alone = {n: perplexity(route_logits(model.decoder, trunk, model.adapter_set((n,))), tok, [d.text for d in ordinary])
@@ -257,13 +260,15 @@ def report(args, rows, alone, gate_acc, gate_n, e2e, n, gated_t, direct_t, gatin
         f"The scrubber left {left} canary occurrences in the scrubbed view.",
         "",
         "| route | adapters | inference c=50 | c=100 | c=500 | exposure r=1 / 4 / 16 (max "
-        f"{rows['right key']['max_exposure']:.1f}) | extraction P / R | ppl (ordinary code) |",
-        "|---|---|---|---|---|---|---|---|",
+        f"{rows['right key']['max_exposure']:.1f}) | extraction P / R | greedy: ≥ ½ value · whole · chars | "
+        "ppl (ordinary code) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in rows.items():
-        e, x = r["exposure"], r["extraction"]
+        e, x, g = r["exposure"], r["extraction"], r["greedy"]
         lines.append(f"| {name} | {', '.join(r['adapters'])} | {fmt_ci(r[50])} | {fmt_ci(r[100])} | {fmt_ci(r[500])} | "
                      f"{e[1]:.2f} / {e[4]:.2f} / {e[16]:.2f} | {100 * x.precision:.1f} % / {100 * x.recall:.1f} % | "
+                     f"{g.half} · {g.exact} of {g.canaries} · {100 * g.chars:.0f} % | "
                      f"{r['ppl'].perplexity:.3f} |")
     lines += [
         "",

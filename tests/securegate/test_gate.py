@@ -143,7 +143,8 @@ def test_below_the_threshold_the_choice_falls_back_to_the_secure_adapter(enc, tr
     gate.config = GateConfig(hidden=4, threshold=0.8)
     assert gate.route(h).tolist() == [1] * 5
     # the trained gate: along a path from a valid key's state to an absent request's, every
-    # state routes to argmax if its confidence is ≥ τ and to 0 otherwise, and some do fall back
+    # state routes to argmax if its confidence is ≥ τ and it lies on its anchor (cosine ≥
+    # anchor_cos with the valid key's standardized state), to 0 otherwise; some fall back on τ
     trained_gate, _ = trained
     valid = enc.key_states([VALID["beta"][0]])
     absent = enc.token_states(torch.tensor([3]))
@@ -153,14 +154,50 @@ def test_below_the_threshold_the_choice_falls_back_to_the_secure_adapter(enc, tr
         probs = trained_gate(path).softmax(-1)
     conf, arg = probs.max(-1)
     routes = trained_gate.route(path)
-    assert torch.equal(routes, torch.where(conf >= trained_gate.config.threshold, arg, torch.zeros_like(arg)))
+    std = lambda h: torch.nn.functional.normalize((h - trained_gate.center) / trained_gate.spread, dim=-1)  # noqa: E731
+    anchored = (std(path) @ std(valid).T)[:, 0] >= trained_gate.config.anchor_cos
+    expect = (conf >= trained_gate.config.threshold) & (anchored | (arg == 0))
+    assert torch.equal(routes, torch.where(expect, arg, torch.zeros_like(arg)))
     fell_back = (arg != 0) & (conf < trained_gate.config.threshold)
     assert int(fell_back.sum()) > 0 and (routes[fell_back] == 0).all()
+    off_anchor = (arg != 0) & (conf >= trained_gate.config.threshold) & ~anchored
+    assert int(off_anchor.sum()) > 0 and (routes[off_anchor] == 0).all()  # confident, but not its key's state
     assert routes[0] == 2 and routes[-1] == 0
     with pytest.raises(ConfigError):
         GateConfig(threshold=0.4)
     with pytest.raises(ConfigError):
         GateConfig(threshold=1.0)
+
+
+def test_a_revealing_route_needs_the_state_on_one_of_its_anchors():
+    """A gate whose MLP sends everything to class 2 with confidence ~1: only states within
+    anchor_cos of a class-2 anchor go there (a class-1 anchor does not count), the rest to the
+    secure adapter; with anchor_cos 0 (or no anchors, a gate saved before them) the MLP decides."""
+    gen = torch.Generator().manual_seed(3)
+    gate = KeyGate(16, ("a", "b"), GateConfig(hidden=4), anchors=0)
+    with torch.no_grad():
+        for p in gate.parameters():
+            p.zero_()
+        gate.w_out.bias.copy_(torch.tensor([0.0, 0.0, 30.0]))
+    keys = torch.randn(3, 16, generator=gen)
+    gate.set_anchors(keys, torch.tensor([1, 2, 2]))
+    others = torch.randn(200, 16, generator=gen)
+    near = keys[2] + 1e-3 * torch.randn(5, 16, generator=gen)  # the same key's state, recomputed
+    assert gate.route(keys).tolist() == [0, 2, 2]
+    assert gate.route(near).tolist() == [2] * 5 and gate.route(others).tolist() == [0] * 200
+    loaded = gate_from_bytes(gate_bytes(gate), "gate")
+    assert torch.equal(loaded.anchors, gate.anchors) and loaded.route(keys).tolist() == [0, 2, 2]
+    gate.config = GateConfig(hidden=4, anchor_cos=0.0)
+    assert gate.route(others).tolist() == [2] * 200
+    old = {k: v for k, v in gate.state_dict().items() if not k.startswith("anchor")}
+    from dataclasses import asdict
+
+    meta = {"format": FORMAT, "classes": json.dumps(["a", "b"]), "config": json.dumps(
+        {k: v for k, v in asdict(GateConfig(hidden=4)).items() if k != "anchor_cos"})}
+    before = gate_from_bytes(st_save({k: v.contiguous() for k, v in old.items()}, metadata=meta), "old gate")
+    assert before.anchors.shape == (0, 16) and before.route(others).tolist() == [2] * 200
+    with pytest.raises(ConfigError):
+        GateConfig(anchor_cos=1.0)
 
 
 def test_training_errors_are_gate_errors(enc):

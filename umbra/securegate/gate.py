@@ -15,8 +15,13 @@ After each fit, states drawn from a Gaussian fitted to the random keys' states (
 tens of thousands at a time) that the gate does not send to the secure adapter join training as
 hard negatives, and the gate is refitted (`mine_synthetic`). Training ends only when fresh requests
 of every class route right (`check_per_class` each); hard negatives found by that check join the
-next round. Below the confidence threshold τ the choice falls back to the secure adapter. The gate
-only routes: the revealing adapter is sealed (sealing.py), so a gate fooled into choosing it still
+next round. Below the confidence threshold τ the choice falls back to the secure adapter, and so
+does a revealing choice whose state is not within `anchor_cos` of one of that adapter's valid keys'
+states (standardized; its anchors): a key's state depends on the key alone, so a valid request
+lands on its anchor exactly, while a random key's state has cosine ~ N(0, 1/C) with it. The MLP's
+rare false accepts (about 1e-3 of random keys with the default model's 256-dim states, where the
+mining above can keep a check from ever passing: benchmarks/gate_false_accepts.py) then need to
+hit an anchor too. The gate only routes: the revealing adapter is sealed (sealing.py), so a gate fooled into choosing it still
 opens nothing without the key."""
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ class GateConfig:
     synthetic: int = 65536  # per mining pass: states drawn around the random keys' (no encoder pass)
     mine_passes: int = 4  # mining passes after each round's fit, at most (0: no mining)
     mine_steps: int = 100  # Adam steps of the refit after a mining pass found false accepts
+    anchor_cos: float = 0.99  # a revealing route needs cosine ≥ this with one of its keys' states (0: off)
     seed: int = 0  # draws of the training negatives (not secrets: random keys that open nothing)
 
     def __post_init__(self):
@@ -68,6 +74,8 @@ class GateConfig:
                 raise ConfigError(f"gate {name} must be ≥ 1")
         if self.synthetic < 0 or self.mine_passes < 0:
             raise ConfigError("gate synthetic and mine_passes must be ≥ 0")
+        if not 0 <= self.anchor_cos < 1:
+            raise ConfigError(f"gate anchor_cos must be in [0, 1), got {self.anchor_cos}")
 
     @classmethod
     def from_dict(cls, data: dict) -> "GateConfig":
@@ -111,9 +119,10 @@ class KeyGate(nn.Module):
     μ and σ from states of random keys (set when training starts). Standardized, a random key's z is
     about N(0, I), so the encoder's common component no longer makes every state look alike; on the
     sphere the region around a valid key is a cap, which one linear unit cuts out exactly (random
-    points have cosine ~ N(0, 1/C) with it)."""
+    points have cosine ~ N(0, 1/C) with it). The anchors [P, C] are the valid keys' x, with their
+    classes [P]: a revealing route also needs x within `anchor_cos` of one of its own."""
 
-    def __init__(self, dim: int, classes: tuple[str, ...], config: GateConfig):
+    def __init__(self, dim: int, classes: tuple[str, ...], config: GateConfig, anchors: int = 0):
         super().__init__()
         if not classes or len(set(classes)) != len(classes):
             raise GateError("a gate routes to one or more distinct revealing adapters")
@@ -123,23 +132,39 @@ class KeyGate(nn.Module):
         self.w_out = nn.Linear(config.hidden, 1 + len(classes))
         self.register_buffer("center", torch.zeros(dim))
         self.register_buffer("spread", torch.ones(dim))
+        self.register_buffer("anchors", torch.zeros(anchors, dim))
+        self.register_buffer("anchor_class", torch.zeros(anchors, dtype=torch.long))
 
     def standardize_on(self, h: torch.Tensor) -> None:
         """Set μ, σ from states of random keys [N, C]."""
         self.center.copy_(h.float().mean(0))
         self.spread.copy_(h.float().std(0).clamp(min=1e-6))
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:  # h [N, C] -> logits [N, 1 + K]
+    def set_anchors(self, h: torch.Tensor, classes: torch.Tensor) -> None:
+        """The valid keys' states [P, C] and their classes [P] (≥ 1); after standardize_on."""
+        self.anchors = self._x(h).detach()
+        self.anchor_class = classes.long().clone()
+
+    def _x(self, h: torch.Tensor) -> torch.Tensor:  # h [N, C] -> x [N, C], standardized, rms 1
         z = (h.float() - self.center) / self.spread
-        x = z * torch.rsqrt(z.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return z * torch.rsqrt(z.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:  # h [N, C] -> logits [N, 1 + K]
+        x = self._x(h)
         return self.w_out(nn.functional.gelu(self.w_gate(x)) * self.w_up(x))
 
     @torch.no_grad()
     def route(self, h: torch.Tensor) -> torch.Tensor:
-        """[N] class per state: argmax, or 0 (secure) when its probability is below τ."""
+        """[N] class per state: argmax, or 0 (secure) when its probability is below τ or, for a
+        revealing class, when the state is not within `anchor_cos` of one of that class's anchors."""
         p = self.forward(h).softmax(-1)
         conf, cls = p.max(-1)
-        return torch.where(conf >= self.config.threshold, cls, torch.zeros_like(cls))
+        keep = conf >= self.config.threshold
+        if self.anchors.shape[0] and self.config.anchor_cos > 0:
+            cos = self._x(h) @ self.anchors.T / h.shape[-1]  # [N, P]; both have rms 1
+            near = ((cos >= self.config.anchor_cos) & (self.anchor_class[None, :] == cls[:, None])).any(-1)
+            keep &= near | (cls == 0)
+        return torch.where(keep, cls, torch.zeros_like(cls))
 
     def adapter_of(self, cls: int) -> str | None:
         return None if cls == 0 else self.classes[cls - 1]
@@ -269,6 +294,7 @@ def train_gate(enc: KeyEncoder, valid: dict[str, list[bytes]], config: GateConfi
     hard = torch.zeros(0, enc.dim)
     random_states = enc.key_states([rng.bytes(32) for _ in range(config.random_keys)])
     gate.standardize_on(random_states)
+    gate.set_anchors(pos, pos_y)
     source, gen, mined = RandomKeyStates(random_states), torch.Generator().manual_seed(config.seed), 0
     for rounds in range(1, config.max_rounds + 1):
         neg = torch.cat([*negative_requests(enc, secrets_, rng, config.random_keys, config.malformed_per_key * len(secrets_),
@@ -315,7 +341,10 @@ def gate_from_bytes(data: bytes, where: str) -> KeyGate:
         tensors = st_load(data)
         classes = tuple(json.loads(meta["classes"]))
         config = GateConfig.from_dict(json.loads(meta["config"]))
-        gate = KeyGate(tensors["w_gate.weight"].shape[1], classes, config)
+        dim = tensors["w_gate.weight"].shape[1]
+        if "anchors" not in tensors:  # a gate saved before anchors: MLP and τ only
+            tensors.update(anchors=torch.zeros(0, dim), anchor_class=torch.zeros(0, dtype=torch.long))
+        gate = KeyGate(dim, classes, config, anchors=tensors["anchors"].shape[0])
         gate.load_state_dict(tensors)
     except GateError:
         raise
