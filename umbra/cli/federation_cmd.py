@@ -31,6 +31,8 @@ import tempfile
 from pathlib import Path
 
 from umbra.errors import ConfigError
+from umbra.federation.deploy import RunSettings
+from umbra.federation.organizations import OrgSettings
 
 
 def register(sub) -> None:
@@ -42,9 +44,9 @@ def register(sub) -> None:
                    help="the public base model every organization uses (shapes the global adapter)")
     v.add_argument("--host", default="127.0.0.1", help="address the SuperLink listens on (default: %(default)s)")
     v.add_argument("--port", type=int, default=9092, help="SuperLink port (default: %(default)s)")
-    v.add_argument("--min-nodes", type=int, default=3, help="organizations a round waits for (default: %(default)s)")
-    v.add_argument("--node-wait", type=float, default=300.0, help="seconds a round waits for them (default: %(default)s)")
-    v.add_argument("--round-timeout", type=float, default=1800.0,
+    v.add_argument("--min-nodes", type=int, default=RunSettings.min_nodes, help="organizations a round waits for (default: %(default)s)")
+    v.add_argument("--node-wait", type=float, default=RunSettings.node_wait, help="seconds a round waits for them (default: %(default)s)")
+    v.add_argument("--round-timeout", type=float, default=RunSettings.round_timeout,
                    help="seconds a round waits for replies; late or dead nodes are left out (default: %(default)s)")
     _run_args(v)
     v.add_argument("--workdir", type=Path, metavar="DIR", help="Flower's app and config files (default: a temp dir)")
@@ -87,17 +89,17 @@ def register(sub) -> None:
 
 def _run_args(p) -> None:
     """The run's settings (RunSettings), the same for `serve` and `simulate`."""
-    p.add_argument("--rounds", type=int, default=3, help="communication rounds T (default: %(default)s)")
-    p.add_argument("--momentum", type=float, default=0.5, help="server Nesterov momentum m (default: %(default)s)")
-    p.add_argument("--server-lr", type=float, default=0.5,
+    p.add_argument("--rounds", type=int, default=RunSettings.rounds, help="communication rounds T (default: %(default)s)")
+    p.add_argument("--momentum", type=float, default=RunSettings.momentum, help="server Nesterov momentum m (default: %(default)s)")
+    p.add_argument("--server-lr", type=float, default=RunSettings.server_lr,
                    help="server rate η (default: %(default)s; at 1 the momentum cancels: plain FedAvg)")
-    p.add_argument("--rank", type=int, default=8, help="secure LoRA rank (default: %(default)s)")
-    p.add_argument("--lr", type=float, default=2e-3, help="organizations' AdamW rate (default: %(default)s)")
-    p.add_argument("--epochs", type=int, default=1, help="local passes per round K (default: %(default)s)")
-    p.add_argument("--block-len", type=int, default=256, help="tokens per training block (default: %(default)s)")
-    p.add_argument("--batch-size", type=int, default=8, help="blocks per step (default: %(default)s)")
-    p.add_argument("--fim-rate", type=float, default=0.5, help="share of FIM examples (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rank", type=int, default=RunSettings.rank, help="secure LoRA rank (default: %(default)s)")
+    p.add_argument("--lr", type=float, default=RunSettings.lr, help="organizations' AdamW rate (default: %(default)s)")
+    p.add_argument("--epochs", type=int, default=RunSettings.epochs, help="local passes per round K (default: %(default)s)")
+    p.add_argument("--block-len", type=int, default=RunSettings.block_len, help="tokens per training block (default: %(default)s)")
+    p.add_argument("--batch-size", type=int, default=RunSettings.batch_size, help="blocks per step (default: %(default)s)")
+    p.add_argument("--fim-rate", type=float, default=RunSettings.fim_rate, help="share of FIM examples (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=RunSettings.seed)
     p.add_argument("--out", type=Path, metavar="FILE", help="write the final global secure adapter (.npz)")
     p.add_argument("--record", type=Path, metavar="DIR",
                    help="describe every message the server receives, and keep each round's updates, here")
@@ -107,21 +109,19 @@ def _org_args(p) -> None:
     """An organization's own settings (OrgSettings), for `join` and the defaults of `simulate`."""
     p.add_argument("--internal-domain", action="append", default=[], metavar="DOMAIN",
                    help="the organization's own domain: its hosts and URLs are scrubbed (repeatable)")
-    p.add_argument("--threads", type=int, default=0, help="torch threads for training (0: torch's default)")
+    p.add_argument("--threads", type=int, default=OrgSettings.threads, help="torch threads for training (0: torch's default)")
     p.add_argument("--bundle", type=Path, metavar="DIR",
                    help="train on this client bundle's private tokenizer and embedding table (its keys: the OS keyring)")
     p.add_argument("--service", default="", help="the keyring service of the bundle's keys (default: umbra)")
-    p.add_argument("--dp-epsilon", type=float, default=0.0, metavar="EPS",
+    p.add_argument("--dp-epsilon", type=float, default=OrgSettings.dp_epsilon, metavar="EPS",
                    help="train the organization's secure adapter by document-level DP-SGD at this ε for the whole "
                         "federation (0: no DP; default: %(default)s)")
-    p.add_argument("--dp-delta", type=float, default=1e-6, help="DP δ, below 1 / files (default: %(default)s)")
-    p.add_argument("--dp-clip", type=float, default=1.0, help="DP clip bound C per file (default: %(default)s)")
-    p.add_argument("--dp-batch", type=int, default=8, help="DP expected files per step B (default: %(default)s)")
+    p.add_argument("--dp-delta", type=float, default=OrgSettings.dp_delta, help="DP δ, below 1 / files (default: %(default)s)")
+    p.add_argument("--dp-clip", type=float, default=OrgSettings.dp_clip, help="DP clip bound C per file (default: %(default)s)")
+    p.add_argument("--dp-batch", type=int, default=OrgSettings.dp_batch, help="DP expected files per step B (default: %(default)s)")
 
 
-def _org_settings(args, data=(), global_out: Path | None = None):
-    from umbra.federation.organizations import OrgSettings
-
+def _org_settings(args, data=(), global_out: Path | None = None) -> OrgSettings:
     return OrgSettings(data=tuple(str(p) for p in data), internal_domains=tuple(args.internal_domain),
                        threads=args.threads, global_out=str(global_out) if global_out else "",
                        bundle=str(args.bundle) if args.bundle else "", service=args.service,
@@ -129,9 +129,7 @@ def _org_settings(args, data=(), global_out: Path | None = None):
                        dp_batch=args.dp_batch)
 
 
-def _run_settings(args, min_nodes: int, **timing):
-    from umbra.federation.deploy import RunSettings
-
+def _run_settings(args, min_nodes: int, **timing) -> RunSettings:
     if not args.model.is_dir():
         raise ConfigError(f"{args.model} is not a model directory")
     return RunSettings(
