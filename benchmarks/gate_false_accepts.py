@@ -9,8 +9,8 @@ share of fresh random keys sent to a revealing class, and the training time.
 Models: `tiny` is the tests' random Llama (64-dim states, tests/tiny_models.py), `default` the
 embedded default model (256-dim). Key set i of model m: `--keys` secrets and the bundle id from
 sha256(seed, m, i); every variant trains on the same sets with `max_rounds` 20, so a set that needs
-more than 6 is counted rather than lost (one that fails all 20 is counted as failing). False accepts: `--probe` fresh random keys (numpy seed 99),
-routed by the trained gate. One torch thread."""
+more than 6 is counted rather than lost (one that fails all 20 is counted as failing). False
+accepts: `--probe` fresh random keys (numpy seed 99), routed by the trained gate. One torch thread."""
 
 from __future__ import annotations
 

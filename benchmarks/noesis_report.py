@@ -1,5 +1,5 @@
-"""docs/noesis.md's tables from the results file (benchmarks/results/noesis.jsonl) (benchmarks/noesis.py --write): means over the
-seeds that finished, with 95 % t-intervals, each table between its own markers."""
+"""docs/noesis.md's tables from the results file (benchmarks/results/noesis.jsonl; `benchmarks/noesis.py
+--write`): means over the seeds that finished, with 95 % t-intervals, each table between its own markers."""
 
 from __future__ import annotations
 

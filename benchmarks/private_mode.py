@@ -7,8 +7,9 @@ controls, utility and attacks measured on the same tuned client, at several seed
 
 Resumable: a cell's tuned client is kept in WORK/tuned/ and each (cell, measurement) result is a
 line of RESULTS (benchmarks/results/private_mode.jsonl, committed: the tables' raw rows outlive the
-machine) under the run key (model fingerprint + FrontierParams); a rerun skips what is there. Cells are tuned on the corpus train split; prompts and utility come from the test
-split (umbra/attack_grid/frontier.py). --threads 1 by default (the machine is shared)."""
+machine) under the run key (model fingerprint + FrontierParams); a rerun skips what is there. Cells
+are tuned on the corpus train split; prompts and utility come from the test split
+(umbra/attack_grid/frontier.py). --threads 1 by default (the machine is shared)."""
 
 from __future__ import annotations
 

@@ -36,7 +36,8 @@ from umbra.federation.organizations import OrgSettings
 
 
 def register(sub) -> None:
-    p = sub.add_parser("federation", help="federated secure adapters on Flower (serve a federation, join one, simulate one here)")
+    p = sub.add_parser("federation",
+                       help="federated secure adapters on Flower (serve a federation, join one, simulate one here)")
     s = p.add_subparsers(dest="federation_command", required=True)
 
     v = s.add_parser("serve", help="start a SuperLink and run the federation's ServerApp on it")
@@ -44,8 +45,10 @@ def register(sub) -> None:
                    help="the public base model every organization uses (shapes the global adapter)")
     v.add_argument("--host", default="127.0.0.1", help="address the SuperLink listens on (default: %(default)s)")
     v.add_argument("--port", type=int, default=9092, help="SuperLink port (default: %(default)s)")
-    v.add_argument("--min-nodes", type=int, default=RunSettings.min_nodes, help="organizations a round waits for (default: %(default)s)")
-    v.add_argument("--node-wait", type=float, default=RunSettings.node_wait, help="seconds a round waits for them (default: %(default)s)")
+    v.add_argument("--min-nodes", type=int, default=RunSettings.min_nodes,
+                   help="organizations a round waits for (default: %(default)s)")
+    v.add_argument("--node-wait", type=float, default=RunSettings.node_wait,
+                   help="seconds a round waits for them (default: %(default)s)")
     v.add_argument("--round-timeout", type=float, default=RunSettings.round_timeout,
                    help="seconds a round waits for replies; late or dead nodes are left out (default: %(default)s)")
     _run_args(v)
@@ -57,8 +60,10 @@ def register(sub) -> None:
     j.add_argument("superlink", metavar="HOST:PORT", help="the federation's SuperLink")
     j.add_argument("--data", required=True, nargs="+", type=Path, metavar="PATH",
                    help="the organization's code: directories, files or .jsonl of {path, text}")
-    j.add_argument("--model", required=True, type=Path, metavar="DIR", help="the same public base model as the server's")
-    j.add_argument("--port", type=int, default=9094, help="the SuperNode's local ClientApp API port (default: %(default)s)")
+    j.add_argument("--model", required=True, type=Path, metavar="DIR",
+                   help="the same public base model as the server's")
+    j.add_argument("--port", type=int, default=9094,
+                   help="the SuperNode's local ClientApp API port (default: %(default)s)")
     j.add_argument("--global-out", type=Path, metavar="FILE",
                    help="keep the final global secure adapter here (.npz) for `umbra securegate train --global`")
     _org_args(j)
@@ -76,7 +81,8 @@ def register(sub) -> None:
     m.add_argument("--orgs", type=Path, metavar="FILE",
                    help="organizations from a JSON list of {name, data, internal_domains, bundle, service, dp_epsilon, "
                         "...} (paths relative to the file; the options below are the defaults)")
-    m.add_argument("--model", required=True, type=Path, metavar="DIR", help="the public base model of every organization")
+    m.add_argument("--model", required=True, type=Path, metavar="DIR",
+                   help="the public base model of every organization")
     m.add_argument("--cpus", type=int, default=os.cpu_count() or 1, help="CPUs Ray may use (default: all, %(default)s)")
     m.add_argument("--cpus-per-org", type=float, default=1.0,
                    help="CPUs per organization's ClientApp; cpus / this run at once (default: %(default)s)")
@@ -89,16 +95,22 @@ def register(sub) -> None:
 
 def _run_args(p) -> None:
     """The run's settings (RunSettings), the same for `serve` and `simulate`."""
-    p.add_argument("--rounds", type=int, default=RunSettings.rounds, help="communication rounds T (default: %(default)s)")
-    p.add_argument("--momentum", type=float, default=RunSettings.momentum, help="server Nesterov momentum m (default: %(default)s)")
+    p.add_argument("--rounds", type=int, default=RunSettings.rounds,
+                   help="communication rounds T (default: %(default)s)")
+    p.add_argument("--momentum", type=float, default=RunSettings.momentum,
+                   help="server Nesterov momentum m (default: %(default)s)")
     p.add_argument("--server-lr", type=float, default=RunSettings.server_lr,
                    help="server rate η (default: %(default)s; at 1 the momentum cancels: plain FedAvg)")
     p.add_argument("--rank", type=int, default=RunSettings.rank, help="secure LoRA rank (default: %(default)s)")
     p.add_argument("--lr", type=float, default=RunSettings.lr, help="organizations' AdamW rate (default: %(default)s)")
-    p.add_argument("--epochs", type=int, default=RunSettings.epochs, help="local passes per round K (default: %(default)s)")
-    p.add_argument("--block-len", type=int, default=RunSettings.block_len, help="tokens per training block (default: %(default)s)")
-    p.add_argument("--batch-size", type=int, default=RunSettings.batch_size, help="blocks per step (default: %(default)s)")
-    p.add_argument("--fim-rate", type=float, default=RunSettings.fim_rate, help="share of FIM examples (default: %(default)s)")
+    p.add_argument("--epochs", type=int, default=RunSettings.epochs,
+                   help="local passes per round K (default: %(default)s)")
+    p.add_argument("--block-len", type=int, default=RunSettings.block_len,
+                   help="tokens per training block (default: %(default)s)")
+    p.add_argument("--batch-size", type=int, default=RunSettings.batch_size,
+                   help="blocks per step (default: %(default)s)")
+    p.add_argument("--fim-rate", type=float, default=RunSettings.fim_rate,
+                   help="share of FIM examples (default: %(default)s)")
     p.add_argument("--seed", type=int, default=RunSettings.seed)
     p.add_argument("--out", type=Path, metavar="FILE", help="write the final global secure adapter (.npz)")
     p.add_argument("--record", type=Path, metavar="DIR",
@@ -109,16 +121,20 @@ def _org_args(p) -> None:
     """An organization's own settings (OrgSettings), for `join` and the defaults of `simulate`."""
     p.add_argument("--internal-domain", action="append", default=[], metavar="DOMAIN",
                    help="the organization's own domain: its hosts and URLs are scrubbed (repeatable)")
-    p.add_argument("--threads", type=int, default=OrgSettings.threads, help="torch threads for training (0: torch's default)")
+    p.add_argument("--threads", type=int, default=OrgSettings.threads,
+                   help="torch threads for training (0: torch's default)")
     p.add_argument("--bundle", type=Path, metavar="DIR",
                    help="train on this client bundle's private tokenizer and embedding table (its keys: the OS keyring)")
     p.add_argument("--service", default="", help="the keyring service of the bundle's keys (default: umbra)")
     p.add_argument("--dp-epsilon", type=float, default=OrgSettings.dp_epsilon, metavar="EPS",
                    help="train the organization's secure adapter by document-level DP-SGD at this ε for the whole "
                         "federation (0: no DP; default: %(default)s)")
-    p.add_argument("--dp-delta", type=float, default=OrgSettings.dp_delta, help="DP δ, below 1 / files (default: %(default)s)")
-    p.add_argument("--dp-clip", type=float, default=OrgSettings.dp_clip, help="DP clip bound C per file (default: %(default)s)")
-    p.add_argument("--dp-batch", type=int, default=OrgSettings.dp_batch, help="DP expected files per step B (default: %(default)s)")
+    p.add_argument("--dp-delta", type=float, default=OrgSettings.dp_delta,
+                   help="DP δ, below 1 / files (default: %(default)s)")
+    p.add_argument("--dp-clip", type=float, default=OrgSettings.dp_clip,
+                   help="DP clip bound C per file (default: %(default)s)")
+    p.add_argument("--dp-batch", type=int, default=OrgSettings.dp_batch,
+                   help="DP expected files per step B (default: %(default)s)")
 
 
 def _org_settings(args, data=(), global_out: Path | None = None) -> OrgSettings:
