@@ -5,85 +5,132 @@ expert) and asks whether a document of another language (target) was in training
 expert never saw target's documents, whatever separates members from non-members came through
 the shared parameters — the DP ones in NOESIS.
 
-Members: target's training documents (the first ATTACK_DOCS of the rows' fixed subset; all of
-Go's 150). Non-members: as many documents of target's training split that no row trains on —
-the same projects, the same distribution, so a score cannot separate them by topic. Each
-document is scored on the block at its middle (as the accuracy tables are). Two scores:
+Members: target's training documents of at most MAX_DOC_TOKENS tokens (the first ATTACK_DOCS of
+the rows' fixed subset). Non-members: as many documents of target's training split, as short, that
+no row trains on — the same projects and the same lengths, so neither topic nor length separates
+them. Each document is scored whole (table "mia-doc"): stage 1 trains on one random window per
+visit, so a member's trained tokens may lie anywhere in it. Why short documents: at the budget's 2
+expected passes of 128-token windows, a 1,024-token member had a quarter of its tokens in a trained
+window (in expectation), a median one (~1,200) less, a long one almost none. Two scores:
 - calibrated (the attack reported): the document's mean log-likelihood per token under the model
   minus that under the public base model — the difficulty calibration of Watson et al. (2022),
   which the attacker can always run, since the base is public;
 - raw: the mean log-likelihood alone (seed 000's score), kept for comparison.
 
-Models: NOESIS (pt32 at ε = 1 + experts), the same non-private, and the positive control — a
-non-private Mix-LoRA whose shared part is a common LoRA of rank 64 (seed 000 App. C.2.1), the
-shared parameters with the capacity to memorize; the attack must be clearly above chance there,
-or its failure on NOESIS would mean nothing."""
+Models (MODELS): NOESIS (pt32 at ε = 1 + experts), the same non-private, and the positive control —
+a non-private Mix-LoRA whose shared part is a common LoRA of rank 64 (seed 000 App. C.2.1), the
+shared parameters with the capacity to memorize — each at the tables' budget; and the control and
+NOESIS trained for LONG_EPOCHS stage-1 epochs (the paper's twelve), NOESIS still at ε = 1: the
+attack must be clearly above chance on some control, or its failure on NOESIS would mean nothing.
+
+The first version of this attack (table "mia", rows kept in the results) scored only the block at
+each document's middle, on documents of any length: every model, the control included, was at
+chance there."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from umbra.data.corpus import LANGS
+from umbra.evaluation.doc_scores import DocScores
 from umbra.evaluation.membership import auc, membership_result, roc_curve, write_roc_svg
+from umbra.tuning.doc_blocks import DocumentBlocks
 
-MODELS = ("mixlora_rc64_nonprivate", "noesis_nonprivate", "noesis")
-ATTACK_DOCS = 500  # members per target language (and as many non-members)
+TABLE = "mia-doc"
+ATTACK_DOCS = 300  # at most this many members per target language (and as many non-members)
+MAX_DOC_TOKENS = 1024  # members and non-members: documents of at most this many tokens (EOS included)
+LONG_EPOCHS = 12.0  # stage-1 epochs of the longer-trained rows (seed 000 C.3 trains twelve)
+
+
+@dataclass(frozen=True)
+class Attacked:
+    """One attacked model: its stage 1 (family, ε, shape, epochs; None = the budget's) and the
+    cache name of the experts trained beside it."""
+
+    family: str
+    epsilon: float
+    shape: dict
+    experts: str  # experts' cache name, "{seed}" filled in
+    epochs: float | None = None
+
+
+MODELS = {
+    "mixlora_rc64_nonprivate": Attacked("lora", math.inf, {"rank": 64}, "mix-rc64-inf-s{seed}"),
+    "noesis_nonprivate": Attacked("soft_prompt", math.inf, {"prompt_length": 32}, "noesis-inf-s{seed}"),
+    "noesis": Attacked("soft_prompt", 1.0, {"prompt_length": 32}, "noesis-s{seed}"),
+    "mixlora_rc64_nonprivate_12ep": Attacked("lora", math.inf, {"rank": 64}, "mix-rc64-inf-ep12-s{seed}",
+                                             LONG_EPOCHS),
+    "noesis_12ep": Attacked("soft_prompt", 1.0, {"prompt_length": 32}, "noesis-ep12-s{seed}", LONG_EPOCHS),
+}
 
 
 async def _model(bench, name: str, seed: int):
-    if name == "noesis":
-        shared, _ = await bench.shared("soft_prompt", 1.0, seed, prompt_length=32)
-        return shared, await bench.experts(f"noesis-s{seed}", (shared,), seed)
-    if name == "noesis_nonprivate":
-        shared, _ = await bench.shared("soft_prompt", math.inf, seed, prompt_length=32)
-        return shared, await bench.experts(f"noesis-inf-s{seed}", (shared,), seed)
-    shared, _ = await bench.shared("lora", math.inf, seed, rank=64)
-    return shared, await bench.experts(f"mix-rc64-inf-s{seed}", (shared,), seed)
+    m = MODELS[name]
+    shared, _ = await bench.shared(m.family, m.epsilon, seed, epochs=m.epochs, **m.shape)
+    return shared, await bench.experts(m.experts.format(seed=seed), (shared,), seed)
 
 
-def attack_sets(bench) -> dict[str, tuple]:
-    """Per target language: (member blocks, non-member blocks), equal in number."""
+class WholeDocuments:
+    """A set of documents as tiles, and their scores summed back per document."""
+
+    def __init__(self, bench, docs):
+        self.count = len(docs)
+        self.tiles, self.doc = DocumentBlocks(docs, bench.model.tokenizer, bench.budget.block_len).tiles()
+
+    async def scores(self, bench, adapters) -> DocScores:
+        return (await bench.scores(self.tiles, adapters)).grouped(self.doc, self.count)
+
+
+def short(bench, docs) -> list:
+    lengths = DocumentBlocks(docs, bench.model.tokenizer, bench.budget.block_len).lengths
+    return [d for d, n in zip(docs, lengths) if n <= MAX_DOC_TOKENS]
+
+
+def attack_sets(bench) -> dict[str, tuple[WholeDocuments, WholeDocuments]]:
+    """Per target language: (members, non-members), equal in number, all short."""
     out = {}
     for lang in LANGS:
-        k = min(ATTACK_DOCS, len(bench.train[lang]), len(bench.unused[lang]))
-        out[lang] = (bench.middle_blocks(bench.train[lang][:k]), bench.middle_blocks(bench.unused[lang][:k]))
+        members, nonmembers = short(bench, bench.train[lang]), short(bench, bench.unused[lang])
+        k = min(ATTACK_DOCS, len(members), len(nonmembers))
+        out[lang] = (WholeDocuments(bench, members[:k]), WholeDocuments(bench, nonmembers[:k]))
     return out
 
 
 def scores_path(out: Path, name: str, seed: int, budget_key: str) -> Path:
-    return out / "mia-scores" / f"{name}-s{seed}-{budget_key}.npz"
+    return out / "mia-doc-scores" / f"{name}-s{seed}-{budget_key}.npz"
 
 
 async def attack(bench, results, seed: int) -> None:
     """Every (target, via) pair of every model; the calibrated scores are kept in
-    OUT/mia-scores/<model>-s<seed>-<budget>.npz, from which --write draws the ROC plots."""
+    OUT/mia-doc-scores/<model>-s<seed>-<budget>.npz, from which --write draws the ROC plots."""
     sets = attack_sets(bench)
     base = {}  # the public base model's scores: the calibration
     for name in MODELS:
         rows = [f"{name}:{t}<-{v}" for t in LANGS for v in LANGS if v != t]
-        if all(results.done("mia", r, seed) for r in rows):
+        if all(results.done(TABLE, r, seed) for r in rows):
             continue
         shared, experts = await _model(bench, name, seed)
         scores = {}
         for target in LANGS:
             members, nonmembers = sets[target]
             if target not in base:
-                base[target] = [(await bench.scores(b, ())).log_likelihood for b in (members, nonmembers)]
+                base[target] = [(await s.scores(bench, ())).log_likelihood for s in (members, nonmembers)]
             for via in LANGS:
                 if via == target:
                     continue
                 routed = (shared, experts[via])
-                raw = [(await bench.scores(b, routed)).log_likelihood for b in (members, nonmembers)]
+                raw = [(await s.scores(bench, routed)).log_likelihood for s in (members, nonmembers)]
                 m, n = raw[0] - base[target][0], raw[1] - base[target][1]
                 r = membership_result(m, n, seed=seed)
                 scores[f"{target}<-{via}:members"], scores[f"{target}<-{via}:nonmembers"] = m, n
-                results.add({"table": "mia", "row": f"{name}:{target}<-{via}", "seed": seed, "auc": r.auc,
+                results.add({"table": TABLE, "row": f"{name}:{target}<-{via}", "seed": seed, "auc": r.auc,
                              "auc_ci": list(r.auc_ci), "tpr_at_1pct": r.tpr_at_1pct, "tpr_ci": list(r.tpr_ci),
                              "raw_auc": auc(raw[0], raw[1]), "members": r.members, "nonmembers": r.nonmembers,
-                             "budget": bench.budget.key()})
+                             "tiles": [len(members.doc), len(nonmembers.doc)], "budget": bench.budget.key()})
         path = scores_path(bench.out, name, seed, bench.budget.key())
         path.parent.mkdir(parents=True, exist_ok=True)
         np.savez(path, **scores)
@@ -101,5 +148,5 @@ def write_plots(out: Path, plots: Path, seeds, budget_key: str) -> list[Path]:
             pairs = sorted({k.split(":")[0] for k in kept.files})
             curves = {p.replace("<-", " ← "): roc_curve(kept[f"{p}:members"], kept[f"{p}:nonmembers"]) for p in pairs}
             written.append(write_roc_svg(curves, plots / f"roc-{name}-s{seed}.svg",
-                                         f"{name}, seed {seed}: cross-domain MIA (calibrated score)"))
+                                         f"{name}, seed {seed}: cross-domain MIA, whole documents (calibrated)"))
     return written

@@ -87,20 +87,22 @@ class Bench:
         return out
 
     # -- training --------------------------------------------------------------------------------
-    def stage_one(self, family: str, epsilon: float, seed: int, **shared) -> StageOneConfig:
+    def stage_one(self, family: str, epsilon: float, seed: int, epochs: float | None = None,
+                  **shared) -> StageOneConfig:
         b = self.budget
         sc = SharedConfig(family, init_seed=seed, **shared)
         prompt = sc.prompt_length if family == "soft_prompt" else 0
-        return StageOneConfig(sc, DPConfig(epsilon, b.delta, b.clip_norm, b.expected_batch, b.epochs,
+        return StageOneConfig(sc, DPConfig(epsilon, b.delta, b.clip_norm, b.expected_batch, epochs or b.epochs,
                                            noise_seed=seed), context_length=b.block_len + prompt,
                               physical_batch=b.physical_batch, lr=FAMILY_LR[family], fim_rate=0.5)
 
     async def shared(self, family: str, epsilon: float, seed: int, langs=LANGS, model=None,
-                     **shared) -> tuple[Adapter | None, dict]:
+                     epochs: float | None = None, **shared) -> tuple[Adapter | None, dict]:
         """Stage 1 on the training documents of `langs`: (adapter, facts). Adapters are cached under
-        one name per configuration, so every table that uses a configuration shares its run."""
-        config = self.stage_one(family, epsilon, seed, **shared)
-        name = shared_name(config.shared, epsilon, seed, langs)
+        one name per configuration, so every table that uses a configuration shares its run.
+        `epochs` departs from the budget's (the attack's longer-trained rows only)."""
+        config = self.stage_one(family, epsilon, seed, epochs, **shared)
+        name = shared_name(config.shared, epsilon, seed, langs, epochs)
         path = self.out / "adapters" / f"{name}.safetensors"
         spec, shape = self.model.spec, self.model.plan.shape(self.model.spec.num_layers)
         if family != "full" and path.exists():
@@ -135,13 +137,15 @@ class Bench:
         return ClientModel.load(self.model_dir)
 
 
-def shared_name(shared: SharedConfig, epsilon: float, seed: int, langs=LANGS) -> str:
-    """pt32-dp-s0 (a 32-vector prompt at ε = 1), rc64-inf-s0, bottleneck-e4-s1, ...: the cache name."""
+def shared_name(shared: SharedConfig, epsilon: float, seed: int, langs=LANGS, epochs: float | None = None) -> str:
+    """pt32-dp-s0 (a 32-vector prompt at ε = 1), rc64-inf-s0, bottleneck-e4-s1, rc64-inf-ep12-s0
+    (12 epochs instead of the budget's), ...: the cache name."""
     tag = "inf" if math.isinf(epsilon) else "dp" if epsilon == 1.0 else f"e{epsilon:g}"
     shape = {"soft_prompt": f"pt{shared.prompt_length}", "deep_prompt": f"dp{shared.prompt_length}",
              "lora": f"rc{shared.rank}", "bottleneck": f"bn{shared.bottleneck}"}.get(shared.family, shared.family)
     where = "" if tuple(langs) == tuple(LANGS) else "-" + "-".join(langs)
-    return f"{shape}{where}-{tag}-s{seed}"
+    longer = "" if epochs is None else f"-ep{epochs:g}"
+    return f"{shape}{where}-{tag}{longer}-s{seed}"
 
 
 def middle_text(text: str, chars: int) -> str:

@@ -136,7 +136,9 @@ def sweep(rows: list[dict]) -> list[str]:
 
 
 def attack(rows: list[dict]) -> list[str]:
-    cells = _by(rows, "mia")
+    from noesis_attack import TABLE
+
+    cells = _by(rows, TABLE)
     lines = ["| model | target ← via | AUC % (95 % CI) | TPR @ 1 % FPR % (95 % CI) | raw-score AUC % | "
              "members / non-members | seeds |", "|---|---|---|---|---|---|---|"]
     for row, runs in sorted(cells.items()):
@@ -171,6 +173,6 @@ def write_report(results: Path, out: Path, doc: Path, budget: Budget) -> None:
     budget_txt = "```\n" + json.dumps(asdict(budget), indent=1) + f"\n```\nbudget key `{key}`"
     text = replace_block(text, "noesis-budget", budget_txt)
     doc.write_text(text)
-    from noesis_attack import write_plots
+    from noesis_attack import TABLE, write_plots
 
-    write_plots(out, doc.parent / "noesis", sorted({r["seed"] for r in rows if r["table"] == "mia"}), key)
+    write_plots(out, doc.parent / "noesis", sorted({r["seed"] for r in rows if r["table"] == TABLE}), key)

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from umbra.errors import ConfigError
 from umbra.middle.protocol import Middle
 from umbra.model.adapters.config import Kind
 from umbra.model.adapters.modules import Adapter
@@ -34,6 +35,13 @@ class DocScores:
     def mean_loss(self) -> float:
         total = int(self.count.sum())
         return float(self.loss.sum()) / total if total else float("nan")
+
+    def grouped(self, group: np.ndarray, groups: int) -> "DocScores":
+        """Rows summed by `group` [N] (values in [0, groups)): a document's blocks as one document."""
+        group = np.asarray(group)
+        if group.shape != self.count.shape or (group.size and (group.min() < 0 or group.max() >= groups)):
+            raise ConfigError(f"group must give each of the {self.count.size} rows a group in [0, {groups})")
+        return DocScores(*(np.bincount(group, weights=x, minlength=groups) for x in (self.count, self.correct, self.loss)))
 
     @property
     def log_likelihood(self) -> np.ndarray:

@@ -3,8 +3,8 @@
 Document-level DP (DESIGN §4) needs every gradient to come from exactly one document, so nothing
 is packed across documents: a visit takes one window of `block_len` tokens at an offset drawn
 from the run's CSPRNG (the whole document when shorter, right-padded), optionally FIM-transformed
-inside the window (the product completes with FIM prompts). Evaluation blocks are fixed: the
-first window of each document, plain."""
+inside the window (the product completes with FIM prompts). Evaluation blocks are fixed: one
+plain window of each document, or every window of it (`tiles`)."""
 
 from __future__ import annotations
 
@@ -104,6 +104,18 @@ class DocumentBlocks:
         count = len(self) if max_blocks is None else min(max_blocks, len(self))
         offsets = [int(max(0, len(self._ids[i]) - self.block_len) * position) for i in range(count)]
         return self._stack([self._window(i, o) for i, o in zip(range(count), offsets)], count)
+
+    def tiles(self) -> tuple[Blocks, np.ndarray]:
+        """Every document whole, as consecutive plain windows of `block_len` tokens (the last one
+        shorter, right-padded): (blocks, doc [P] the document each row belongs to). Sum a score over
+        a document's rows to score the whole document (seen in training or not, wherever the
+        training windows fell)."""
+        windows, doc = [], []
+        for i, x in enumerate(self._ids):
+            for start in range(0, len(x), self.block_len):
+                windows.append(x[start : start + self.block_len])
+                doc.append(i)
+        return self._stack(windows, len(windows)), np.asarray(doc, dtype=np.int64)
 
     def _stack(self, windows: list[np.ndarray], rows: int) -> Blocks:
         """Rows assembled in numpy and handed to torch at once: the tensor operations that follow do
