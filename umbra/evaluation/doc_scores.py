@@ -36,7 +36,7 @@ class DocScores:
         total = int(self.count.sum())
         return float(self.loss.sum()) / total if total else float("nan")
 
-    def grouped(self, group: np.ndarray, groups: int) -> "DocScores":
+    def grouped(self, group: np.ndarray, groups: int) -> DocScores:
         """Rows summed by `group` [N] (values in [0, groups)): a document's blocks as one document."""
         group = np.asarray(group)
         if group.shape != self.count.shape or (group.size and (group.min() < 0 or group.max() >= groups)):
