@@ -17,7 +17,9 @@ from umbra.privacy.bundle_adapters import add_adapter
 from umbra.securegate.bundle_access import STEPS, add_revealing_adapter, create_key
 
 from .access_table import GATE, TABLE
-from .helpers import Needles, OpServer, clone_bundle, empty_stores, make_adapter, new_store
+from .helpers import clone_bundle, empty_stores, make_adapter, new_store
+from .needles import Needles
+from .op_server import OpServer
 
 SCAN_FILE = "test_leak_scan.py"
 
@@ -72,7 +74,7 @@ def stores(secret_service):
 
 @pytest.fixture(scope="session")
 def op_server(secret_service):
-    """Another process that runs access changes (helpers.SERVER); it starts importing at once."""
+    """Another process that runs access changes (op_server.SERVER); it starts importing at once."""
     server = OpServer()
     yield server
     server.close()

@@ -25,7 +25,8 @@ from umbra.securegate.access import AccessControl
 from umbra.securegate.bundle_access import add_revealing_adapter, create_key, key_entries
 from umbra.securegate.gate import GateConfig
 
-from .helpers import (SMALL_GATE, Needles, clone_bundle, copy_entries, files_under, make_adapter, same_weights, scan)
+from .helpers import SMALL_GATE, clone_bundle, copy_entries, make_adapter, same_weights
+from .needles import Needles, files_under, scan
 
 GATE = GateConfig(**SMALL_GATE)
 CONFIG = EngineConfig(stop=StopConfig(max_tokens=10, multiline=True))

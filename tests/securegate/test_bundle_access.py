@@ -24,7 +24,8 @@ from umbra.securegate.errors import AccessError
 from umbra.securegate.sealing import open_adapter, sealed_fields
 
 from .access_table import GATE, TABLE, same_adapter, unlocks
-from .helpers import keyring_snapshot, referenced_files_whole, same_weights, scan, snapshot
+from .helpers import keyring_snapshot, referenced_files_whole, same_weights, snapshot
+from .needles import scan
 
 
 # -- add, the table, no plaintext --------------------------------------------------------------
@@ -55,7 +56,7 @@ def test_a_revealing_adapter_is_in_the_manifest_with_no_file(table):
 def test_no_plaintext_revealing_adapter_bytes_anywhere_in_the_bundle(table):
     """Neither adapter_bytes() of each revealing adapter, nor the plaintext its ciphertexts
     decrypt to, nor its tensor data, nor windows of any tensor (fp32, fp16, bf16) is in a file."""
-    from .helpers import Needles
+    from .needles import Needles
 
     files = [p for p in table["dir"].rglob("*") if p.is_file()]
     ours = Needles()

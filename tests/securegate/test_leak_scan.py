@@ -27,7 +27,8 @@ from umbra.securegate.bundle_access import (add_revealing_adapter, create_key, e
                                             rotate_key)
 from umbra.securegate.gate import GateConfig
 
-from .helpers import SMALL_GATE, files_under, make_adapter, scan, secret_collection
+from .helpers import SMALL_GATE, make_adapter, secret_collection
+from .needles import files_under, scan
 
 GATE = GateConfig(**SMALL_GATE)
 
