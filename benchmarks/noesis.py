@@ -3,7 +3,7 @@ embedded default model and the private domains of `umbra data private`.
 
     python benchmarks/noesis.py --table 2 --seeds 0 1 2          # train + evaluate, resumable
     python benchmarks/noesis.py --table 3 | 5 | eps | sweep | mia --seeds 0 1 2
-    python benchmarks/noesis.py --write                          # tables and plots -> docs/noesis.md
+    python benchmarks/noesis.py --write [BLOCK ...]              # tables and plots -> docs/noesis.md
 
 Each (table, row, seed) cell is trained once, evaluated per language (top-1 next-token accuracy
 on the first 128-token block of 200 test documents per language) and appended to
@@ -200,15 +200,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default=str(ROOT / "models" / "umbra-code-tiny"))
     p.add_argument("--corpus-dir", default=str(ROOT / "data" / "corpus" / "private"))
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--write", action="store_true", help="render docs/noesis.md's tables from the results")
+    p.add_argument("--write", nargs="*", metavar="BLOCK", default=None,
+                   help="render docs/noesis.md's tables from the results: all, or these blocks "
+                        "(table2 table3 table5 eps sweep attack); a block without rows is left as it is")
     p.add_argument("--quick", action="store_true", help="a tiny budget, to check the pipeline (not for the tables)")
     args = p.parse_args(argv)
     if args.table is not None:
         asyncio.run(main_async(args))
-    if args.write:
-        from noesis_report import write_report
+    if args.write is not None:
+        from noesis_report import BLOCKS, write_report
 
-        write_report(Path(args.results), Path(args.out), ROOT / "docs" / "noesis.md", Budget())
+        unknown = set(args.write) - set(BLOCKS)
+        if unknown:
+            p.error(f"unknown blocks {sorted(unknown)}; from {sorted(BLOCKS)}")
+        written = write_report(Path(args.results), Path(args.out), ROOT / "docs" / "noesis.md", Budget(),
+                               tuple(args.write) or tuple(BLOCKS))
+        print(f"docs/noesis.md: wrote {', '.join(written) or 'nothing (no rows of this budget)'}")
     return 0
 
 

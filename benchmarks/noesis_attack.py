@@ -58,15 +58,14 @@ class Attacked:
     epochs: float | None = None
 
 
-MODELS = {
+MODELS = {  # in the order they run: the controls first (the attack's power), then NOESIS
     "mixlora_rc64_nonprivate": Attacked("lora", math.inf, {"rank": 64}, "mix-rc64-inf-s{seed}"),
-    "noesis_nonprivate": Attacked("soft_prompt", math.inf, {"prompt_length": 32}, "noesis-inf-s{seed}"),
-    "noesis": Attacked("soft_prompt", 1.0, {"prompt_length": 32}, "noesis-s{seed}"),
     "mixlora_rc64_nonprivate_12ep": Attacked("lora", math.inf, {"rank": 64}, "mix-rc64-inf-ep12-s{seed}",
                                              LONG_EPOCHS),
     "noesis_12ep": Attacked("soft_prompt", 1.0, {"prompt_length": 32}, "noesis-ep12-s{seed}", LONG_EPOCHS),
+    "noesis": Attacked("soft_prompt", 1.0, {"prompt_length": 32}, "noesis-s{seed}"),
+    "noesis_nonprivate": Attacked("soft_prompt", math.inf, {"prompt_length": 32}, "noesis-inf-s{seed}"),
 }
-
 
 async def _model(bench, name: str, seed: int):
     m = MODELS[name]
@@ -105,35 +104,49 @@ def scores_path(out: Path, name: str, seed: int, budget_key: str) -> Path:
 
 
 async def attack(bench, results, seed: int) -> None:
-    """Every (target, via) pair of every model; the calibrated scores are kept in
-    OUT/mia-doc-scores/<model>-s<seed>-<budget>.npz, from which --write draws the ROC plots."""
+    """Every (target, via) pair of every model not done yet; the calibrated scores are kept in
+    OUT/mia-doc-scores/<model>-s<seed>-<budget>.npz (pair by pair, so a resumed run keeps them), from
+    which --write draws the ROC plots. The base model's scores are kept there too."""
     sets = attack_sets(bench)
-    base = {}  # the public base model's scores: the calibration
+    key = bench.budget.key()
+    base = _Kept(scores_path(bench.out, "base", seed, key))  # the public base model's: the calibration
     for name in MODELS:
-        rows = [f"{name}:{t}<-{v}" for t in LANGS for v in LANGS if v != t]
-        if all(results.done(TABLE, r, seed) for r in rows):
+        pairs = [(t, v) for t in LANGS for v in LANGS if v != t and not results.done(TABLE, f"{name}:{t}<-{v}", seed)]
+        if not pairs:
             continue
         shared, experts = await _model(bench, name, seed)
-        scores = {}
-        for target in LANGS:
+        kept = _Kept(scores_path(bench.out, name, seed, key))
+        for target, via in pairs:
             members, nonmembers = sets[target]
-            if target not in base:
-                base[target] = [(await s.scores(bench, ())).log_likelihood for s in (members, nonmembers)]
-            for via in LANGS:
-                if via == target:
-                    continue
-                routed = (shared, experts[via])
-                raw = [(await s.scores(bench, routed)).log_likelihood for s in (members, nonmembers)]
-                m, n = raw[0] - base[target][0], raw[1] - base[target][1]
-                r = membership_result(m, n, seed=seed)
-                scores[f"{target}<-{via}:members"], scores[f"{target}<-{via}:nonmembers"] = m, n
-                results.add({"table": TABLE, "row": f"{name}:{target}<-{via}", "seed": seed, "auc": r.auc,
-                             "auc_ci": list(r.auc_ci), "tpr_at_1pct": r.tpr_at_1pct, "tpr_ci": list(r.tpr_ci),
-                             "raw_auc": auc(raw[0], raw[1]), "members": r.members, "nonmembers": r.nonmembers,
-                             "tiles": [len(members.doc), len(nonmembers.doc)], "budget": bench.budget.key()})
-        path = scores_path(bench.out, name, seed, bench.budget.key())
-        path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(path, **scores)
+            calibration = [await base.get(f"{target}:{part}", lambda s=s: s.scores(bench, ()))
+                           for part, s in (("members", members), ("nonmembers", nonmembers))]
+            raw = [(await s.scores(bench, (shared, experts[via]))).log_likelihood for s in (members, nonmembers)]
+            m, n = raw[0] - calibration[0], raw[1] - calibration[1]
+            r = membership_result(m, n, seed=seed)
+            kept.put({f"{target}<-{via}:members": m, f"{target}<-{via}:nonmembers": n})
+            results.add({"table": TABLE, "row": f"{name}:{target}<-{via}", "seed": seed, "auc": r.auc,
+                         "auc_ci": list(r.auc_ci), "tpr_at_1pct": r.tpr_at_1pct, "tpr_ci": list(r.tpr_ci),
+                         "raw_auc": auc(raw[0], raw[1]), "members": r.members, "nonmembers": r.nonmembers,
+                         "tiles": [len(members.doc), len(nonmembers.doc)], "budget": key})
+
+
+class _Kept:
+    """Named score arrays in one .npz, rewritten as entries are added."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.arrays = dict(np.load(path)) if path.exists() else {}
+
+    def put(self, arrays: dict) -> None:
+        self.arrays.update(arrays)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(self.path, **self.arrays)
+
+    async def get(self, name: str, compute) -> np.ndarray:
+        """The kept log-likelihoods under `name`, or those of `await compute()` (DocScores), kept."""
+        if name not in self.arrays:
+            self.put({name: (await compute()).log_likelihood})
+        return self.arrays[name]
 
 
 def write_plots(out: Path, plots: Path, seeds, budget_key: str) -> list[Path]:

@@ -162,17 +162,29 @@ def attack(rows: list[dict]) -> list[str]:
 BLOCKS = {"table2": table2, "table3": table3, "table5": table5, "eps": epsilons, "sweep": sweep, "attack": attack}
 
 
-def write_report(results: Path, out: Path, doc: Path, budget: Budget) -> None:
-    """The tables from `results`; the ROC plots from the scores kept under `out` (where they are)."""
-    rows = _load(results)
-    text = doc.read_text()
-    key = budget.key()
-    rows = [r for r in rows if r.get("budget") == key]
-    for name, render in BLOCKS.items():
-        text = replace_block(text, f"noesis-{name}", "\n".join(render(rows)) or "(no results yet)")
-    budget_txt = "```\n" + json.dumps(asdict(budget), indent=1) + f"\n```\nbudget key `{key}`"
-    text = replace_block(text, "noesis-budget", budget_txt)
-    doc.write_text(text)
-    from noesis_attack import TABLE, write_plots
+def _tables(block: str) -> set[str]:
+    """The results tables a block is drawn from."""
+    from noesis_attack import TABLE
 
-    write_plots(out, doc.parent / "noesis", sorted({r["seed"] for r in rows if r["table"] == TABLE}), key)
+    return {"table2": {"2"}, "table3": {"3"}, "table5": {"5"}, "eps": {"eps", "2"}, "sweep": {"sweep"},
+            "attack": {TABLE}}[block]
+
+
+def write_report(results: Path, out: Path, doc: Path, budget: Budget, blocks=tuple(BLOCKS)) -> list[str]:
+    """The tables of `blocks` from `results`; the ROC plots from the scores kept under `out` (where
+    they are). A block with no rows of this budget is left as it is (so a run on another machine, or a
+    results file that lacks a table, never blanks a table already written). Returns the blocks written."""
+    rows = [r for r in _load(results) if r.get("budget") == budget.key()]
+    text = doc.read_text()
+    written = []
+    for name in blocks:
+        if any(r["table"] in _tables(name) for r in rows):
+            text = replace_block(text, f"noesis-{name}", "\n".join(BLOCKS[name](rows)))
+            written.append(name)
+    budget_txt = "```\n" + json.dumps(asdict(budget), indent=1) + f"\n```\nbudget key `{budget.key()}`"
+    doc.write_text(replace_block(text, "noesis-budget", budget_txt))
+    if "attack" in written:
+        from noesis_attack import TABLE, write_plots
+
+        write_plots(out, doc.parent / "noesis", sorted({r["seed"] for r in rows if r["table"] == TABLE}), budget.key())
+    return written
