@@ -136,13 +136,15 @@ def sweep(rows: list[dict]) -> list[str]:
 
 
 def attack(rows: list[dict]) -> list[str]:
-    from noesis_attack import TABLE
+    from noesis_attack import MODELS, TABLE
 
     cells = _by(rows, TABLE)
     lines = ["| model | target ← via | AUC % (95 % CI) | TPR @ 1 % FPR % (95 % CI) | raw-score AUC % | "
              "members / non-members | seeds |", "|---|---|---|---|---|---|---|"]
-    for row, runs in sorted(cells.items()):
+    order = {name: i for i, name in enumerate(MODELS)}
+    for row, runs in sorted(cells.items(), key=lambda kv: (order.get(kv[0].split(":")[0], len(order)), kv[0])):
         model, pair = row.split(":", 1)
+        pair = pair.replace("<-", " ← ")
         auc = _cell([100 * r["auc"] for r in runs])
         tpr = _cell([100 * r["tpr_at_1pct"] for r in runs])
         ci = runs[0].get("auc_ci")
@@ -154,7 +156,7 @@ def attack(rows: list[dict]) -> list[str]:
                      f"{runs[0]['nonmembers']} | {len(runs)} |")
     first = min((r["seed"] for rs in cells.values() for r in rs), default=None)
     if first is not None:
-        models = sorted({row.split(":", 1)[0] for row in cells})
+        models = sorted({row.split(":", 1)[0] for row in cells}, key=lambda m: order.get(m, len(order)))
         lines += ["", " ".join(f"![{m}, seed {first}](noesis/roc-{m}-s{first}.svg)" for m in models)]
     return lines
 

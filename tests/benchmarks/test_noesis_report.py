@@ -1,0 +1,52 @@
+"""docs/noesis.md's writer (benchmarks/noesis_report.py): a table is drawn from the rows of the
+current budget only, and a block with no such rows is left exactly as it was written."""
+
+from __future__ import annotations
+
+import json
+
+from noesis_cells import Budget
+from noesis_report import write_report
+
+DOC = """# t
+<!-- noesis-table2:begin -->
+kept table 2
+<!-- noesis-table2:end -->
+<!-- noesis-attack:begin -->
+old attack
+<!-- noesis-attack:end -->
+<!-- noesis-budget:begin -->
+<!-- noesis-budget:end -->
+"""
+
+
+def _attack_row(budget: str, seed: int, auc: float) -> dict:
+    return {"table": "mia-doc", "row": "noesis:python<-go", "seed": seed, "auc": auc, "auc_ci": [auc - 0.05, auc + 0.05],
+            "tpr_at_1pct": 0.01, "tpr_ci": [0.0, 0.03], "raw_auc": 0.5, "members": 300, "nonmembers": 300,
+            "budget": budget}
+
+
+def _write(tmp_path, rows, blocks=None):
+    results, doc = tmp_path / "r.jsonl", tmp_path / "noesis.md"
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if not doc.exists():
+        doc.write_text(DOC)
+    kw = {} if blocks is None else {"blocks": blocks}
+    return write_report(results, tmp_path / "out", doc, Budget(), **kw), doc.read_text()
+
+
+def test_blocks_without_rows_of_this_budget_are_left_as_they_are(tmp_path):
+    written, text = _write(tmp_path, [_attack_row("another-budget", 0, 0.9)])
+    assert written == [] and "kept table 2" in text and "old attack" in text
+    assert Budget().key() in text  # the budget block always states the budget
+
+
+def test_a_block_with_rows_is_rewritten_and_the_others_kept(tmp_path):
+    key = Budget().key()
+    written, text = _write(tmp_path, [_attack_row(key, 0, 0.61), _attack_row("another-budget", 1, 0.99)])
+    assert written == ["attack"] and "kept table 2" in text and "old attack" not in text
+    assert "| noesis | python ← go | 61.00 [56.0, 66.0] |" in text and "99.00" not in text
+    # asked for table 2 only: the attack block is not touched even though it has rows
+    (tmp_path / "noesis.md").write_text(DOC)
+    written, text = _write(tmp_path, [_attack_row(key, 0, 0.61)], blocks=("table2",))
+    assert written == [] and "old attack" in text
