@@ -101,7 +101,7 @@ async def main() -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--cells", nargs="+", help="run only these cells (default: all)")
     p.add_argument("--write", action="store_true", help="write the tables into docs/securegate.md")
-    p.add_argument("--pool-seeds", type=int, nargs="+", default=[], help="also print Fig. 2 pooled over these seeds' "
+    p.add_argument("--pool-seeds", type=int, nargs="+", default=[], help="also print Fig. 2, Table 1 and Fig. 5 pooled over these seeds' "
                                                                         "results (those with its three cells done)")
     args = p.parse_args()
     args.spec, args.scale_spec = OrgSpec(), OrgSpec(files=16, query=2, heldout=1, max_chars=3000, per_group=1)
@@ -134,12 +134,13 @@ async def main() -> int:
     rows = [r for r in map(json.loads, results.read_text().splitlines()) if r["key"] == key] if results.exists() else []
     text = report(rows, s)
     if args.pool_seeds:
-        from federation_report import pooled_fig2
+        from federation_report import pooled_fig2, pooled_tables
 
         every = [json.loads(ln) for ln in results.read_text().splitlines()] if results.exists() else []
         keys = {seed: settings_key(settings(argparse.Namespace(**{**vars(args), "seed": seed})))
                 for seed in args.pool_seeds}
-        text += "\n".join(pooled_fig2({seed: [r for r in every if r["key"] == k] for seed, k in keys.items()}, s))
+        by_seed = {seed: [r for r in every if r["key"] == k] for seed, k in keys.items()}
+        text += "\n".join(pooled_fig2(by_seed, s) + pooled_tables(by_seed))
     print(text)
     if args.write and not args.quick:
         from doc_markers import write_block

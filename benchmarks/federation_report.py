@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from seed_stats import mean_ci
 from umbra.evaluation.memorization import wilson_interval
 
 ROUTES = (("right", "right key"), ("secure", "wrong / no key"), ("global", "global adapter alone"),
@@ -114,11 +115,63 @@ def pooled_fig2(rows_by_seed: dict[int, list[dict]], s: dict) -> list[str]:
     done = {seed: by for seed, by in done.items() if all(c in by for _, c in cells)}
     if len(done) < 2:
         return []
-    f2 = [(label, {"per_org": {f"{seed}:{name}": o for seed, by in done.items() for name, o in by[c]["per_org"].items()}})
-          for label, c in cells]
+    f2 = [(label, _merged({seed: by[c] for seed, by in done.items()})) for label, c in cells]
     n = len(f2[0][1]["per_org"])
     return ["", f"Fig. 2 pooled over seeds {', '.join(map(str, done))} ({n} organization-runs; each seed picks and plants "
                 "its own organizations): the same columns, counts summed before the intervals.", ""] + fig2(f2)
+
+
+def _merged(cells: dict[int, dict]) -> dict:
+    """One seed's cell per seed, as one cell whose organizations are every seed's (seed:name)."""
+    return {"per_org": {f"{seed}:{name}": o for seed, c in cells.items() for name, o in c["per_org"].items()}}
+
+
+def _vs_base(cells: dict[int, dict], key: str, base: str) -> str:
+    """Perplexity of `key` against `base`'s on the same code (the base model's, say), in % (−: better), the
+    mean over seeds ± its 95 % t-interval: each seed has its own organizations, so their perplexities
+    differ more between seeds than between strategies, and only the ratio is comparable."""
+    m, h = mean_ci([100 * (pooled_utility(c, key)[0] / pooled_utility(c, base)[0] - 1) for c in cells.values()])
+    return f"{m:+.1f} %" if math.isnan(h) else f"{m:+.1f} ± {h:.1f} %"
+
+
+def pooled_tables(rows_by_seed: dict[int, list[dict]]) -> list[str]:
+    """Table 1 and Fig. 5 over the seeds that ran each cell (at least two): perplexities against the
+    base model's on the same code, as the mean over seeds with its 95 % t-interval; the "beats" counts
+    and canary counts summed over every seed's organizations (each seed picks and plants its own),
+    Wilson intervals on the sums."""
+    by_seed = {seed: {r["cell"]: r for r in rows} for seed, rows in sorted(rows_by_seed.items())}
+    names = sorted({c for by in by_seed.values() for c in by})
+    seeds_of = {c: {seed: by[c] for seed, by in by_seed.items() if c in by} for c in names}
+    seeds_of = {c: cells for c, cells in seeds_of.items() if len(cells) >= 2}
+    lines = []
+    t1 = [c for c in seeds_of if c.startswith("t1:")]
+    if t1:
+        lines += ["", "Table 1 over seeds (perplexity against the base model's on the same code, mean ± 95 % t-interval "
+                  "over seeds; counts summed over every seed's organizations):", "",
+                  "| strategy | global adapter ppl vs base | local secure adapters on the others' code, vs base | global "
+                  "beats local on the others' code | right key | wrong / no key | global alone | seeds |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for c in t1:
+            cells, merged = seeds_of[c], _merged(seeds_of[c])
+            k, n = beats(merged)
+            lines.append(f"| {c[3:].replace('-0.5', ' (η = 0.5)')} | "
+                         f"{_vs_base(cells, 'global', 'base')} | {_vs_base(cells, 'local_others', 'base_others')} | "
+                         f"{k} of {n} | "
+                         + " | ".join(pct(*_leak(route_rows(merged, r))) for r in ("right", "secure", "global"))
+                         + f" | {', '.join(map(str, cells))} |")
+    f5 = sorted((c for c in seeds_of if c.startswith("f5:")), key=lambda c: int(c[3:]))
+    if f5:
+        lines += ["", "Fig. 5 over seeds (the same pooling):", "",
+                  "| organizations | right key (3 tracked) | wrong / no key (3 tracked) | global alone (all) | ppl on "
+                  "others' code: global vs local | global beats local on others' | seeds |",
+                  "|---|---|---|---|---|---|---|"]
+        for c in f5:
+            cells, merged = seeds_of[c], _merged(seeds_of[c])
+            k, n = beats(merged)
+            vs_local = _vs_base(cells, "global_others", "local_others")
+            lines.append(f"| {c[3:]} | " + " | ".join(pct(*_leak(route_rows(merged, r))) for r in ("right", "secure", "global"))
+                         + f" | {vs_local} | {k} of {n} | {', '.join(map(str, cells))} |")
+    return lines
 
 
 def residue_line(nest: dict) -> str:

@@ -77,3 +77,30 @@ def test_greedy_by_measures_every_group_from_the_same_completions():
     assert got["all"] == {"canaries": 3, "exact": 1, "half": 2, "chars": pytest.approx(0.5)}
     assert got["removed"]["exact"] == 1 and got["missed"] == {"canaries": 2, "exact": 0, "half": 1, "chars": 0.25}
     assert "none" not in got
+
+
+def _t1_org(global_loss: float, local_loss: float, right: int):
+    u = lambda loss: {"loss": loss, "top1": 0.5, "tokens": 100}  # noqa: E731
+    leak = lambda k: {"c50": {"correct": k, "trials": 10}}  # noqa: E731
+    return {"utility": {"global": u(global_loss), "base": u(2.0), "global_others": u(global_loss),
+                        "local_others": u(local_loss), "base_others": u(2.0)},
+            "leak": {"right": leak(right), "secure": leak(1), "global": leak(0)}}
+
+
+def test_pooled_tables_sum_counts_over_seeds_and_average_perplexity_ratios():
+    import math
+
+    from federation_report import pooled_tables
+
+    by_seed = {s: [{"cell": "t1:FedAvg", "per_org": {"a": _t1_org(2.0 + math.log(1 + d), 2.1, 3),
+                                                      "b": _t1_org(2.0 + math.log(1 + d), 1.9, 5)}}]
+               for s, d in ((0, -0.02), (1, -0.04))}
+    by_seed[2] = [{"cell": "f5:3", "per_org": {"a": _t1_org(2.0, 2.1, 1)}}]  # one seed only: not pooled
+    lines = pooled_tables(by_seed)
+    row = next(x for x in lines if x.startswith("| FedAvg |"))
+    cols = [c.strip() for c in row.split("|")[1:-1]]
+    assert cols[1].startswith("-3.0 ± ")  # the mean over seeds of -2 % and -4 % against the base
+    assert cols[3] == "2 of 4"  # global beats local where local's loss is higher (org a of each seed)
+    assert cols[4].startswith("40.0 % [")  # right key: (3 + 5) · 2 of 40
+    assert cols[7] == "0, 1"
+    assert not any(x.startswith("| 3 |") for x in lines)
