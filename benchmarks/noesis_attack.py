@@ -67,6 +67,7 @@ MODELS = {  # in the order they run: the controls first (the attack's power), th
     "noesis_nonprivate": Attacked("soft_prompt", math.inf, {"prompt_length": 32}, "noesis-inf-s{seed}"),
 }
 
+
 async def _model(bench, name: str, seed: int):
     m = MODELS[name]
     shared, _ = await bench.shared(m.family, m.epsilon, seed, epochs=m.epochs, **m.shape)
