@@ -140,7 +140,7 @@ async def main() -> int:
         keys = {seed: settings_key(settings(argparse.Namespace(**{**vars(args), "seed": seed})))
                 for seed in args.pool_seeds}
         by_seed = {seed: [r for r in every if r["key"] == k] for seed, k in keys.items()}
-        text += "\n".join(pooled_fig2(by_seed, s) + pooled_tables(by_seed))
+        text += "\n" + "\n".join(pooled_fig2(by_seed, s) + pooled_tables(by_seed))
     print(text)
     if args.write and not args.quick:
         from doc_markers import write_block
