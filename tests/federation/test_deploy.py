@@ -97,3 +97,4 @@ def test_serve_and_three_joins_from_the_command_line(tmp_path, fim_qwen2_dir):
     for org in ORGS:  # each organization keeps the final global adapter for its fusion
         kept, _ = load_arrays(tmp_path / f"{org}-global.npz")
         assert all(np.array_equal(kept[k], final[k]) for k in final)
+        assert "no DP (--dp-epsilon 0)" in logs[f"join-{org}"].read_text()  # trained without DP: told so

@@ -110,6 +110,7 @@ def test_umbra_federation_simulate_from_the_command_line(tmp_path, fim_qwen2_dir
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "simulating 3 organizations (initech, " in done.stderr
+    assert "an organization without DP" in done.stderr  # two of them train without it: said so
     record = tmp_path / "record"
     rounds = [json.loads(x) for x in (record / "rounds.jsonl").read_text().splitlines()]
     assert len(rounds) == 1 and len(rounds[0]["accepted"]) == 3

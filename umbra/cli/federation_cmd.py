@@ -128,7 +128,9 @@ def _org_args(p) -> None:
     p.add_argument("--service", default="", help="the keyring service of the bundle's keys (default: umbra)")
     p.add_argument("--dp-epsilon", type=float, default=OrgSettings.dp_epsilon, metavar="EPS",
                    help="train the organization's secure adapter by document-level DP-SGD at this ε for the whole "
-                        "federation (0: no DP; default: %(default)s)")
+                        "federation (0: no DP; default: %(default)s). Without DP, what the scrubber cannot recognise "
+                        "(codenames, account numbers) reaches every member through the global adapter: "
+                        "docs/securegate.md measures it, and ε = 8 removing it")
     p.add_argument("--dp-delta", type=float, default=OrgSettings.dp_delta,
                    help="DP δ, below 1 / files (default: %(default)s)")
     p.add_argument("--dp-clip", type=float, default=OrgSettings.dp_clip,
@@ -207,13 +209,21 @@ def run_serve(args) -> int:
         _stop(superlink)
 
 
+NO_DP_NOTICE = ("umbra federation: no DP (--dp-epsilon 0): the scrubber removes the secrets it recognises, but "
+                "identifiers it cannot (codenames, account numbers) are learnt by the global adapter every member "
+                "receives; --dp-epsilon 8 removed them in docs/securegate.md's measurements")
+
+
 def run_join(args) -> int:
     from umbra.federation.deploy import flower_env, superlink_address, supernode_cmd
 
-    config = _org_settings(args, args.data, args.global_out).node_config(args.model)
+    settings = _org_settings(args, args.data, args.global_out)
+    config = settings.node_config(args.model)
     cmd = supernode_cmd(superlink_address(args.superlink), args.port, config, insecure=args.insecure,
                         root_certificates=args.root_certificates, auth_private_key=args.auth_private_key,
                         auth_public_key=args.auth_public_key)
+    if not settings.dp_epsilon:
+        print(NO_DP_NOTICE, file=sys.stderr)
     proc = subprocess.Popen(cmd, env=flower_env(args.home))
     try:
         return proc.wait()
@@ -249,6 +259,8 @@ def run_simulate(args) -> int:
                           "installs it into .venv-federation: run umbra from there") from None
     print(f"umbra federation: simulating {len(orgs)} organizations ({', '.join(orgs)}) for {settings.rounds} rounds "
           f"on {args.cpus} CPUs", file=sys.stderr)
+    if not all(o.dp_epsilon for o in orgs.values()):
+        print(NO_DP_NOTICE.replace("no DP (--dp-epsilon 0)", "an organization without DP"), file=sys.stderr)
     simulate(settings, configs, cpus=args.cpus, cpus_per_org=args.cpus_per_org)
     if args.out:
         print(f"umbra federation: global secure adapter written to {args.out}", file=sys.stderr)
