@@ -134,6 +134,15 @@ def _vs_base(cells: dict[int, dict], key: str, base: str) -> str:
     return f"{m:+.1f} %" if math.isnan(h) else f"{m:+.1f} ± {h:.1f} %"
 
 
+def _pooled_row(label: str, cells: dict[int, dict], ratios: list[tuple[str, str]]) -> str:
+    """| label | each ratio's perplexity over seeds | beats | right key | wrong / no key | global alone | seeds |"""
+    merged = _merged(cells)
+    k, n = beats(merged)
+    return (f"| {label} | " + " | ".join(_vs_base(cells, key, base) for key, base in ratios) + f" | {k} of {n} | "
+            + " | ".join(pct(*_leak(route_rows(merged, r))) for r in ("right", "secure", "global"))
+            + f" | {', '.join(map(str, cells))} |")
+
+
 def pooled_tables(rows_by_seed: dict[int, list[dict]]) -> list[str]:
     """Table 1 and Fig. 5 over the seeds that ran each cell (at least two): perplexities against the
     base model's on the same code, as the mean over seeds with its 95 % t-interval; the "beats" counts
@@ -151,26 +160,14 @@ def pooled_tables(rows_by_seed: dict[int, list[dict]]) -> list[str]:
                   "| strategy | global adapter ppl vs base | local secure adapters on the others' code, vs base | global "
                   "beats local on the others' code | right key | wrong / no key | global alone | seeds |",
                   "|---|---|---|---|---|---|---|---|"]
-        for c in t1:
-            cells, merged = seeds_of[c], _merged(seeds_of[c])
-            k, n = beats(merged)
-            lines.append(f"| {c[3:].replace('-0.5', ' (η = 0.5)')} | "
-                         f"{_vs_base(cells, 'global', 'base')} | {_vs_base(cells, 'local_others', 'base_others')} | "
-                         f"{k} of {n} | "
-                         + " | ".join(pct(*_leak(route_rows(merged, r))) for r in ("right", "secure", "global"))
-                         + f" | {', '.join(map(str, cells))} |")
+        lines += [_pooled_row(c[3:].replace("-0.5", " (η = 0.5)"), seeds_of[c],
+                              [("global", "base"), ("local_others", "base_others")]) for c in t1]
     f5 = sorted((c for c in seeds_of if c.startswith("f5:")), key=lambda c: int(c[3:]))
     if f5:
         lines += ["", "Fig. 5 over seeds (the same pooling):", "",
-                  "| organizations | right key (3 tracked) | wrong / no key (3 tracked) | global alone (all) | ppl on "
-                  "others' code: global vs local | global beats local on others' | seeds |",
-                  "|---|---|---|---|---|---|---|"]
-        for c in f5:
-            cells, merged = seeds_of[c], _merged(seeds_of[c])
-            k, n = beats(merged)
-            vs_local = _vs_base(cells, "global_others", "local_others")
-            lines.append(f"| {c[3:]} | " + " | ".join(pct(*_leak(route_rows(merged, r))) for r in ("right", "secure", "global"))
-                         + f" | {vs_local} | {k} of {n} | {', '.join(map(str, cells))} |")
+                  "| organizations | ppl on others' code: global vs local | global beats local on others' | right key "
+                  "(3 tracked) | wrong / no key (3 tracked) | global alone (all) | seeds |", "|---|---|---|---|---|---|---|"]
+        lines += [_pooled_row(c[3:], seeds_of[c], [("global_others", "local_others")]) for c in f5]
     return lines
 
 
