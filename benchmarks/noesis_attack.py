@@ -75,19 +75,20 @@ async def _model(bench, name: str, seed: int):
 
 
 class WholeDocuments:
-    """A set of documents as tiles, and their scores summed back per document."""
+    """A set of documents (tokenized: DocumentBlocks) as tiles, and their scores summed back per document."""
 
-    def __init__(self, bench, docs):
-        self.count = len(docs)
-        self.tiles, self.doc = DocumentBlocks(docs, bench.model.tokenizer, bench.budget.block_len).tiles()
+    def __init__(self, blocks: DocumentBlocks):
+        self.count = len(blocks)
+        self.tiles, self.doc = blocks.tiles()
 
     async def scores(self, bench, adapters) -> DocScores:
         return (await bench.scores(self.tiles, adapters)).grouped(self.doc, self.count)
 
 
-def short(bench, docs) -> list:
-    lengths = DocumentBlocks(docs, bench.model.tokenizer, bench.budget.block_len).lengths
-    return [d for d, n in zip(docs, lengths) if n <= MAX_DOC_TOKENS]
+def short(bench, docs) -> DocumentBlocks:
+    """The documents of at most MAX_DOC_TOKENS tokens, tokenized once."""
+    blocks = DocumentBlocks(docs, bench.model.tokenizer, bench.budget.block_len)
+    return blocks.select([i for i, n in enumerate(blocks.lengths) if n <= MAX_DOC_TOKENS])
 
 
 def attack_sets(bench) -> dict[str, tuple[WholeDocuments, WholeDocuments]]:
@@ -96,7 +97,7 @@ def attack_sets(bench) -> dict[str, tuple[WholeDocuments, WholeDocuments]]:
     for lang in LANGS:
         members, nonmembers = short(bench, bench.train[lang]), short(bench, bench.unused[lang])
         k = min(ATTACK_DOCS, len(members), len(nonmembers))
-        out[lang] = (WholeDocuments(bench, members[:k]), WholeDocuments(bench, nonmembers[:k]))
+        out[lang] = (WholeDocuments(members.select(range(k))), WholeDocuments(nonmembers.select(range(k))))
     return out
 
 
