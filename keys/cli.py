@@ -9,7 +9,6 @@ import sys
 
 from keys.access_keys import read_secret_text
 from keys.cloud_tokens import CLOUD_TOKEN_PREFIX, cloud_token_name
-from keys.errors import KeyStoreError
 from keys.store import DEFAULT_SERVICE, KeyStore
 
 
