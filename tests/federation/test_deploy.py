@@ -66,13 +66,17 @@ def test_serve_and_three_joins_from_the_command_line(tmp_path, fim_qwen2_dir):
             procs.append(subprocess.Popen(CLI + args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
         return procs[-1]
 
+    # the first organization keeps DP's default ε (with a batch and δ its six files can meet), the
+    # others opt out of DP
+    dp = {ORGS[0]: ["--dp-batch", "2", "--dp-delta", "1e-3"], ORGS[1]: ["--dp-epsilon", "0"],
+          ORGS[2]: ["--dp-epsilon", "0"]}
     try:  # the organizations join first: their SuperNodes wait for the SuperLink
         for org in ORGS:
             code = write_org_code(tmp_path / "orgs", org)
             spawn(f"join-{org}", ["join", f"127.0.0.1:{port}", "--data", str(code), "--model", str(fim_qwen2_dir),
                                   "--internal-domain", f"{org}.com", "--port", str(free_port()), "--threads", "1",
                                   "--home", str(tmp_path / f"home-{org}"), "--insecure",
-                                  "--global-out", str(tmp_path / f"{org}-global.npz")])
+                                  "--global-out", str(tmp_path / f"{org}-global.npz"), *dp[org]])
         time.sleep(2)
         serve = spawn("serve", ["serve", "--model", str(fim_qwen2_dir), "--port", str(port), "--insecure",
                                 "--rounds", "1", "--min-nodes", "3", "--rank", "2", "--epochs", "1",
@@ -97,4 +101,23 @@ def test_serve_and_three_joins_from_the_command_line(tmp_path, fim_qwen2_dir):
     for org in ORGS:  # each organization keeps the final global adapter for its fusion
         kept, _ = load_arrays(tmp_path / f"{org}-global.npz")
         assert all(np.array_equal(kept[k], final[k]) for k in final)
-        assert "no DP (--dp-epsilon 0)" in logs[f"join-{org}"].read_text()  # trained without DP: told so
+        told = "no DP (--dp-epsilon 0)" in logs[f"join-{org}"].read_text()  # trained without DP: told so
+        assert told == (org != ORGS[0])
+        assert (tmp_path / f"{org}-global.npz.privacy.json").exists() == (org == ORGS[0])
+    spent = json.loads((tmp_path / f"{ORGS[0]}-global.npz.privacy.json").read_text())
+    assert spent["target_epsilon"] == 8.0 and spent["rounds_taken"] == 1  # the default budget, all of it
+
+
+def test_join_refuses_code_too_small_for_the_default_dp(tmp_path, fim_qwen2_dir):
+    """DP is on by default (ε = 8, an expected 8 files a step): three files cannot meet it, and
+    join says so, with the ways out, before it starts a SuperNode."""
+    code = tmp_path / "code"
+    code.mkdir()
+    for i in range(3):
+        (code / f"m{i}.py").write_text(f"x = {i}\n")
+    done = subprocess.run(CLI + ["join", "127.0.0.1:9", "--data", str(code), "--model", str(fim_qwen2_dir),
+                                 "--insecure", "--home", str(tmp_path / "home")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "has 3 files of code" in done.stderr and "--dp-batch" in done.stderr and "--dp-epsilon 0" in done.stderr
+    assert "no DP" not in done.stderr and not (tmp_path / "home").exists()  # refused, nothing started

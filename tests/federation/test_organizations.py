@@ -11,7 +11,7 @@ import pytest
 
 from umbra.errors import ConfigError
 from umbra.federation.client_app import dp_settings, node_settings
-from umbra.federation.organizations import OrgSettings, read_organizations
+from umbra.federation.organizations import DEFAULT_DP_EPSILON, OrgSettings, read_organizations
 
 
 def test_an_organizations_file_with_defaults_becomes_node_configs(tmp_path):
@@ -19,11 +19,14 @@ def test_an_organizations_file_with_defaults_becomes_node_configs(tmp_path):
         (tmp_path / d).mkdir(parents=True)
     (tmp_path / "orgs.json").write_text(json.dumps([
         {"name": "acme", "data": ["acme/src", "acme/lib"], "internal_domains": "acme.com", "dp_epsilon": 4},
-        {"name": "globex", "data": "globex", "bundle": "bundles/g", "service": "umbra-test", "threads": 2},
+        {"name": "globex", "data": "globex", "bundle": "bundles/g", "service": "umbra-test", "threads": 2,
+         "dp_epsilon": 0},
+        {"name": "initech", "data": "globex"},
     ]))
     orgs = read_organizations(tmp_path / "orgs.json", OrgSettings(data=(), threads=1, dp_batch=16))
-    assert list(orgs) == ["acme", "globex"]
-    acme, globex = (orgs[n].node_config(tmp_path / "model") for n in orgs)
+    assert list(orgs) == ["acme", "globex", "initech"]
+    acme, globex, initech = (orgs[n].node_config(tmp_path / "model") for n in orgs)
+    assert dp_settings(initech).epsilon == DEFAULT_DP_EPSILON == 8.0  # DP unless an organization opts out
     assert acme["data"] == os.pathsep.join(str(tmp_path / p) for p in ("acme/src", "acme/lib"))
     assert acme["internal-domains"] == "acme.com" and acme["threads"] == 1 and "bundle" not in acme
     dp = dp_settings(acme)
@@ -44,3 +47,13 @@ def test_bad_organization_settings_are_refused(tmp_path):
     (tmp_path / "orgs.json").write_text(json.dumps([{"name": "a", "data": "acme", "threads": 1.5}]))
     with pytest.raises(ConfigError, match="threads must be a whole number"):
         read_organizations(tmp_path / "orgs.json")
+
+
+def test_a_dp_setting_the_code_cannot_meet_is_refused_up_front():
+    org = OrgSettings(data=("acme",), dp_batch=8, dp_delta=1e-3)
+    org.check_dp(8)
+    with pytest.raises(ConfigError, match=r"acme has 7 files.*--dp-batch.*--dp-epsilon 0"):
+        org.check_dp(7, "acme")
+    with pytest.raises(ConfigError, match=r"δ = 0.001 must be below 1/1000.*--dp-epsilon 0"):
+        OrgSettings(data=("acme",), dp_batch=2, dp_delta=1e-3).check_dp(1000)
+    OrgSettings(data=("acme",), dp_epsilon=0).check_dp(0)  # without DP any size goes

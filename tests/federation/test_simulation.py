@@ -103,7 +103,7 @@ def test_umbra_federation_simulate_from_the_command_line(tmp_path, fim_qwen2_dir
                                                      "internal_domains": ["initech.com"], "dp_epsilon": 8,
                                                      "dp_delta": 1e-3, "dp_batch": 2}]))
     keep = tmp_path / "keep"
-    cmd = [sys.executable, "-m", "umbra.cli.main", "federation", "simulate", str(a), str(b),
+    cmd = [sys.executable, "-m", "umbra.cli.main", "federation", "simulate", str(a), str(b), "--dp-epsilon", "0",
            "--orgs", str(tmp_path / "orgs.json"), "--model", str(fim_qwen2_dir), "--rounds", "1", "--rank", "2",
            "--lr", "3e-3", "--block-len", "64", "--batch-size", "4", "--fim-rate", "0", "--cpus", "2",
            "--out", str(tmp_path / "global.npz"), "--record", str(tmp_path / "record"), "--keep-dir", str(keep)]

@@ -128,7 +128,7 @@ def _org_args(p) -> None:
     p.add_argument("--service", default="", help="the keyring service of the bundle's keys (default: umbra)")
     p.add_argument("--dp-epsilon", type=float, default=OrgSettings.dp_epsilon, metavar="EPS",
                    help="train the organization's secure adapter by document-level DP-SGD at this ε for the whole "
-                        "federation (0: no DP; default: %(default)s). Without DP, what the scrubber cannot recognise "
+                        "federation (default: %(default)s; 0: no DP). Without DP, what the scrubber cannot recognise "
                         "(codenames, account numbers) reaches every member through the global adapter: "
                         "docs/securegate.md measures it, and ε = 8 removing it")
     p.add_argument("--dp-delta", type=float, default=OrgSettings.dp_delta,
@@ -214,6 +214,15 @@ NO_DP_NOTICE = ("umbra federation: no DP (--dp-epsilon 0): the scrubber removes 
                 "receives; --dp-epsilon 8 removed them in docs/securegate.md's measurements")
 
 
+def _check_dp(orgs: dict[str, OrgSettings]) -> None:
+    """Each organization's DP setting against its count of files, before any process starts."""
+    from umbra.tuning.securegate import read_org_code
+
+    for name, org in orgs.items():
+        if org.dp_epsilon:
+            org.check_dp(len(read_org_code([Path(p) for p in org.data])), name)
+
+
 def run_join(args) -> int:
     from umbra.federation.deploy import flower_env, superlink_address, supernode_cmd
 
@@ -222,6 +231,7 @@ def run_join(args) -> int:
     cmd = supernode_cmd(superlink_address(args.superlink), args.port, config, insecure=args.insecure,
                         root_certificates=args.root_certificates, auth_private_key=args.auth_private_key,
                         auth_public_key=args.auth_public_key)
+    _check_dp({"this organization": settings})
     if not settings.dp_epsilon:
         print(NO_DP_NOTICE, file=sys.stderr)
     proc = subprocess.Popen(cmd, env=flower_env(args.home))
@@ -257,6 +267,7 @@ def run_simulate(args) -> int:
     except ImportError as exc:
         raise ConfigError(f"the simulation needs the `federation` extra with Ray ({exc}); scripts/federation_env.sh "
                           "installs it into .venv-federation: run umbra from there") from None
+    _check_dp(orgs)
     print(f"umbra federation: simulating {len(orgs)} organizations ({', '.join(orgs)}) for {settings.rounds} rounds "
           f"on {args.cpus} CPUs", file=sys.stderr)
     if not all(o.dp_epsilon for o in orgs.values()):

@@ -14,6 +14,11 @@ from pathlib import Path
 
 from umbra.errors import ConfigError
 
+# DP is on unless an organization opts out (dp_epsilon = 0). Scrubbing removes the secrets it
+# recognises; what it cannot (codenames, account numbers) the global adapter learns and hands to
+# every member, which ε = 8 stopped in docs/securegate.md's measurements ("Federation").
+DEFAULT_DP_EPSILON = 8.0
+
 
 @dataclass(frozen=True)
 class OrgSettings:
@@ -26,10 +31,25 @@ class OrgSettings:
     global_out: str = ""  # keep the final global secure adapter here (.npz; "" none)
     bundle: str = ""  # its client bundle: train on the bundle's private tokenizer ("" none)
     service: str = ""  # the OS keyring service holding the bundle's keys ("": umbra's)
-    dp_epsilon: float = 0.0  # > 0: document-level DP-SGD at this ε for the whole federation
+    dp_epsilon: float = DEFAULT_DP_EPSILON  # > 0: document-level DP-SGD at this ε for the whole federation; 0: none
     dp_delta: float = 1e-6  # DP δ, below 1 / files
     dp_clip: float = 1.0  # DP clip bound C per file
     dp_batch: int = 8  # DP expected files per step B
+
+    def check_dp(self, files: int, name: str = "this organization") -> None:
+        """Refuse up front a DP setting that `files` files of code cannot meet (the SuperNode would
+        fail at its first round): fewer files than the expected batch B, or δ not below 1/N."""
+        if not self.dp_epsilon:
+            return
+        way_out = ("give it more code, a smaller --dp-batch, or --dp-epsilon 0 to train without DP (what the "
+                   "scrubber misses then reaches every member)")
+        if files < self.dp_batch:
+            raise ConfigError(f"{name} has {files} files of code; DP-SGD at ε = {self.dp_epsilon:g} samples an "
+                              f"expected {self.dp_batch} files per step (--dp-batch) and needs at least that many: "
+                              f"{way_out}")
+        if self.dp_delta >= 1 / files:
+            raise ConfigError(f"{name} has {files} files of code; DP's δ = {self.dp_delta:g} must be below 1/{files} "
+                              f"(--dp-delta): {way_out}")
 
     def node_config(self, model: Path | str) -> dict:
         """The SuperNode's --node-config (absolute paths; the DP keys only under DP)."""
