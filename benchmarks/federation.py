@@ -3,6 +3,8 @@ made of the private Python domain's projects (benchmarks/federation_orgs.py), wi
 default model on this CPU. Run with the federation environment (Flower):
 
     .venv-federation/bin/python benchmarks/federation.py [--quick] [--seed 0] [--write] [--pool-seeds 0 1 2]
+    .venv-federation/bin/python benchmarks/federation.py --seed 0 --org-files 96 --org-heldout 8 \
+        --cells t1:SecureFedNesterov f2:dp          # larger organizations (their own settings key)
 
 Cells (each appended to benchmarks/results/federation.jsonl, committed, when done; a rerun skips the cells already
 there for the same seed and settings, and `--write` alone rewrites the docs from that file):
@@ -99,12 +101,17 @@ async def main() -> int:
                                                                   "(benchmarks/securegate.py: 128)")
     p.add_argument("--samples", type=int, default=4, help="extraction samples per canary prefix")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--org-files", type=int, default=OrgSpec.files,
+                   help="training files per organization of the 3-organization cells (larger: DP has data to work with)")
+    p.add_argument("--org-heldout", type=int, default=OrgSpec.heldout,
+                   help="held-out files per organization of the 3-organization cells (its utility's test code)")
     p.add_argument("--cells", nargs="+", help="run only these cells (default: all)")
     p.add_argument("--write", action="store_true", help="write the tables into docs/securegate.md")
     p.add_argument("--pool-seeds", type=int, nargs="+", default=[], help="also print Fig. 2, Table 1 and Fig. 5 pooled over these seeds' "
                                                                         "results (those with its three cells done)")
     args = p.parse_args()
-    args.spec, args.scale_spec = OrgSpec(), OrgSpec(files=16, query=2, heldout=1, max_chars=3000, per_group=1)
+    args.spec = OrgSpec(files=args.org_files, heldout=args.org_heldout)
+    args.scale_spec = OrgSpec(files=16, query=2, heldout=1, max_chars=3000, per_group=1)
     if args.quick:
         args.spec = OrgSpec(files=16, query=2, heldout=1, max_chars=2500, per_group=1)
         args.scale_spec = replace(args.spec)
