@@ -108,11 +108,12 @@ def fig2_cells(s: dict) -> tuple[tuple[str, str], ...]:
 
 
 def pooled_fig2(rows_by_seed: dict[int, list[dict]], s: dict) -> list[str]:
-    """Fig. 2 pooled over the seeds that have its three cells: every seed's organizations (chosen and
-    planted by that seed) counted together. Empty when fewer than two seeds are complete."""
-    cells = fig2_cells(s)
+    """Fig. 2 pooled over the seeds that have its cells: every seed's organizations (chosen and
+    planted by that seed) counted together. A cell fewer than two seeds ran is left out (the control
+    at K = 8, say); empty when fewer than two seeds have the rest."""
     done = {seed: {r["cell"]: r for r in rows} for seed, rows in sorted(rows_by_seed.items())}
-    done = {seed: by for seed, by in done.items() if all(c in by for _, c in cells)}
+    cells = [(label, c) for label, c in fig2_cells(s) if sum(c in by for by in done.values()) >= 2]
+    done = {seed: by for seed, by in done.items() if cells and all(c in by for _, c in cells)}
     if len(done) < 2:
         return []
     f2 = [(label, _merged({seed: by[c] for seed, by in done.items()})) for label, c in cells]

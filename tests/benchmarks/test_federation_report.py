@@ -69,6 +69,11 @@ def test_fig2_pooled_over_seeds_sums_the_complete_seeds_only():
     assert "seeds 0, 1 (4 organization-runs" in lines[1]
     missed = [ln for ln in lines if "missed by the scrubber" in ln]
     assert len(missed) == 3 and missed[0].split("|")[5].strip().startswith("30.0 % [")  # (5+5+1+1) of 40
+    no_control = {seed: cells(m)[1:] for seed, m in enumerate([(5, 10), (1, 10), (9, 10)])}  # no f2:raw anywhere
+    lines = pooled_fig2(no_control, s)
+    assert "seeds 0, 1, 2 (6 organization-runs" in lines[1]
+    assert [ln.split("|")[1].strip() for ln in lines[5:] if ln.split("|")[1].strip()] == ["scrubbing",
+                                                                                          "scrubbing + DP (ε = 8)"]
 
 
 def test_greedy_by_measures_every_group_from_the_same_completions():
