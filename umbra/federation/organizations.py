@@ -43,7 +43,7 @@ class OrgSettings:
             return
         way_out = ("give it more code, a smaller --dp-batch, or --dp-epsilon 0 to train without DP (what the "
                    "scrubber misses then reaches every member)")
-        if files < self.dp_batch:
+        if files < max(1, self.dp_batch):
             raise ConfigError(f"{name} has {files} files of code; DP-SGD at ε = {self.dp_epsilon:g} samples an "
                               f"expected {self.dp_batch} files per step (--dp-batch) and needs at least that many: "
                               f"{way_out}")
