@@ -10,18 +10,24 @@ a few hundred key reads in a row, or two processes at once, take down the user's
 SecretServiceCalls does what the backend does — same attributes, label, collection and unlock
 prompts, so entries written by either are read by the other — over one connection and one
 session per process (per bus address; a forked child opens its own). A connection the daemon has
-dropped (it restarted) is opened again once per call. Calls are serialised: a jeepney blocking
-connection is not thread-safe."""
+dropped (it restarted) is opened again once per call. Under concurrent writers GNOME Keyring
+also answers "no such object" about an item it has just created or is replacing: such a call is
+tried again (TRANSIENT_ATTEMPTS), and a write or delete whose reply was lost but which took
+(read back) counts as done. Calls are serialised: a jeepney blocking connection is not
+thread-safe."""
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 
 from keyring.backend import KeyringBackend
 from keyring.errors import KeyringLocked, PasswordDeleteError
 
 SECRET_SERVICE_BACKEND = "keyring.backends.SecretService.Keyring"
+TRANSIENT_ATTEMPTS = 4  # tries of a call the daemon answers "no such object"
+TRANSIENT_BACKOFF_S = 0.05  # x the attempt number
 
 
 class SecretServiceCalls:
@@ -32,18 +38,13 @@ class SecretServiceCalls:
         self.backend = backend  # for its attribute scheme (_query), appid and preferred_collection
 
     def get_password(self, service: str, username: str) -> str | None:
-        def op(collection):
-            for item in collection.search_items(self.backend._query(service, username)):
-                _unlock(item)
-                return item.get_secret().decode("utf-8")
-            return None
-
-        return self._run(op)
+        return self._run(lambda collection: self._read(collection, service, username))
 
     def set_password(self, service: str, username: str, password: str) -> None:
         attributes = self.backend._query(service, username, application=self.backend.appid)
         label = f"Password for '{username}' on '{service}'"
-        self._run(lambda collection: collection.create_item(label, attributes, password.encode("utf-8"), replace=True))
+        self._run(lambda collection: collection.create_item(label, attributes, password.encode("utf-8"), replace=True),
+                  landed=lambda collection: self._read(collection, service, username) == password)
 
     def delete_password(self, service: str, username: str) -> None:
         def op(collection):
@@ -52,10 +53,16 @@ class SecretServiceCalls:
                 return
             raise PasswordDeleteError("No such password!")
 
-        self._run(op)
+        self._run(op, landed=lambda collection: self._read(collection, service, username) is None)
 
-    def _run(self, op):
-        return CONNECTION.run(op, getattr(self.backend, "preferred_collection", None))
+    def _read(self, collection, service: str, username: str) -> str | None:
+        for item in collection.search_items(self.backend._query(service, username)):
+            _unlock(item)
+            return item.get_secret().decode("utf-8")
+        return None
+
+    def _run(self, op, landed=None):
+        return CONNECTION.run(op, getattr(self.backend, "preferred_collection", None), landed)
 
 
 class SharedConnection:
@@ -69,16 +76,16 @@ class SharedConnection:
         self._connection = None
         self._collection = None
 
-    def run(self, op, collection_path: str | None):
+    def run(self, op, collection_path: str | None, landed=None):
         """op(collection); if the daemon dropped the connection (it restarted), once more afresh."""
         from secretstorage.exceptions import SecretServiceNotAvailableException
 
         with self._lock:
             try:
-                return op(self._open(collection_path))
+                return _tried(op, self._open(collection_path), landed)
             except (SecretServiceNotAvailableException, ConnectionError, OSError):
                 self._drop()
-            return op(self._open(collection_path))
+            return _tried(op, self._open(collection_path), landed)
 
     def _open(self, collection_path: str | None):
         """The collection on the shared connection, opened (and unlocked) if need be."""
@@ -112,6 +119,27 @@ class SharedConnection:
             except OSError:
                 pass
         self._key = self._connection = self._collection = None
+
+
+def _tried(op, collection, landed):
+    """op(collection), tried again on the daemon's transient "no such object" (never on a locked
+    keyring or a dismissed prompt: that would prompt again); `landed(collection)`, if given, first
+    asks whether a failed write or delete took."""
+    from secretstorage.exceptions import ItemNotFoundException
+
+    for attempt in range(1, TRANSIENT_ATTEMPTS + 1):
+        try:
+            return op(collection)
+        except ItemNotFoundException:
+            if attempt == TRANSIENT_ATTEMPTS:
+                raise
+        try:
+            if landed is not None and landed(collection):
+                return None
+        except ItemNotFoundException:  # the read back met the same race: not known to have taken
+            pass
+        time.sleep(TRANSIENT_BACKOFF_S * attempt)
+    return None  # not reached: the last attempt returns or raises
 
 
 def _unlock(item) -> None:

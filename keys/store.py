@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import time
 
 import keyring
 import keyring.backend
@@ -29,11 +28,6 @@ from keys.secret_service import keyring_calls
 DEFAULT_SERVICE = "umbra"
 INDEX_NAME = "__index__"
 MAX_NAME_LENGTH = 200
-# A Secret Service under load (gnome-keyring with several clients writing at once) now and then
-# answers "no such object" about an item it has just created or is replacing. Such a call is
-# tried again, and a write whose reply was lost but whose value reads back counts as done.
-TRANSIENT_ATTEMPTS = 4
-TRANSIENT_BACKOFF_S = 0.05  # x attempt number
 
 # Backends that hand secrets to the operating system's own secret store.
 SECURE_BACKENDS = frozenset(
@@ -124,13 +118,13 @@ class KeyStore:
         names = self._index()
         if name not in names:
             self._write_index(names | {name})
-        self._write(name, base64.b64encode(bytes(secret)).decode("ascii"))
+        self._call("write", self._calls.set_password, self.service, name, base64.b64encode(bytes(secret)).decode("ascii"))
 
     def delete(self, name: str) -> None:
         _check_name(name)
         if not self.exists(name):
             raise KeyNotFound(f"no key {name!r} in the OS keyring (service {self.service!r})")
-        self._delete(name)
+        self._call("delete", self._calls.delete_password, self.service, name)
         names = self._index()
         if name in names:
             self._write_index(names - {name})
@@ -158,55 +152,21 @@ class KeyStore:
 
     def _write_index(self, names: frozenset[str]) -> None:
         if names:
-            self._write(INDEX_NAME, json.dumps(sorted(names)))
+            self._call("write", self._calls.set_password, self.service, INDEX_NAME, json.dumps(sorted(names)))
         elif self._call("read", self._calls.get_password, self.service, INDEX_NAME) is not None:
-            self._delete(INDEX_NAME)
+            self._call("delete", self._calls.delete_password, self.service, INDEX_NAME)
 
-    def _write(self, name: str, value: str) -> None:
-        """set_password, where a transient failure counts as done if the value reads back."""
-
-        def landed() -> bool:
-            return self._call("read", self._calls.get_password, self.service, name) == value
-
-        self._call("write", self._calls.set_password, self.service, name, value, landed=landed)
-
-    def _delete(self, name: str) -> None:
-        """delete_password, where a transient failure counts as done if the entry is gone."""
-
-        def landed() -> bool:
-            return self._call("read", self._calls.get_password, self.service, name) is None
-
-        self._call("delete", self._calls.delete_password, self.service, name, landed=landed)
-
-    def _call(self, what: str, fn, *args, landed=None):
-        """fn(*args) with the keyring's errors as KeyStoreUnavailable. A transient error (see
-        TRANSIENT_ATTEMPTS) is tried again; for a write, `landed()` first asks whether it took."""
-        for attempt in range(1, TRANSIENT_ATTEMPTS + 1):
-            try:
-                return fn(*args)
-            except KeyStoreError:
-                raise
-            except Exception as exc:  # keyring, secretstorage and jeepney each raise their own types
-                if not _transient(exc) or attempt == TRANSIENT_ATTEMPTS:
-                    # The message names the failure only; keyring errors never carry the secret itself.
-                    raise KeyStoreUnavailable(
-                        f"the OS keyring refused to {what} an entry of service {self.service!r}: "
-                        f"{type(exc).__name__}: {exc}"
-                    ) from exc
-            if landed is not None and landed():
-                return None
-            time.sleep(TRANSIENT_BACKOFF_S * attempt)
-        return None  # not reached: the last attempt returns or raises
-
-
-def _transient(exc: BaseException) -> bool:
-    """True for the Secret Service's "no such object" about an item that was there a moment ago
-    (never for a locked keyring or a dismissed prompt: trying again would prompt again)."""
-    try:
-        from secretstorage.exceptions import ItemNotFoundException
-    except ImportError:  # macOS, Windows: no D-Bus
-        return False
-    return isinstance(exc, ItemNotFoundException)
+    def _call(self, what: str, fn, *args):
+        try:
+            return fn(*args)
+        except KeyStoreError:
+            raise
+        except Exception as exc:  # keyring, secretstorage and jeepney each raise their own types
+            # The message names the failure only; keyring errors never carry the secret itself.
+            raise KeyStoreUnavailable(
+                f"the OS keyring refused to {what} an entry of service {self.service!r}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def _check_name(name: str) -> None:

@@ -9,13 +9,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import keyring
 import pytest
 
 from keys import KeyStore, KeyStoreUnavailable
-from keys.secret_service import CONNECTION, SecretServiceCalls
-from keys.store import TRANSIENT_ATTEMPTS
+from keys.secret_service import CONNECTION, TRANSIENT_ATTEMPTS, SecretServiceCalls
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -81,60 +81,51 @@ def test_a_forked_child_opens_its_own_connection(keystore):
     assert CONNECTION.opened == opened
 
 
-class _Flaky:
-    """The real calls, with the Secret Service's transient "no such object" raised `times` times,
-    before the write (refused) or after it (its reply lost)."""
+def _flaky(monkeypatch, times: int, after: bool, error=None) -> SimpleNamespace:
+    """Collection.create_item of the real connection, raising `error` (the Secret Service's transient
+    "no such object" by default) `times` times, before the item is written (refused) or after it
+    (its reply lost); `.made` counts the calls."""
+    from secretstorage.collection import Collection
+    from secretstorage.exceptions import ItemNotFoundException
 
-    def __init__(self, calls, times: int, after: bool):
-        self.calls, self.times, self.after, self.made = calls, times, after, 0
+    flaky = SimpleNamespace(real=Collection.create_item, times=times, after=after, made=0)
+    error = error or ItemNotFoundException("Item does not exist!")
 
-    def get_password(self, *args):
-        return self.calls.get_password(*args)
+    def create_item(collection, *args, **kwargs):
+        flaky.made += 1
+        if flaky.times and flaky.after:
+            flaky.real(collection, *args, **kwargs)
+        if flaky.times:
+            flaky.times -= 1
+            raise error
+        return flaky.real(collection, *args, **kwargs)
 
-    def delete_password(self, *args):
-        return self.calls.delete_password(*args)
-
-    def set_password(self, *args):
-        from secretstorage.exceptions import ItemNotFoundException
-
-        self.made += 1
-        if self.times and self.after:
-            self.calls.set_password(*args)
-        if self.times:
-            self.times -= 1
-            raise ItemNotFoundException("Item does not exist!")
-        return self.calls.set_password(*args)
+    monkeypatch.setattr(Collection, "create_item", create_item)
+    return flaky
 
 
 @pytest.mark.parametrize("after", [True, False], ids=["reply-lost", "refused-once"])
-def test_a_transient_no_such_object_is_tried_again(keystore, after):
+def test_a_transient_no_such_object_is_tried_again(keystore, monkeypatch, after):
     keystore.set("a", b"old")
-    keystore._calls = flaky = _Flaky(keystore._calls, times=1, after=after)
+    flaky = _flaky(monkeypatch, times=1, after=after)
     keystore.set("a", b"new")
     assert keystore.get("a") == b"new"
     assert flaky.made == (1 if after else 2)  # a write that landed is not made twice
 
 
-def test_a_lasting_no_such_object_is_an_error(keystore):
+def test_a_lasting_no_such_object_is_an_error(keystore, monkeypatch):
     keystore.set("a", b"old")
-    keystore._calls = flaky = _Flaky(keystore._calls, times=100, after=False)
+    flaky = _flaky(monkeypatch, times=100, after=False)
     with pytest.raises(KeyStoreUnavailable, match="refused to write.*ItemNotFoundException"):
         keystore.set("a", b"new")
     assert flaky.made == TRANSIENT_ATTEMPTS
     assert keystore.get("a") == b"old"
 
 
-def test_other_errors_are_not_tried_again(keystore):
+def test_other_errors_are_not_tried_again(keystore, monkeypatch):
     from keyring.errors import KeyringLocked
 
-    calls = keystore._calls
-
-    class Locked(_Flaky):
-        def set_password(self, *args):
-            self.made += 1
-            raise KeyringLocked("Failed to unlock the collection!")
-
-    keystore._calls = locked = Locked(calls, 0, False)
+    locked = _flaky(monkeypatch, times=100, after=False, error=KeyringLocked("Failed to unlock the collection!"))
     with pytest.raises(KeyStoreUnavailable, match="KeyringLocked"):
         keystore.set("a", b"x")
     assert locked.made == 1  # a dismissed prompt is not shown again
