@@ -40,12 +40,28 @@ TABLE3 = {"pt8": ("soft_prompt", {"prompt_length": 8}), "pt32": ("soft_prompt", 
           "rc4": ("lora", {"rank": 4}), "rc64": ("lora", {"rank": 64})}
 
 
+TABLE2_ROWS = ("base", "share_nothing", "prompt_only_dp", "noesis", "noesis_nonprivate", "common_lora_dp",
+               "monolithic_dp", "solo_dp")
+
+
+def _eps_row(eps: float) -> str:
+    return "inf" if math.isinf(eps) else f"{eps:g}"
+
+
+EPS_ROWS = (2.0, 4.0, 8.0, 16.0, 32.0)  # Table 2 holds ε = 1 and ∞
+ROWS = {"2": TABLE2_ROWS, "3": tuple(TABLE3), "5": ("noesis", "without_prompt", "without_experts"),
+        "eps": tuple(f"noesis@{e:g}" for e in EPS_ROWS),
+        "long": ("noesis_12ep", "noesis_nonprivate_12ep"),
+        "sweep": ("base", *(f"{f}@{_eps_row(e)}" for f in SWEEP_FAMILIES for e in EPSILONS))}
+
+
 class Results:
     """The results file: one line per finished cell; several runs (seeds, tables) may append to it at
     once, so lookups re-read it."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, rows: frozenset[str] | None = None):
         self.path = path
+        self.rows_wanted = rows  # --rows: only these rows' cells run (None: all of the table)
 
     @property
     def rows(self) -> list[dict]:
@@ -67,7 +83,7 @@ class Results:
 async def cell(bench: Bench, results: Results, table: str, row: str, seed: int, make, same_as=None) -> None:
     """Run one cell unless it is done. `same_as` (table, row) names a cell of another table with the
     identical configuration and budget: when that one is done, its result is copied, not retrained."""
-    if results.done(table, row, seed):
+    if results.done(table, row, seed) or (results.rows_wanted is not None and row not in results.rows_wanted):
         return
     twin = results.find(*same_as, seed) if same_as else None
     if twin is not None and twin["budget"] == bench.budget.key():
@@ -122,10 +138,11 @@ async def table2(bench: Bench, results: Results, seed: int) -> None:
         return await b.accuracy(_routed((p,), await b.experts(f"noesis-inf-s{seed}", (p,), seed))), facts
 
     twins = {"base": ("sweep", "base"), "monolithic_dp": ("sweep", "full@1")}
-    for row, make in (("base", base), ("share_nothing", share_nothing), ("prompt_only_dp", prompt_only),
-                      ("noesis", noesis), ("noesis_nonprivate", noesis_nonprivate), ("common_lora_dp", common_lora),
-                      ("monolithic_dp", monolithic), ("solo_dp", solo)):
-        await cell(b, results, "2", row, seed, make, same_as=twins.get(row))
+    makers = {"base": base, "share_nothing": share_nothing, "prompt_only_dp": prompt_only, "noesis": noesis,
+              "noesis_nonprivate": noesis_nonprivate, "common_lora_dp": common_lora, "monolithic_dp": monolithic,
+              "solo_dp": solo}
+    for row in TABLE2_ROWS:
+        await cell(b, results, "2", row, seed, makers[row], same_as=twins.get(row))
 
 
 async def table3(bench: Bench, results: Results, seed: int) -> None:
@@ -150,7 +167,7 @@ async def table5(bench: Bench, results: Results, seed: int) -> None:
 async def epsilons(bench: Bench, results: Results, seed: int) -> None:
     """NOESIS at larger ε (the same stage 1 as the sweep's soft prompt, plus experts): where it
     overtakes Share Nothing, if not at ε = 1. ε = 1 and ∞ are Table 2's NOESIS rows."""
-    for eps in (2.0, 4.0, 8.0, 16.0, 32.0):
+    for eps in EPS_ROWS:
         async def make(eps=eps):
             p, facts = await bench.shared("soft_prompt", eps, seed, prompt_length=32)
             experts = await bench.experts(f"noesis-e{eps:g}-s{seed}", (p,), seed)
@@ -181,7 +198,7 @@ async def sweep(bench: Bench, results: Results, seed: int) -> None:
                 model = bench.fresh_model() if family == "full" else None
                 a, facts = await bench.shared(family, eps, seed, model=model)
                 return await bench.accuracy(_routed((a,) if a is not None else ()), model=model), facts
-            row = f"{family}@{'inf' if math.isinf(eps) else f'{eps:g}'}"
+            row = f"{family}@{_eps_row(eps)}"
             await cell(bench, results, "sweep", row, seed, make,
                        same_as=("2", "monolithic_dp") if row == "full@1" else None)
 
@@ -192,7 +209,8 @@ async def main_async(args) -> None:
     out.mkdir(parents=True, exist_ok=True)
     budget = QUICK if args.quick else Budget()
     bench = Bench(Path(args.model), Path(args.corpus_dir), out, budget)
-    results = Results(out / "quick.jsonl" if args.quick else Path(args.results))  # quick rows stay uncommitted
+    rows = None if args.rows is None else frozenset(args.rows)
+    results = Results(out / "quick.jsonl" if args.quick else Path(args.results), rows)  # quick rows stay uncommitted
     run = {"2": table2, "3": table3, "5": table5, "eps": epsilons, "long": longer, "sweep": sweep}
     for seed in args.seeds:
         if args.table == "mia":
@@ -207,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--table", choices=("2", "3", "5", "eps", "long", "sweep", "mia"), default=None)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--rows", nargs="+", metavar="ROW", default=None,
+                   help="only these rows of --table (several processes can share a table's cells)")
     p.add_argument("--out", default=str(ROOT / "runs" / "noesis"))
     p.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "noesis.jsonl"),
                    help="the finished cells (committed; adapters and MIA scores stay under --out)")
@@ -218,6 +238,12 @@ def main(argv: list[str] | None = None) -> int:
                         "(table2 table3 table5 eps sweep attack); a block without rows is left as it is")
     p.add_argument("--quick", action="store_true", help="a tiny budget, to check the pipeline (not for the tables)")
     args = p.parse_args(argv)
+    if args.rows is not None:
+        if args.table in (None, "mia"):
+            p.error("--rows needs --table 2, 3, 5, eps, long or sweep")
+        unknown = sorted(set(args.rows) - set(ROWS[args.table]))
+        if unknown:
+            p.error(f"table {args.table} has no rows {unknown}; it has {list(ROWS[args.table])}")
     if args.table is not None:
         asyncio.run(main_async(args))
     if args.write is not None:

@@ -1,0 +1,60 @@
+"""benchmarks/noesis.py's runner: `--rows` names the rows each table really runs, refuses a row the
+table does not have, and a cell outside the chosen rows is neither trained nor written."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from types import SimpleNamespace
+
+import pytest
+
+import noesis
+from noesis_cells import Budget
+
+
+@pytest.mark.parametrize("table", ["2", "3", "eps", "long", "sweep"])
+def test_rows_are_the_rows_each_table_runs(table, monkeypatch):
+    seen: list[str] = []
+
+    async def record(bench, results, table_, row, seed, make, same_as=None):
+        seen.append(row)
+
+    monkeypatch.setattr(noesis, "cell", record)
+    run = {"2": noesis.table2, "3": noesis.table3, "eps": noesis.epsilons, "long": noesis.longer,
+           "sweep": noesis.sweep}[table]
+    asyncio.run(run(SimpleNamespace(budget=Budget()), noesis.Results(None), 0))
+    assert tuple(seen) == noesis.ROWS[table]
+
+
+def test_a_row_the_table_lacks_is_refused(capsys):
+    with pytest.raises(SystemExit) as exc:
+        noesis.main(["--table", "2", "--rows", "noesis", "nosuch"])
+    assert exc.value.code == 2
+    assert "table 2 has no rows ['nosuch']" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--rows", "noesis"], ["--table", "mia", "--rows", "noesis"]])
+def test_rows_need_a_table_of_rows(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        noesis.main(argv)
+    assert exc.value.code == 2
+    assert "--rows needs --table" in capsys.readouterr().err
+
+
+def test_only_the_chosen_rows_run(tmp_path):
+    results = noesis.Results(tmp_path / "r.jsonl", frozenset({"noesis"}))
+    bench = SimpleNamespace(budget=Budget())
+    made: list[str] = []
+
+    def maker(row):
+        async def make():
+            made.append(row)
+            return {"python": 1.0}, {}
+        return make
+
+    for row in ("base", "noesis"):
+        asyncio.run(noesis.cell(bench, results, "2", row, 0, maker(row)))
+    assert made == ["noesis"]
+    rows = [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert [(r["row"], r["seed"], r["budget"]) for r in rows] == [("noesis", 0, Budget().key())]
