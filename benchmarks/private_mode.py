@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from umbra.attack_grid.frontier import VARIANTS, FrontierParams, cells, tune_config, tuned_cell  # noqa: E402
 from umbra.attack_grid import measures  # noqa: E402
-from umbra.attacks.probe import ProbeConfig  # noqa: E402
+from umbra.attacks.probe import ProbeConfig, training_device  # noqa: E402
 from umbra.attacks.public import CorpusSample, PublicModel  # noqa: E402
 from umbra.attacks.suite import ATTACKS, AttackSuite, SuiteConfig  # noqa: E402
 from umbra.data.corpus import LANGS, corpus_file, read_documents  # noqa: E402
@@ -170,7 +170,8 @@ class Bench:
                 value = measures.decipher(self.public, self.suite, tuned, self.volume)
             self.results.add({"cell": cell.key, "variant": cell.variant.name, "epsilon": _eps(cell.epsilon),
                               "seed": cell.seed, "measure": measure, "value": value,
-                              "tune_seconds": tuned.seconds, "seconds": round(time.perf_counter() - t1, 1)})
+                              "tune_seconds": tuned.seconds, "seconds": round(time.perf_counter() - t1, 1),
+                              "probes_on": training_device().type})
             print(f"{cell.key}: {measure} done in {time.perf_counter() - t1:.0f} s", flush=True)
         print(f"{cell.key}: {time.perf_counter() - t0:.0f} s", flush=True)
 

@@ -8,7 +8,12 @@ throw the probe off.
 
 `simulate_epsilon` makes the probe noise-aware: the mechanism of DESIGN §4 is public, so the
 cloud can randomize the public table itself at the same ε (its own draw — it never sees the
-client's) and train on the states that gives. It is an option, not the default."""
+client's) and train on the states that gives. It is an option, not the default.
+
+Probes train on an accelerator when the machine has one (`training_device`): the attacker's cost
+is the probe's fit (vocabulary-sized output, every position of every layer), and an attacker would
+use one. On a CPU-only machine the fit is the same code on the CPU; either way the trained probe
+comes back to the CPU, where it reads the traffic."""
 
 from __future__ import annotations
 
@@ -64,6 +69,11 @@ def simulated_encoder(public: PublicModel, epsilon: float, h: float, seed: int) 
     return enc
 
 
+def training_device() -> torch.device:
+    """Where probes train: the first CUDA device if there is one, else the CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
 class InversionProbe:
     name = "probe"
 
@@ -89,9 +99,10 @@ class InversionProbe:
 
     @classmethod
     def fit(cls, states: torch.Tensor, ids: torch.Tensor, config: ProbeConfig, vocab: int,
-            progress=None) -> "InversionProbe":
+            progress=None, device: torch.device | str | None = None) -> "InversionProbe":
         """Fit on any states [N,T,C] (a public encoder's, a shadow client's, the real client's, a
-        middle layer's) labelled with the public ids [N,T] (< `vocab`) at each position."""
+        middle layer's) labelled with the public ids [N,T] (< `vocab`) at each position, on
+        `device` (None: `training_device()`); the probe returned lives on the CPU."""
         config.validate()
         if states.shape[:2] != ids.shape:
             raise ConfigError(f"states {list(states.shape)} and ids {list(ids.shape)} must align")
@@ -100,7 +111,9 @@ class InversionProbe:
         x, y = feats.reshape(-1, feats.shape[-1]), ids.reshape(-1).long()
         if y.numel() and (int(y.min()) < 0 or int(y.max()) >= vocab):
             raise ConfigError(f"probe labels must lie in [0, {vocab})")
-        net = ProbeNet(x.shape[1], config.hidden, vocab)
+        device = training_device() if device is None else torch.device(device)
+        net = ProbeNet(x.shape[1], config.hidden, vocab).to(device)  # initialized on the CPU: the same init anywhere
+        x, y = x.to(device), y.to(device)
         opt = torch.optim.AdamW(net.parameters(), lr=config.lr, weight_decay=0.01)
         steps = config.epochs * math.ceil(x.shape[0] / config.batch)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
@@ -108,7 +121,7 @@ class InversionProbe:
         step = 0
         net.train()
         for _ in range(config.epochs):
-            order = torch.randperm(x.shape[0], generator=gen)
+            order = torch.randperm(x.shape[0], generator=gen).to(device)
             for i in range(0, x.shape[0], config.batch):
                 idx = order[i : i + config.batch]
                 loss = nn.functional.cross_entropy(net(x[idx]), y[idx])
@@ -119,7 +132,7 @@ class InversionProbe:
                 step += 1
                 if progress is not None:
                     progress(step, steps, loss.item())
-        return cls(net, config, vocab)
+        return cls(net.cpu(), config, vocab)
 
     @torch.no_grad()
     def guess_states(self, states: torch.Tensor) -> np.ndarray:
