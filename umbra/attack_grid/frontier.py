@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import io
 import math
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -29,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from umbra.atomic import write_atomic
 from umbra.attack_grid.clients import Defence, SimulatedClient, build_client
 from umbra.attack_grid.traffic import tuning_traffic
 from umbra.attacks.public import PublicModel
@@ -224,13 +226,12 @@ class TunedCell:
 
 def _store(path: Path, tuned: TunedCell) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    private = tuned.client.private_path
+    private, buf = tuned.client.private_path, io.BytesIO()
     torch.save({"encoder": tuned.client.encoder.state_dict(), "decoder": tuned.client.decoder.state_dict(),
                 "private_path": None if private is None else private.state_dict(),
                 "cloud_lora": None if tuned.cloud is None else tuned.cloud.adapter.state_dict(),
-                "training": tuned.training, "losses": tuned.losses, "seconds": tuned.seconds}, tmp)
-    tmp.replace(path)
+                "training": tuned.training, "losses": tuned.losses, "seconds": tuned.seconds}, buf)
+    write_atomic(path, buf.getvalue(), 0o644)
 
 
 def _cloud_middle(public: PublicModel, cell: Cell):

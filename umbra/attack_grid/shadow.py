@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 
+from umbra.atomic import write_atomic
 from umbra.attack_grid.clients import Defence, SimulatedClient, build_client
 from umbra.attacks.client_states import client_states
 from umbra.attacks.layer_probes import SPLIT, LayerAttack, LayerProbes, layer_attacks
@@ -163,9 +165,10 @@ def build_shadow(public: PublicModel, defence: Defence, tune, corpus: CorpusSamp
             if saved is not None:
                 saved.parent.mkdir(parents=True, exist_ok=True)
                 path_state = None if client.private_path is None else client.private_path.state_dict()
+                buf = io.BytesIO()
                 torch.save({"encoder": client.encoder.state_dict(), "decoder": client.decoder.state_dict(),
-                            "private_path": path_state}, saved.with_suffix(".tmp"))
-                saved.with_suffix(".tmp").replace(saved)
+                            "private_path": path_state}, buf)
+                write_atomic(saved, buf.getvalue(), 0o644)  # one shadow per configuration: grids in parallel share it
     probes = None if home is None else LayerProbes.load(home / "probes", config.probe)
     if probes is None:
         blocks = public.sample_blocks(corpus)

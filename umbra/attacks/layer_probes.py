@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from umbra.atomic import write_atomic
 from umbra.attacks.probe import InversionProbe, ProbeConfig
 from umbra.attacks.transcript import ObservedSequence
 from umbra.errors import ConfigError
@@ -143,7 +144,7 @@ class LayerProbes:
         directory.mkdir(parents=True, exist_ok=True)
         for name, probe in self.probes.items():
             probe.save(directory / f"{name}.safetensors")
-        (directory / _INDEX).write_text(json.dumps({"layers": self.layers, "validation": self.validation}))
+        write_atomic(directory / _INDEX, json.dumps({"layers": self.layers, "validation": self.validation}).encode(), 0o644)
 
     @classmethod
     def load(cls, directory: Path, config: ProbeConfig) -> "LayerProbes | None":

@@ -23,9 +23,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from safetensors.torch import save as safetensors_bytes
 from torch import nn
 
+from umbra.atomic import write_atomic
 from umbra.attacks.probe_config import ProbeConfig
 from umbra.attacks.public import PublicModel
 from umbra.attacks.transcript import ObservedSequence
@@ -147,7 +149,8 @@ class InversionProbe:
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         meta = {"config": self.config.key(), "vocab": str(self.vocab), "in_dim": str(self.net.net[1].in_features)}
-        save_file({k: v.contiguous() for k, v in self.net.state_dict().items()}, str(path), metadata=meta)
+        tensors = {k: v.contiguous() for k, v in self.net.state_dict().items()}
+        write_atomic(path, safetensors_bytes(tensors, metadata=meta), 0o644)  # caches may be shared by runs in parallel
 
     @classmethod
     def load(cls, path: Path, config: ProbeConfig) -> "InversionProbe | None":

@@ -11,6 +11,7 @@ which the checkpoint stores, so a resumed run sees exactly the same batches."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 from dataclasses import asdict, dataclass
@@ -19,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
+from umbra.atomic import write_atomic
 from umbra.data.corpus import Document
 from umbra.data.tokenizer import EOS
 from umbra.errors import ConfigError
@@ -110,9 +112,9 @@ class PackedStream:
             blocks = blocks[np.random.default_rng([self.spec.seed, epoch, 1]).permutation(len(blocks))]
             if cached is not None:
                 cached.parent.mkdir(parents=True, exist_ok=True)
-                tmp = cached.with_suffix(".tmp.npy")
-                np.save(tmp, blocks)
-                tmp.replace(cached)
+                buf = io.BytesIO()
+                np.save(buf, blocks)
+                write_atomic(cached, buf.getvalue(), 0o644)  # runs in parallel may share the cache
         if len(blocks) == 0:
             raise ConfigError("the training split is shorter than one block")
         self._epoch, self._blocks = epoch, blocks
