@@ -73,6 +73,22 @@ class Results:
     def has(self, cell: str, measure: str) -> bool:
         return any(r["cell"] == cell and r["measure"] == measure for r in self.rows())
 
+    def adopt_from_another_seed(self, cell, todo: list[str]) -> list[str]:
+        """For a seed-invariant cell (the base model): add, as this seed's, the rows of `todo`
+        measured (not themselves copied) at another seed, marked `same_as`; the measures left."""
+        if not cell.variant.seed_invariant:
+            return todo
+        eps, left = _eps(cell.epsilon), []
+        for measure in todo:
+            twin = next((r for r in self.rows() if r["variant"] == cell.variant.name and r["epsilon"] == eps
+                         and r["seed"] != cell.seed and r["measure"] == measure and "same_as" not in r), None)
+            if twin is None:
+                left.append(measure)
+            else:
+                self.add({**{k: v for k, v in twin.items() if k != "run"}, "cell": cell.key, "seed": cell.seed,
+                          "same_as": twin["cell"]})
+        return left
+
     def add(self, row: dict) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a") as fh:
@@ -149,7 +165,7 @@ class Bench:
         return self._evals
 
     def run(self, cell, wanted: list[str]) -> None:
-        todo = [m for m in wanted if not self.results.has(cell.key, m)]
+        todo = self.results.adopt_from_another_seed(cell, [m for m in wanted if not self.results.has(cell.key, m)])
         if not todo:
             return
         t0 = time.perf_counter()

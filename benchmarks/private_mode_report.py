@@ -105,6 +105,10 @@ def tables(summary: list[dict]) -> str:
         lines.append(f"| {VARIANTS[r['variant']].label if r['variant'] in VARIANTS else r['variant']} | {_eps(r['epsilon'])} "
                      f"| {_fmt(r['top1'])} | {_fmt(r['gain'])} | {_fmt(r['strongest'])} | {_fmt(r['baseline'])} "
                      f"| {holds} | {len(r['seeds'])} |")
+    if any(VARIANTS.get(r["variant"]) is not None and VARIANTS[r["variant"]].seed_invariant and len(r["seeds"]) > 1
+           for r in summary):
+        lines += ["", "The base model draws no secret and tunes nothing: every seed is the same client, so its seeds "
+                      "are one measurement (rows marked `same_as`), hence its zero intervals."]
     every = {k for r in summary for k in r["attacks"]} - set(NOT_ATTACKS)
     layered = sorted(k for k in every if "@" in k and not k.startswith("decipher@"))
     names = [k for k in TITLES if k in every] + sorted(every - set(TITLES) - set(layered))

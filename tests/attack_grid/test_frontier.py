@@ -175,3 +175,14 @@ def test_a_cloud_lora_cell_tunes_the_clouds_adapter_and_keeps_it(world, tmp_path
     assert 0.0 <= utility(public, again, evals)["top1"] <= 100.0
     key = config_key(64.0, stuning_record(tune_config(cell, PARAMS), cloud_lora=True))
     assert "cloud_lora=true" in key
+
+
+def test_only_the_base_model_is_seed_invariant_and_its_seeds_are_one_client(world, tmp_path):
+    _, public, _, prompts, _ = world
+    invariant = sorted(name for name, v in VARIANTS.items() if v.seed_invariant)
+    assert invariant == ["base"]
+    one, two = (tuned_cell(public, Cell(VARIANTS["base"], None, s), PARAMS, None, tmp_path) for s in (0, 5))
+    a, b = _weights(one.client), _weights(two.client)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    sent = [sent_prompts(public, t, prompts) for t in (one, two)]
+    assert all(torch.equal(x.hidden, y.hidden) for x, y in zip(*sent))

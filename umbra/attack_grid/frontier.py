@@ -69,6 +69,13 @@ class Variant:
     def needs_epsilon(self) -> bool:
         return self.noir
 
+    @property
+    def seed_invariant(self) -> bool:
+        """Nothing of the cell depends on its seed: no secret is drawn (no INDVocab table, π or
+        path secret), nothing is tuned, no cloud LoRA is initialized — the base model. Every seed
+        gives the first seed's client, traffic and measures (the attacks' own seeds are fixed)."""
+        return not (self.noir or self.stuning or self.private_path.enabled or self.cloud_lora)
+
 
 _CLEAN = PrivatePathConfig(enabled=True, residual="clean")
 CLEAN_GATE_LR = 1e-2  # the gate's peak lr: about ±2 over the 300-step schedule (the blocks' 3e-4: ±0.06)
