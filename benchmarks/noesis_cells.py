@@ -10,6 +10,7 @@ epochs for every expert."""
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -105,8 +106,10 @@ class Bench:
         name = shared_name(config.shared, epsilon, seed, langs, epochs)
         path = self.out / "adapters" / f"{name}.safetensors"
         spec, shape = self.model.spec, self.model.plan.shape(self.model.spec.num_layers)
+        facts_path = path.with_suffix(".json")  # the run's facts (ε spent, σ, steps, ...) beside its weights
         if family != "full" and path.exists():
-            return read_adapter(path, spec, shape, name=config.shared.name), {"cached": True}
+            earlier = json.loads(facts_path.read_text()) if facts_path.exists() else {}
+            return read_adapter(path, spec, shape, name=config.shared.name), {**earlier, "cached": True}
         docs = [d for lang in langs for d in self.train[lang]]
         blocks = DocumentBlocks(docs, self.model.tokenizer, config.block_len, config.fim_rate)
         result = await train_shared(model or self.model, self.middle, blocks, config)
@@ -115,6 +118,7 @@ class Bench:
                  "parameters": result.params.parameter_count, "seconds": round(result.seconds, 1)}
         if result.adapter is not None:
             save_adapter(result.adapter, path, spec, shape)
+            facts_path.write_text(json.dumps(facts))
         return result.adapter, facts
 
     async def experts(self, name: str, shared: tuple[Adapter, ...], seed: int) -> dict[str, Adapter]:
