@@ -24,6 +24,7 @@ from umbra.model.adapters.files import read_adapter, save_adapter
 from umbra.model.adapters.modules import Adapter
 from umbra.tuning.adapter_config import AdapterTrainConfig
 from umbra.tuning.doc_blocks import DocumentBlocks
+from umbra.tuning.dp_sgd import plan_run
 from umbra.tuning.noesis import train_experts, train_shared
 from umbra.tuning.noesis_config import DPConfig, SharedConfig, StageOneConfig
 
@@ -106,16 +107,16 @@ class Bench:
         name = shared_name(config.shared, epsilon, seed, langs, epochs)
         path = self.out / "adapters" / f"{name}.safetensors"
         spec, shape = self.model.spec, self.model.plan.shape(self.model.spec.num_layers)
-        facts_path = path.with_suffix(".json")  # the run's facts (ε spent, σ, steps, ...) beside its weights
-        if family != "full" and path.exists():
-            earlier = json.loads(facts_path.read_text()) if facts_path.exists() else {}
-            return read_adapter(path, spec, shape, name=config.shared.name), {**earlier, "cached": True}
+        facts_path = path.with_suffix(".json")  # the run's facts beside its weights (its time included)
         docs = [d for lang in langs for d in self.train[lang]]
+        if family != "full" and path.exists():
+            adapter = read_adapter(path, spec, shape, name=config.shared.name)
+            earlier = json.loads(facts_path.read_text()) if facts_path.exists() else \
+                _plan_facts(plan_run(config.dp, len(docs)), len(docs), sum(p.numel() for p in adapter.parameters()))
+            return adapter, {**earlier, "cached": True}
         blocks = DocumentBlocks(docs, self.model.tokenizer, config.block_len, config.fim_rate)
         result = await train_shared(model or self.model, self.middle, blocks, config)
-        facts = {"epsilon_spent": _num(result.plan.epsilon), "sigma": result.plan.noise_multiplier,
-                 "steps": result.plan.steps, "q": result.plan.sample_rate, "documents": len(docs),
-                 "parameters": result.params.parameter_count, "seconds": round(result.seconds, 1)}
+        facts = {**_plan_facts(result.plan, len(docs), result.params.parameter_count), "seconds": round(result.seconds, 1)}
         if result.adapter is not None:
             save_adapter(result.adapter, path, spec, shape)
             facts_path.write_text(json.dumps(facts))
@@ -160,6 +161,13 @@ def middle_text(text: str, chars: int) -> str:
     line = text.rfind("\n", 0, start)
     start = line + 1 if line >= 0 else 0
     return text[start : start + chars]
+
+
+def _plan_facts(plan, documents: int, parameters: int) -> dict:
+    """What a stage-1 run's row reports: its DP plan (a function of the config and the documents,
+    so a cached run reports it too), the documents and the shared parameters' count."""
+    return {"epsilon_spent": _num(plan.epsilon), "sigma": plan.noise_multiplier, "steps": plan.steps,
+            "q": plan.sample_rate, "documents": documents, "parameters": parameters}
 
 
 def _num(x: float):
