@@ -15,7 +15,6 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-
 from umbra.data.corpus import LANGS, Document, read_documents
 from umbra.engine import ClientModel
 from umbra.evaluation.doc_scores import DocScores, doc_scores
