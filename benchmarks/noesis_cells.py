@@ -10,7 +10,6 @@ epochs for every expert."""
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -106,19 +105,16 @@ class Bench:
         name = shared_name(config.shared, epsilon, seed, langs, epochs)
         path = self.out / "adapters" / f"{name}.safetensors"
         spec, shape = self.model.spec, self.model.plan.shape(self.model.spec.num_layers)
-        facts_path = path.with_suffix(".json")  # the run's facts beside its weights (its time included)
         docs = [d for lang in langs for d in self.train[lang]]
         if family != "full" and path.exists():
             adapter = read_adapter(path, spec, shape, name=config.shared.name)
-            earlier = json.loads(facts_path.read_text()) if facts_path.exists() else \
-                _plan_facts(plan_run(config.dp, len(docs)), len(docs), sum(p.numel() for p in adapter.parameters()))
-            return adapter, {**earlier, "cached": True}
+            count = sum(p.numel() for p in adapter.parameters())
+            return adapter, {**_plan_facts(plan_run(config.dp, len(docs)), len(docs), count), "cached": True}
         blocks = DocumentBlocks(docs, self.model.tokenizer, config.block_len, config.fim_rate)
         result = await train_shared(model or self.model, self.middle, blocks, config)
         facts = {**_plan_facts(result.plan, len(docs), result.params.parameter_count), "seconds": round(result.seconds, 1)}
         if result.adapter is not None:
             save_adapter(result.adapter, path, spec, shape)
-            facts_path.write_text(json.dumps(facts))
         return result.adapter, facts
 
     async def experts(self, name: str, shared: tuple[Adapter, ...], seed: int) -> dict[str, Adapter]:
