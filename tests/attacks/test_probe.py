@@ -26,10 +26,6 @@ def _accuracy(probe: InversionProbe, states: torch.Tensor, ids: torch.Tensor) ->
     return (guesses == ids).float().mean().item()
 
 
-def test_training_device_is_an_accelerator_only_when_there_is_one():
-    assert training_device().type == ("cuda" if torch.cuda.is_available() else "cpu")
-
-
 def test_cpu_fit_learns_the_states_and_is_reproducible():
     states, ids = _toy()
     probe = InversionProbe.fit(states, ids, CONFIG, VOCAB, device="cpu")
@@ -42,13 +38,11 @@ def test_cpu_fit_learns_the_states_and_is_reproducible():
 
 
 def test_the_default_device_is_the_training_device():
-    if training_device().type != "cpu":
-        pytest.skip("compares with a CPU fit; this machine trains on an accelerator")
     states, ids = _toy()
     default = InversionProbe.fit(states, ids, CONFIG, VOCAB)
-    cpu = InversionProbe.fit(states, ids, CONFIG, VOCAB, device="cpu")
-    for a, b in zip(default.net.parameters(), cpu.net.parameters()):
-        assert torch.equal(a, b)
+    chosen = InversionProbe.fit(states, ids, CONFIG, VOCAB, device=training_device())
+    for a, b in zip(default.net.parameters(), chosen.net.parameters()):
+        assert torch.allclose(a, b, atol=1e-5)  # equal on a CPU; CUDA kernels may differ in the last bits
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA accelerator")
