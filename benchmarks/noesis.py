@@ -28,8 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from noesis_cells import Bench, Budget  # noqa: E402
+from noesis_cells import Bench, Budget, ran_where  # noqa: E402
 from umbra.data.corpus import LANGS  # noqa: E402
+from umbra.model.device import resolve_device  # noqa: E402
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, math.inf)
 SWEEP_FAMILIES = ("soft_prompt", "deep_prompt", "lora", "bottleneck", "full")
@@ -92,7 +93,8 @@ async def cell(bench: Bench, results: Results, table: str, row: str, seed: int, 
     t0 = time.perf_counter()
     accuracy, facts = await make()
     results.add({"table": table, "row": row, "seed": seed, "accuracy": accuracy, "facts": facts,
-                 "budget": bench.budget.key(), "seconds": round(time.perf_counter() - t0, 1)})
+                 "budget": bench.budget.key(), "seconds": round(time.perf_counter() - t0, 1),
+                 **ran_where(bench.device)})
 
 
 def _routed(shared=(), experts=None) -> dict:
@@ -208,7 +210,7 @@ async def main_async(args) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     budget = QUICK if args.quick else Budget()
-    bench = Bench(Path(args.model), Path(args.corpus_dir), out, budget)
+    bench = Bench(Path(args.model), Path(args.corpus_dir), out, budget, resolve_device(args.device))
     rows = None if args.rows is None else frozenset(args.rows)
     results = Results(out / "quick.jsonl" if args.quick else Path(args.results), rows)  # quick rows stay uncommitted
     run = {"2": table2, "3": table3, "5": table5, "eps": epsilons, "long": longer, "sweep": sweep}
@@ -233,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default=str(ROOT / "models" / "umbra-code-tiny"))
     p.add_argument("--corpus-dir", default=str(ROOT / "data" / "corpus" / "private"))
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="auto",
+                   help="where the model runs: auto (a CUDA accelerator when there is one), cpu, cuda, cuda:N")
     p.add_argument("--write", nargs="*", metavar="BLOCK", default=None,
                    help="render docs/noesis.md's tables from the results: all, or these blocks "
                         "(table2 table3 table5 eps sweep attack); a block without rows is left as it is")

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from noesis_cells import ran_where
+
 from umbra.data.corpus import LANGS
 from umbra.evaluation.doc_scores import DocScores
 from umbra.evaluation.membership import auc, membership_result, roc_curve, write_roc_svg
@@ -129,7 +131,7 @@ async def attack(bench, results, seed: int) -> None:
             results.add({"table": TABLE, "row": f"{name}:{target}<-{via}", "seed": seed, "auc": r.auc,
                          "auc_ci": list(r.auc_ci), "tpr_at_1pct": r.tpr_at_1pct, "tpr_ci": list(r.tpr_ci),
                          "raw_auc": auc(raw[0], raw[1]), "members": r.members, "nonmembers": r.nonmembers,
-                         "tiles": [len(members.doc), len(nonmembers.doc)], "budget": key})
+                         "tiles": [len(members.doc), len(nonmembers.doc)], "budget": key, **ran_where(bench.device)})
 
 
 class _Kept:

@@ -14,6 +14,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import torch
+
 from umbra.data.corpus import LANGS, Document, read_documents
 from umbra.engine import ClientModel
 from umbra.evaluation.doc_scores import DocScores, doc_scores
@@ -57,9 +59,9 @@ def subset(docs: list[Document], k: int | None) -> list[Document]:
 class Bench:
     """The model, middle and data of one benchmark run; cells are its methods."""
 
-    def __init__(self, model_dir: Path, corpus_dir: Path, out: Path, budget: Budget):
-        self.model_dir, self.out, self.budget = model_dir, out, budget
-        self.model = ClientModel.load(model_dir)
+    def __init__(self, model_dir: Path, corpus_dir: Path, out: Path, budget: Budget, device: torch.device | None = None):
+        self.model_dir, self.out, self.budget, self.device = model_dir, out, budget, device
+        self.model = ClientModel.load(model_dir, device=device)  # the middle follows it (load_middle)
         self.middle = LocalMiddle(self.model.load_middle())
         pool = {lang: subset(list(read_documents(corpus_dir, "train", lang)), None) for lang in LANGS}
         self.train = {lang: pool[lang][: budget.train_docs[lang]] for lang in LANGS}
@@ -107,7 +109,7 @@ class Bench:
         spec, shape = self.model.spec, self.model.plan.shape(self.model.spec.num_layers)
         docs = [d for lang in langs for d in self.train[lang]]
         if family != "full" and path.exists():
-            adapter = read_adapter(path, spec, shape, name=config.shared.name)
+            adapter = read_adapter(path, spec, shape, name=config.shared.name).to(device=self.device)
             count = sum(p.numel() for p in adapter.parameters())
             return adapter, {**_plan_facts(plan_run(config.dp, len(docs)), len(docs), count), "cached": True}
         blocks = DocumentBlocks(docs, self.model.tokenizer, config.block_len, config.fim_rate)
@@ -123,7 +125,8 @@ class Bench:
         spec, shape = self.model.spec, self.model.plan.shape(self.model.spec.num_layers)
         paths = {lang: self.out / "adapters" / f"{name}-{lang}.safetensors" for lang in LANGS}
         if all(p.exists() for p in paths.values()):
-            return {lang: read_adapter(p, spec, shape, name=f"expert-{lang}") for lang, p in paths.items()}
+            return {lang: read_adapter(p, spec, shape, name=f"expert-{lang}").to(device=self.device)
+                    for lang, p in paths.items()}
         config = AdapterTrainConfig(rank=b.expert_rank, epochs=b.expert_epochs, lr=b.expert_lr,
                                     block_len=b.block_len, fim_rate=0.5, seed=seed)
         texts = {lang: [middle_text(d.text, b.expert_doc_chars) for d in self.train[lang]] for lang in LANGS}
@@ -134,7 +137,13 @@ class Bench:
 
     def fresh_model(self) -> ClientModel:
         """A private copy of the client's weights (the `full` family trains them in place)."""
-        return ClientModel.load(self.model_dir)
+        return ClientModel.load(self.model_dir, device=self.device)
+
+
+def ran_where(device: torch.device | None) -> dict:
+    """What a result row records of the device: nothing on the CPU (rows look as they always did),
+    {"device": "cuda"} off it (its numbers differ from a CPU run's in the last bits)."""
+    return {"device": device.type} if device is not None and device.type != "cpu" else {}
 
 
 def shared_name(shared: SharedConfig, epsilon: float, seed: int, langs=LANGS, epochs: float | None = None) -> str:

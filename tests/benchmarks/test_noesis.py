@@ -1,5 +1,6 @@
 """benchmarks/noesis.py's runner: `--rows` names the rows each table really runs, refuses a row the
-table does not have, and a cell outside the chosen rows is neither trained nor written."""
+table does not have, and a cell outside the chosen rows is neither trained nor written; a row made
+off the CPU records its device."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 import noesis
 from noesis_cells import Budget
@@ -44,7 +46,7 @@ def test_rows_need_a_table_of_rows(argv, capsys):
 
 def test_only_the_chosen_rows_run(tmp_path):
     results = noesis.Results(tmp_path / "r.jsonl", frozenset({"noesis"}))
-    bench = SimpleNamespace(budget=Budget())
+    bench = SimpleNamespace(budget=Budget(), device=None)
     made: list[str] = []
 
     def maker(row):
@@ -58,3 +60,16 @@ def test_only_the_chosen_rows_run(tmp_path):
     assert made == ["noesis"]
     rows = [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]
     assert [(r["row"], r["seed"], r["budget"]) for r in rows] == [("noesis", 0, Budget().key())]
+    assert "device" not in rows[0]  # a CPU row looks as rows always did
+
+
+@pytest.mark.parametrize("device,recorded", [(torch.device("cpu"), None), (torch.device("meta"), "meta")])
+def test_a_row_made_off_the_cpu_says_where(tmp_path, device, recorded):
+    results = noesis.Results(tmp_path / "r.jsonl")
+
+    async def make():
+        return {"python": 1.0}, {}
+
+    asyncio.run(noesis.cell(SimpleNamespace(budget=Budget(), device=device), results, "2", "base", 0, make))
+    (row,) = [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert row.get("device") == recorded

@@ -181,3 +181,49 @@ def test_equal_shaped_chunks_and_bad_settings():
         StageOneConfig(SharedConfig("soft_prompt", prompt_length=40), context_length=40).validate()
     with pytest.raises(ConfigError):
         SharedConfig("prefix").validate()
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA accelerator")
+
+
+@needs_cuda
+@pytest.mark.parametrize("family", FAMILIES)
+async def test_on_cuda_stage_one_trains_what_the_cpu_trains(base_dir, docs, family):
+    """The same draws (sampling, offsets, noise: the CSPRNG runs on the CPU) on either device; only
+    the kernels differ, so the weights agree to float tolerance after a few steps."""
+    from umbra.engine import ClientModel
+    from umbra.model.device import resolve_device
+
+    config = _config(family)
+    trained = []
+    for device in (torch.device("cpu"), resolve_device("cuda")):
+        m = ClientModel.load(base_dir, device=device)  # a model of its own: `full` trains it in place
+        trained.append(await train_shared(m, LocalMiddle(m.load_middle()), _blocks(m, docs, config), config))
+    cpu, gpu = trained
+    assert cpu.batch_sizes == gpu.batch_sizes
+    assert all(p.device.type == "cuda" for p in gpu.params.parameters().values())
+    a, b = _snapshot(cpu), _snapshot(gpu)
+    for n in a:
+        torch.testing.assert_close(b[n].cpu(), a[n], rtol=1e-3, atol=1e-4)
+
+
+@needs_cuda
+async def test_on_cuda_experts_and_scores_are_what_the_cpu_gives(base_dir, docs):
+    from umbra.engine import ClientModel
+    from umbra.model.device import resolve_device
+
+    texts = {lang: [d.text for d in docs if d.lang == lang][:8] for lang in ("python", "go")}
+    config = AdapterTrainConfig(rank=2, epochs=2, block_len=32, batch_size=4, fim_rate=0.0, seed=0)
+    scores = []
+    for device in (torch.device("cpu"), resolve_device("cuda")):
+        m = ClientModel.load(base_dir, device=device)
+        middle = LocalMiddle(m.load_middle())
+        shared = (await train_shared(m, middle, _blocks(m, docs, _config()), _config())).adapter
+        experts = await train_experts(m, middle, texts, (shared,), config)
+        assert all(p.device == device for a, _ in experts.values() for p in a.parameters())
+        held = _blocks(m, docs, _config()).eval_blocks(12)
+        scores.append(await doc_scores(m, middle, held.ids, held.mask, (shared, experts["python"][0])))
+    cpu, gpu = scores
+    np.testing.assert_array_equal(gpu.count, cpu.count)
+    np.testing.assert_allclose(gpu.loss, cpu.loss, rtol=1e-3)
+    assert abs(gpu.accuracy - cpu.accuracy) <= 0.02

@@ -32,6 +32,7 @@ from umbra.attacks.probe_config import ProbeConfig
 from umbra.attacks.public import PublicModel
 from umbra.attacks.transcript import ObservedSequence
 from umbra.errors import ConfigError
+from umbra.model.device import resolve_device
 from umbra.model.parts import ClientEncoder
 from umbra.privacy.indvocab import INDVocab, INDVocabConfig
 
@@ -73,7 +74,7 @@ def simulated_encoder(public: PublicModel, epsilon: float, h: float, seed: int) 
 
 def training_device() -> torch.device:
     """Where probes train: the first CUDA device if there is one, else the CPU."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return resolve_device("auto")
 
 
 class InversionProbe:

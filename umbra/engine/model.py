@@ -28,6 +28,7 @@ from umbra.engine.tokenizer import ClientTokenizer
 from umbra.errors import ConfigError
 from umbra.model.adapters.modules import Adapter
 from umbra.model.adapters.selection import EMPTY, AdapterSet
+from umbra.model.device import device_of
 from umbra.model.loader import Checkpoint, load_part
 from umbra.model.parts import ClientDecoder, ClientEncoder, MiddleBlocks, SplitPlan
 from umbra.model.spec import ModelSpec, load_spec
@@ -107,9 +108,15 @@ class ClientModel:
         self._sets.move_to_end(key)
         return found
 
+    @property
+    def device(self) -> torch.device:
+        """Where the client's parts (and the in-process middle load_middle gives) live."""
+        return device_of(self.encoder)
+
     @classmethod
     def load(cls, model_dir: str | Path, plan: SplitPlan | None = None,
-             dtype: torch.dtype = torch.float32) -> "ClientModel":
+             dtype: torch.dtype = torch.float32, device: torch.device | None = None) -> "ClientModel":
+        """A plain model directory's client parts, on `device` (None: the CPU)."""
         d = check_model_dir(model_dir)
         spec = load_spec(d)
         plan = plan or SplitPlan.default(spec.num_layers)
@@ -119,8 +126,8 @@ class ClientModel:
             raise ConfigError(f"tokenizer has {tokenizer.size} tokens but the model only {spec.vocab_size}")
         fim = detect_format(tokenizer)
         ckpt = Checkpoint(d)
-        encoder = load_part(d, "encoder", plan, dtype, spec, ckpt)
-        decoder = load_part(d, "decoder", plan, dtype, spec, ckpt)
+        encoder = load_part(d, "encoder", plan, dtype, spec, ckpt, device)
+        decoder = load_part(d, "decoder", plan, dtype, spec, ckpt, device)
         return cls(d, spec, plan, tokenizer, fim, encoder, decoder, ckpt, dtype)
 
     @classmethod
@@ -158,7 +165,8 @@ class ClientModel:
         return d
 
     def load_middle(self) -> MiddleBlocks:
-        """The middle blocks, for the monolithic baseline or an in-process LocalMiddle."""
+        """The middle blocks, for the monolithic baseline or an in-process LocalMiddle (on the
+        client's device)."""
         if self.checkpoint is None:
             self.checkpoint = Checkpoint(self.check_base())
-        return load_part(self.model_dir, "middle", self.plan, self.dtype, self.spec, self.checkpoint)
+        return load_part(self.model_dir, "middle", self.plan, self.dtype, self.spec, self.checkpoint, self.device)

@@ -18,6 +18,7 @@ from umbra.middle.protocol import Middle
 from umbra.model.adapters.config import Kind
 from umbra.model.adapters.modules import Adapter
 from umbra.model.adapters.selection import AdapterSet
+from umbra.model.device import device_of
 
 
 @dataclass(frozen=True)
@@ -59,11 +60,12 @@ async def doc_scores(model, middle: Middle, ids: torch.Tensor, mask: torch.Tenso
     on_blocks = [a for a in adapters if a.kind is not Kind.SOFT_PROMPT]
     aset = AdapterSet(on_blocks) if on_blocks else None
     counts, corrects, losses = [], [], []
+    device = device_of(model.encoder)  # blocks are assembled on the CPU; scores come back to it
     session = await middle.open_session(training=True)
     try:
         for i in range(0, len(ids), batch_size):
-            x, m = ids[i : i + batch_size], mask[i : i + batch_size]
-            pos = torch.arange(n + x.shape[1]).expand(x.shape[0], -1)
+            x, m = ids[i : i + batch_size].to(device), mask[i : i + batch_size].to(device)
+            pos = torch.arange(n + x.shape[1], device=device).expand(x.shape[0], -1)
             with torch.no_grad():
                 e = model.encoder.embed(x)
                 if prompt is not None:
@@ -78,4 +80,5 @@ async def doc_scores(model, middle: Middle, ids: torch.Tensor, mask: torch.Tenso
                 losses.append((nll * valid).sum(1))
     finally:
         await middle.close(session)
-    return DocScores(torch.cat(counts).numpy(), torch.cat(corrects).numpy(), torch.cat(losses).double().numpy())
+    return DocScores(torch.cat(counts).cpu().numpy(), torch.cat(corrects).cpu().numpy(),
+                     torch.cat(losses).double().cpu().numpy())

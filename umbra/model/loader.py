@@ -75,8 +75,10 @@ def load_part(
     dtype: torch.dtype = torch.float32,
     spec: ModelSpec | None = None,
     checkpoint: Checkpoint | None = None,
+    device: torch.device | None = None,
 ) -> nn.Module:
-    """Build one part on the meta device and fill it from the checkpoint (its keys only)."""
+    """Build one part on the meta device and fill it from the checkpoint (its keys only), its
+    tensors on `device` (None: the CPU, where the checkpoint is read)."""
     spec = spec or load_spec(model_dir)
     plan = plan or SplitPlan.default(spec.num_layers)
     plan.validate(spec.num_layers)
@@ -88,9 +90,9 @@ def load_part(
         tensor = ckpt.get(_checkpoint_key(part, key, spec, module, ckpt))
         if tuple(tensor.shape) != tuple(param.shape):
             raise ModelLoadError(f"{key}: checkpoint shape {tuple(tensor.shape)} != {tuple(param.shape)}")
-        state[key] = tensor.to(dtype)
+        state[key] = tensor.to(device=device, dtype=dtype)
     module.load_state_dict(state, assign=True, strict=True)
-    module.stack.inv_freq = spec.rope_inv_freq.clone()
+    module.stack.inv_freq = spec.rope_inv_freq.clone().to(device=device)
     return module.eval().requires_grad_(False)
 
 

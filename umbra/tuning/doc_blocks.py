@@ -32,6 +32,10 @@ class Blocks:
     def __len__(self) -> int:
         return self.ids.shape[0]
 
+    def to(self, device: torch.device) -> "Blocks":
+        """The same rows on `device` (the model's: they are assembled on the CPU)."""
+        return Blocks(self.ids.to(device), self.mask.to(device), self.weight.to(device))
+
 
 class DocumentBlocks:
     """The documents of one training set, tokenized with the model's (client) tokenizer."""
@@ -142,9 +146,9 @@ def split_rows(blocks: Blocks, size: int) -> list[Blocks]:
     n = len(blocks)
     pad = padded_rows(n, size) - n
     if pad:
-        t = blocks.ids.shape[1]
-        blocks = Blocks(torch.cat([blocks.ids, torch.full((pad, t), PAD_ID, dtype=torch.int64)]),
-                        torch.cat([blocks.mask, torch.zeros(pad, t, dtype=torch.bool)]),
-                        torch.cat([blocks.weight, torch.zeros(pad)]))
+        t, dev = blocks.ids.shape[1], blocks.ids.device
+        blocks = Blocks(torch.cat([blocks.ids, torch.full((pad, t), PAD_ID, dtype=torch.int64, device=dev)]),
+                        torch.cat([blocks.mask, torch.zeros(pad, t, dtype=torch.bool, device=dev)]),
+                        torch.cat([blocks.weight, torch.zeros(pad, device=dev)]))
     return [Blocks(blocks.ids[i : i + size], blocks.mask[i : i + size], blocks.weight[i : i + size])
             for i in range(0, n + pad, size)]

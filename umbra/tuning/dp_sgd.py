@@ -142,9 +142,11 @@ class DPRandom:
     def uniform(self, n: int) -> np.ndarray:
         return self._rng.random(n)
 
-    def normal(self, shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    def normal(self, shape: tuple[int, ...], dtype: torch.dtype = torch.float32,
+               device: torch.device | None = None) -> torch.Tensor:
+        """Standard normals drawn on the CPU (the keystream), then moved to `device`."""
         n = int(np.prod(shape)) if shape else 1
-        return torch.from_numpy(self._rng.normal(n)).to(dtype).view(shape)
+        return torch.from_numpy(self._rng.normal(n)).to(dtype).view(shape).to(device=device)
 
 
 def flat_norms(per_sample: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -171,4 +173,5 @@ def noisy_mean(summed: dict[str, torch.Tensor], plan: DPPlan, rng: DPRandom) -> 
     if plan.noise_multiplier == 0:  # a non-private plan (a setting, not data)
         return {name: s / plan.expected_batch for name, s in summed.items()}
     std = plan.noise_multiplier * plan.clip_norm
-    return {name: (s + rng.normal(tuple(s.shape), s.dtype) * std) / plan.expected_batch for name, s in summed.items()}
+    return {name: (s + rng.normal(tuple(s.shape), s.dtype, s.device) * std) / plan.expected_batch
+            for name, s in summed.items()}

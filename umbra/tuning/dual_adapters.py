@@ -44,6 +44,7 @@ from umbra.middle.protocol import Middle
 from umbra.model.adapters.config import Kind
 from umbra.model.adapters.modules import Adapter, LoraAdapter, build_adapter
 from umbra.model.adapters.selection import AdapterSet
+from umbra.model.device import device_of
 from umbra.training.config import FimConfig
 from umbra.training.fim import SENTINELS, fim_transform, render
 from umbra.tuning.adapter_config import AdapterTrainConfig
@@ -128,11 +129,11 @@ async def trunk_states(model, middle: Middle, ids: torch.Tensor, batch_size: int
                           "the middle's output): use a bundle without one")
     session = await middle.open_session(training=True)
     n = 0 if prompt is None else prompt.shape[0]
-    out = []
+    out, device = [], device_of(model.encoder)
     try:
         for i in range(0, len(ids), batch_size):
-            x = ids[i : i + batch_size]
-            pos = torch.arange(n + x.shape[1]).expand(x.shape[0], -1)
+            x = ids[i : i + batch_size].to(device)
+            pos = torch.arange(n + x.shape[1], device=device).expand(x.shape[0], -1)
             with torch.no_grad():
                 e = model.encoder.embed(x)
                 if prompt is not None:
@@ -174,7 +175,8 @@ def train_lora(model, hidden: torch.Tensor, blocks: ViewBlocks, config: AdapterT
     the global secure adapter; it is copied, never changed) instead of a fresh one."""
     config.validate()
     shape = model.plan.shape(model.spec.num_layers)
-    adapter = build_adapter(name, config.lora(), model.spec, shape)
+    device = hidden.device  # the model's
+    adapter = build_adapter(name, config.lora(), model.spec, shape, device=device)
     if start is not None:
         try:
             adapter.load_state_dict(start.state_dict(), strict=True)
@@ -184,21 +186,22 @@ def train_lora(model, hidden: torch.Tensor, blocks: ViewBlocks, config: AdapterT
     adapter.requires_grad_(True)
     params = list(adapter.parameters())
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
-    gen = torch.Generator().manual_seed(config.seed)
-    n, t = blocks.ids.shape
+    gen = torch.Generator().manual_seed(config.seed)  # the order is drawn on the CPU whatever the device
+    ids, mask = blocks.ids.to(device), blocks.mask.to(device)
+    n, t = ids.shape
     lead = hidden.shape[1] - t  # soft prompt positions
-    pos = torch.arange(lead + t)
+    pos = torch.arange(lead + t, device=device)
     others = [a for a in beside if a.kind is not Kind.SOFT_PROMPT]
     losses, epoch_losses = [], []
     with frozen(model.decoder):
         for _ in range(config.epochs):
-            order = torch.randperm(n, generator=gen)
+            order = torch.randperm(n, generator=gen).to(device)
             start = len(losses)
             for i in range(0, n, config.batch_size):
                 b = order[i : i + config.batch_size]
                 aset = AdapterSet([adapter, *others], frozen=False)  # a training set serves one forward
                 logits = model.decoder(hidden[b], pos.expand(len(b), -1), adapters=aset)[:, lead:]
-                loss = lm_loss(logits, blocks.ids[b], blocks.mask[b])
+                loss = lm_loss(logits, ids[b], mask[b])
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, config.grad_clip)

@@ -65,8 +65,9 @@ async def dp_step(shared: SharedParams, middle: Middle, session: str, docs: Docu
     """The update of one step from the sampled documents `chosen` (one block each): clipped
     per-document gradients summed over equal-shaped chunks, noised, over the expected batch —
     or, non-private, the plain gradient of the summed losses over B. Returns (update, Σ losses)."""
-    blocks = docs.train_blocks(chosen, rng, rows=padded_rows(len(chosen), config.physical_batch))
     total = {n: torch.zeros_like(p) for n, p in shared.parameters().items()}
+    device = next(iter(total.values())).device  # the model's: rows are drawn on the CPU
+    blocks = docs.train_blocks(chosen, rng, rows=padded_rows(len(chosen), config.physical_batch)).to(device)
     loss = 0.0
     for chunk in split_rows(blocks, config.physical_batch):
         if config.dp.private:

@@ -22,6 +22,7 @@ from torch.func import functional_call, grad, vmap
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from umbra.middle.protocol import Middle
+from umbra.model.device import device_of
 from umbra.tuning.doc_blocks import Blocks
 from umbra.tuning.shared_params import SharedParams
 
@@ -33,8 +34,8 @@ def doc_losses(logits: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor) -> t
     return (nll * m).sum(1) / m.sum(1).clamp(min=1)
 
 
-def _positions(p: int, t: int) -> torch.Tensor:
-    return torch.arange(t, dtype=torch.int64).expand(p, t)
+def _positions(p: int, t: int, device: torch.device) -> torch.Tensor:
+    return torch.arange(t, dtype=torch.int64, device=device).expand(p, t)
 
 
 async def per_sample_grads(shared: SharedParams, middle: Middle, session: str,
@@ -45,8 +46,9 @@ async def per_sample_grads(shared: SharedParams, middle: Middle, session: str,
     enc_names, dec_names = shared.encoder_side(), shared.decoder_side()
     enc = {k: params[k].detach() for k in enc_names}
     dec = {k: params[k].detach() for k in dec_names}
+    blocks = blocks.to(device_of(holder))
     p, t = blocks.ids.shape
-    pos = _positions(p, n + t)
+    pos = _positions(p, n + t, blocks.ids.device)
     with torch.no_grad():
         h = functional_call(holder, enc, ("encoder", blocks.ids, pos))  # [P,n+T,C]
     y = await middle.forward(h, pos, session)  # [P,n+T,C]
@@ -86,8 +88,9 @@ async def batch_grads(shared: SharedParams, middle: Middle, session: str,
     holder, n = shared.holder, shared.prompt_length
     params = shared.parameters()
     enc_names, dec_names = shared.encoder_side(), shared.decoder_side()
+    blocks = blocks.to(device_of(holder))
     p, t = blocks.ids.shape
-    pos = _positions(p, n + t)
+    pos = _positions(p, n + t, blocks.ids.device)
     with torch.enable_grad():
         h = holder("encoder", blocks.ids, pos)
         y = await middle.forward(h.detach(), pos, session)

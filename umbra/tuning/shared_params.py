@@ -21,6 +21,7 @@ from torch import nn
 from umbra.model.adapters.config import Kind, Placement
 from umbra.model.adapters.modules import Adapter, build_adapter
 from umbra.model.adapters.selection import AdapterSet
+from umbra.model.device import device_of
 from umbra.tuning.noesis_config import SharedConfig
 
 class ClientHolder(nn.Module):
@@ -55,7 +56,8 @@ class SharedParams:
         adapter_config = config.adapter_config()
         shape = model.plan.shape(model.spec.num_layers)
         self.adapter: Adapter | None = (None if adapter_config is None else
-                                        build_adapter(config.name, adapter_config, model.spec, shape))
+                                        build_adapter(config.name, adapter_config, model.spec, shape,
+                                                      device=device_of(model.encoder)))
         self.holder = ClientHolder(model.encoder, model.decoder, self.adapter)
         named = dict(self.holder.named_parameters())
         if self.adapter is not None:

@@ -141,14 +141,15 @@ class DeepPrompt(Adapter):
 
 
 def build_adapter(name: str, config: AdapterConfig, spec: ModelSpec, shape: SplitShape,
-                  dtype: torch.dtype = torch.float32) -> Adapter:
-    """A fresh adapter (its output weights zero) for a model of `spec` split as `shape`."""
+                  dtype: torch.dtype = torch.float32, device: torch.device | None = None) -> Adapter:
+    """A fresh adapter (its output weights zero) for a model of `spec` split as `shape`, on `device`
+    (None: the CPU; the initial draws are made on the CPU either way, so they do not depend on it)."""
     config.validate()
     if isinstance(config, SoftPromptConfig):
-        return SoftPrompt(name, config, spec, dtype)
+        return SoftPrompt(name, config, spec, dtype).to(device=device)
     blocks = shape.blocks(config.placement)
     if not blocks:
         raise ConfigError(f"placement {config.placement.value} holds no blocks in this split")
     cls = {Kind.LORA: LoraAdapter, Kind.BOTTLENECK: BottleneckAdapter, Kind.DEEP_PROMPT: DeepPrompt}[config.kind]
-    return cls(name, config, spec, blocks, dtype)
+    return cls(name, config, spec, blocks, dtype).to(device=device)
 

@@ -1,0 +1,71 @@
+"""umbra/model/device.py: a --device choice resolves to a device this machine has or to a
+ConfigError (never a silent CPU fall back), and a module's device is its first tensor's; a model
+loaded onto a device has every part there (on an accelerator: and computes what the CPU does)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from umbra.errors import ConfigError
+from umbra.model.device import device_of, resolve_device
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA accelerator")
+
+
+def test_auto_is_the_accelerator_when_there_is_one():
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve_device("cpu") == torch.device("cpu") == resolve_device(torch.device("cpu"))
+
+
+def test_cuda_is_cuda_or_an_error_naming_the_missing_accelerator():
+    if torch.cuda.is_available():
+        assert resolve_device("cuda").type == "cuda"
+        with pytest.raises(ConfigError, match="CUDA device"):
+            resolve_device(f"cuda:{torch.cuda.device_count()}")
+    else:
+        with pytest.raises(ConfigError, match="no CUDA accelerator"):
+            resolve_device("cuda")
+
+
+@pytest.mark.parametrize("choice", ["tpu", "gpu", "meta", ""])
+def test_other_devices_are_refused(choice):
+    with pytest.raises(ConfigError, match="device"):
+        resolve_device(choice)
+
+
+def test_a_modules_device_is_its_first_tensors():
+    assert device_of(nn.Linear(2, 2)) == torch.device("cpu")
+    assert device_of(nn.Sequential()) == torch.device("cpu")
+    with torch.device("meta"):
+        assert device_of(nn.Linear(2, 2)).type == "meta"
+    norm = nn.BatchNorm1d(2, affine=False)  # buffers only
+    assert device_of(norm.to("meta")).type == "meta"
+
+
+def test_a_model_loads_onto_the_device_asked_for(fim_qwen2_dir):
+    from umbra.engine import ClientModel
+
+    model = ClientModel.load(fim_qwen2_dir, device=torch.device("cpu"))
+    middle = model.load_middle()
+    assert model.device == torch.device("cpu") == device_of(middle)
+
+
+@needs_cuda
+def test_on_cuda_every_part_and_buffer_is_there_and_the_split_computes_what_the_cpu_does(fim_qwen2_dir):
+    from umbra.engine import ClientModel
+
+    cpu, gpu = ClientModel.load(fim_qwen2_dir), ClientModel.load(fim_qwen2_dir, device=resolve_device("cuda"))
+    mid_cpu, mid_gpu = cpu.load_middle(), gpu.load_middle()
+    for part in (gpu.encoder, gpu.decoder, mid_gpu):
+        assert all(t.device.type == "cuda" for t in (*part.parameters(), *part.buffers()))
+    ids = torch.randint(0, cpu.spec.vocab_size, (2, 16), generator=torch.Generator().manual_seed(0))
+    pos = torch.arange(16).expand(2, -1)
+
+    def run(model, middle, device):
+        with torch.no_grad():
+            x, p = ids.to(device), pos.to(device)
+            return model.decoder(middle(model.encoder(x, p), p), p).cpu()
+
+    torch.testing.assert_close(run(gpu, mid_gpu, gpu.device), run(cpu, mid_cpu, cpu.device), rtol=1e-4, atol=1e-4)
