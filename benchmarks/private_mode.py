@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from umbra.attack_grid.frontier import VARIANTS, FrontierParams, cells, tune_config, tuned_cell  # noqa: E402
 from umbra.attack_grid import measures  # noqa: E402
 from umbra.attacks.probe import ProbeConfig, training_device  # noqa: E402
+from umbra.model.device import resolve_device  # noqa: E402
 from umbra.attacks.public import CorpusSample, PublicModel  # noqa: E402
 from umbra.attacks.suite import ATTACKS, AttackSuite, SuiteConfig  # noqa: E402
 from umbra.data.corpus import LANGS, corpus_file, read_documents  # noqa: E402
@@ -54,6 +55,9 @@ def _args(argv=None) -> argparse.Namespace:
     p.add_argument("--measures", default=",".join(MEASURES))
     p.add_argument("--tune-steps", type=int, default=FrontierParams.tune_steps)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="auto",
+                   help="where STuning runs (the cell's and the shadow's): auto (a CUDA accelerator when there is "
+                        "one), cpu, cuda, cuda:N; the measures run on the CPU, probes on the accelerator if any")
     p.add_argument("--write", action="store_true", help="write docs/privacy/frontier.md and measured.json, run nothing")
     p.add_argument("--doc", type=Path, default=Path("docs/privacy/frontier.md"))
     return p.parse_args(argv)
@@ -102,6 +106,7 @@ def run_key(public: PublicModel, params: FrontierParams) -> str:
 class Bench:
     def __init__(self, args, params: FrontierParams):
         self.args, self.params = args, params
+        self.device = resolve_device(args.device)
         self.public = PublicModel(args.model)
         self.work = args.work / run_key(self.public, params)
         self.results = Results(args.results, run_key(self.public, params))
@@ -169,7 +174,7 @@ class Bench:
         if not todo:
             return
         t0 = time.perf_counter()
-        tuned = tuned_cell(self.public, cell, self.params, self.data(cell), self.work)
+        tuned = tuned_cell(self.public, cell, self.params, self.data(cell), self.work, self.device)
         print(f"{cell.key}: tuned ({tuned.seconds:.0f} s of tuning)", flush=True)
         for measure in todo:
             t1 = time.perf_counter()
@@ -179,7 +184,7 @@ class Bench:
                 value = measures.attacks(self.public, self.suite, tuned, self.prompts)
             elif measure == "shadow":
                 value = measures.shadow(self.public, self.suite, tuned, self.prompts, self.params, self.public_code,
-                                        self.args.work / "shadows")
+                                        self.args.work / "shadows", self.device)
             elif measure == "oracle":
                 value = measures.oracle(self.public, self.suite, tuned, self.prompts, self.held_out)
             else:
@@ -187,7 +192,8 @@ class Bench:
             self.results.add({"cell": cell.key, "variant": cell.variant.name, "epsilon": _eps(cell.epsilon),
                               "seed": cell.seed, "measure": measure, "value": value,
                               "tune_seconds": tuned.seconds, "seconds": round(time.perf_counter() - t1, 1),
-                              "probes_on": training_device().type})
+                              "probes_on": training_device().type,
+                              **({} if tuned.tuned_on == "cpu" else {"tuned_on": tuned.tuned_on})})
             print(f"{cell.key}: {measure} done in {time.perf_counter() - t1:.0f} s", flush=True)
         print(f"{cell.key}: {time.perf_counter() - t0:.0f} s", flush=True)
 

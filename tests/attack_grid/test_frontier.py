@@ -186,3 +186,30 @@ def test_only_the_base_model_is_seed_invariant_and_its_seeds_are_one_client(worl
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     sent = [sent_prompts(public, t, prompts) for t in (one, two)]
     assert all(torch.equal(x.hidden, y.hidden) for x, y in zip(*sent))
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA accelerator")
+
+
+@needs_cuda
+@pytest.mark.parametrize("variant", ["noir+stuning+noise", "noir+clean+noise1", "client_alone",
+                                     "noir+stuning+noise+adversary"])
+def test_on_cuda_a_cell_tunes_what_the_cpu_tunes_and_comes_back_to_the_cpu(world, tmp_path, variant):
+    """Tuned on the accelerator: the same draws (noise, path noise, data order come from CPU
+    generators), kernels apart; the client and the public middle are on the CPU afterwards and
+    the measures run on them as on a CPU-tuned cell."""
+    from umbra.model.device import resolve_device
+
+    _, public, data, prompts, evals = world
+    cell = Cell(VARIANTS[variant], None if not VARIANTS[variant].noir else 64.0, 0)
+    cpu = tuned_cell(public, cell, PARAMS, data, tmp_path / "cpu")
+    gpu = tuned_cell(public, cell, PARAMS, data, tmp_path / "gpu", resolve_device("cuda"))
+    assert (cpu.tuned_on, gpu.tuned_on) == ("cpu", "cuda")
+    assert all(t.device.type == "cpu" for t in (*public.middle.parameters(), *public.middle.buffers()))
+    a, b = _weights(cpu.client), _weights(gpu.client)
+    assert all(t.device.type == "cpu" for t in b.values())
+    for k in a:
+        torch.testing.assert_close(b[k], a[k], rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(gpu.losses, cpu.losses, rtol=1e-3)
+    assert tuned_cell(public, cell, PARAMS, data, tmp_path / "gpu").tuned_on == "cuda"  # the store says so
+    assert utility(public, gpu, evals)["languages"]["python"]["tokens"] > 0

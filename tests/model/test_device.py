@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from umbra.errors import ConfigError
-from umbra.model.device import device_of, resolve_device
+from umbra.model.device import device_of, placed, resolve_device
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA accelerator")
 
@@ -42,6 +42,30 @@ def test_a_modules_device_is_its_first_tensors():
         assert device_of(nn.Linear(2, 2)).type == "meta"
     norm = nn.BatchNorm1d(2, affine=False)  # buffers only
     assert device_of(norm.to("meta")).type == "meta"
+
+
+def test_placed_skips_missing_modules_and_moves_nothing_without_a_device():
+    lin = nn.Linear(2, 2)
+    weight = lin.weight
+    with placed(None, lin, None):
+        assert device_of(lin).type == "cpu"
+    with placed(torch.device("cpu"), None, lin):
+        assert device_of(lin).type == "cpu"
+    assert lin.weight is weight  # the same Parameter objects (optimizers holding them stay valid)
+
+
+@needs_cuda
+def test_placed_moves_to_the_accelerator_and_back_exactly():
+    lin, norm = nn.Linear(3, 3), nn.BatchNorm1d(3)
+    before = {k: v.clone() for k, v in {**lin.state_dict(), **norm.state_dict()}.items()}
+    with placed(resolve_device("cuda"), lin, norm):
+        assert device_of(lin).type == "cuda" and all(b.device.type == "cuda" for b in norm.buffers())
+        with torch.no_grad():
+            lin.weight.add_(1.0)
+    after = {**lin.state_dict(), **norm.state_dict()}
+    assert all(v.device.type == "cpu" for v in after.values())
+    torch.testing.assert_close(after["weight"], before["weight"] + 1.0)
+    assert all(torch.equal(after[k], before[k]) for k in before if k != "weight")
 
 
 def test_a_model_loads_onto_the_device_asked_for(fim_qwen2_dir):

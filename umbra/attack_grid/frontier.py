@@ -40,6 +40,7 @@ from umbra.middle.local import LocalMiddle
 from umbra.middle.lora_local import LoraLocalMiddle
 from umbra.middle.lora_store import LoraConfig
 from umbra.middle.skip import SkipMiddle
+from umbra.model.device import placed
 from umbra.model.private_path_config import PrivatePathConfig
 from umbra.tuning.adversary import AdversaryConfig
 from umbra.tuning.gradient_noise import DEFAULT_SIGMA, GradientNoise
@@ -217,6 +218,7 @@ class TunedCell:
     # same prompts (measures.sent_prompts): (the prompts array, its sequences)
     sent: tuple | None = field(default=None, repr=False)
     cloud: object | None = None  # the cloud's LoraLocalMiddle for this client (cloud-LoRA variants), frozen
+    tuned_on: str = "cpu"  # the device type the tuning ran on (the client lives on the CPU afterwards)
 
     def middle_blocks(self, public: PublicModel):
         """The middle as the cloud runs it for this client: the public blocks, through its LoRA if
@@ -237,7 +239,8 @@ def _store(path: Path, tuned: TunedCell) -> None:
     torch.save({"encoder": tuned.client.encoder.state_dict(), "decoder": tuned.client.decoder.state_dict(),
                 "private_path": None if private is None else private.state_dict(),
                 "cloud_lora": None if tuned.cloud is None else tuned.cloud.adapter.state_dict(),
-                "training": tuned.training, "losses": tuned.losses, "seconds": tuned.seconds}, buf)
+                "training": tuned.training, "losses": tuned.losses, "seconds": tuned.seconds,
+                "tuned_on": tuned.tuned_on}, buf)
     write_atomic(path, buf.getvalue(), 0o644)
 
 
@@ -249,9 +252,13 @@ def _cloud_middle(public: PublicModel, cell: Cell):
     return LoraLocalMiddle(public.middle, LoraConfig(rank=rank, alpha=2.0 * rank, seed=cell.seed))
 
 
-def tuned_cell(public: PublicModel, cell: Cell, params: FrontierParams, data, work: Path) -> TunedCell:
+def tuned_cell(public: PublicModel, cell: Cell, params: FrontierParams, data, work: Path,
+               device: torch.device | None = None) -> TunedCell:
     """The cell's tuned client: loaded from `work/tuned/` when present, else tuned now and stored.
-    `data`: TuneData of the train split at params.context_length."""
+    `data`: TuneData of the train split at params.context_length. `device`: where the tuning runs
+    (the client and the public middle are moved there for it and back to the CPU after, where
+    everything else measures them); a cloud-LoRA cell tunes on the CPU (its cloud adapters keep
+    merged weights where they were made)."""
     from umbra.tuning.private_path import attach_private_path
 
     client = build_client(public.dir, cell.defence(), public.plan, seed=cell.seed)
@@ -269,7 +276,8 @@ def tuned_cell(public: PublicModel, cell: Cell, params: FrontierParams, data, wo
         if cloud is not None:
             cloud.adapter.load_state_dict(saved["cloud_lora"])
             cloud.adapter.touch()
-        return TunedCell(cell, client, saved["training"], saved["losses"], saved["seconds"], cloud=cloud)
+        return TunedCell(cell, client, saved["training"], saved["losses"], saved["seconds"], cloud=cloud,
+                         tuned_on=saved.get("tuned_on", "cpu"))
     tuned = TunedCell(cell, client, cloud=cloud)
     if cell.variant.stuning:
         t0 = time.perf_counter()
@@ -279,8 +287,11 @@ def tuned_cell(public: PublicModel, cell: Cell, params: FrontierParams, data, wo
             middle = SkipMiddle(public.spec.hidden_size)  # nothing leaves: no traffic to record
         else:
             middle = RecordingMiddle(LocalMiddle(public.middle) if cloud is None else cloud)
-        tuned.losses = asyncio.run(tuning_traffic(client, middle, data, config, record_last=params.gradient_steps,
-                                                  noise_seed=cell.seed, codebook=codebook))
+        device = None if cloud is not None or device is None or device.type == "cpu" else device
+        with placed(device, client.encoder, client.decoder, client.private_path, public.middle):
+            tuned.losses = asyncio.run(tuning_traffic(client, middle, data, config, record_last=params.gradient_steps,
+                                                      noise_seed=cell.seed, codebook=codebook))
+        tuned.tuned_on = "cpu" if device is None else device.type
         tuned.training = middle.sequences() if isinstance(middle, RecordingMiddle) else []
         tuned.seconds = round(time.perf_counter() - t0, 1)
     if cloud is not None:

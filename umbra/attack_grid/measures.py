@@ -92,7 +92,7 @@ def _score(suite: AttackSuite, sequences: list, attacks: dict) -> dict:
 
 
 def shadow(public: PublicModel, suite: AttackSuite, tuned: TunedCell, prompts: np.ndarray, params: FrontierParams,
-           corpus, cache_dir) -> dict:
+           corpus, cache_dir, device=None) -> dict:
     """The shadow client's probes (split layer, every middle layer, and the layer its own
     validation picks) on the prompts the tuned client sends. One shadow per configuration: it is
     cached by everything that determines it, not by the defender's seed."""
@@ -101,7 +101,7 @@ def shadow(public: PublicModel, suite: AttackSuite, tuned: TunedCell, prompts: n
     cell = tuned.cell
     attacker = build_shadow(public, cell.defence(), tune_config(cell, params) if cell.variant.stuning else None,
                             corpus, cache_dir=cache_dir, middle=public.middle, adapters=tuned.cloud_adapters,
-                            defender_seed=cell.seed)
+                            defender_seed=cell.seed, device=device)
     return _score(suite, sent_prompts(public, tuned, prompts), shadow_attacks(attacker))
 
 

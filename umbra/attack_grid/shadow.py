@@ -43,6 +43,7 @@ from umbra.attacks.public import CorpusSample, PublicModel
 from umbra.attacks.suite import SHADOW, SHADOW_LAYERS
 from umbra.errors import ConfigError
 from umbra.middle.local import LocalMiddle
+from umbra.model.device import placed
 from umbra.model.parts import MiddleBlocks
 
 DEFAULT_SEED = 7_000_001  # the attacker's draws; never a benchmark client's seed
@@ -116,7 +117,9 @@ def shadow_key(public: PublicModel, defence: Defence, tune, corpus: CorpusSample
 
 
 def _tune(public: PublicModel, client: SimulatedClient, tcfg, corpus: CorpusSample, middle, adapters,
-          seed: int) -> list[float]:
+          seed: int, device: torch.device | None = None) -> list[float]:
+    """The shadow's STuning; on `device` (client and middle moved there and back) unless the
+    cloud's adapters are in the middle (they tune on the CPU, where their merged weights are)."""
     from umbra.tuning import TuneData, tune
     from umbra.tuning.inversion_penalty import own_codebook
 
@@ -124,16 +127,19 @@ def _tune(public: PublicModel, client: SimulatedClient, tcfg, corpus: CorpusSamp
                                 vocab_size=public.vocab_size)
     codebook = own_codebook(public, data, tcfg.inversion_penalty) if tcfg.inversion_penalty.enabled else None
     link = LocalMiddle(middle) if adapters is None else _AdaptedMiddle(middle, adapters)
-    return asyncio.run(tune(client, link, data, tcfg, noise_seed=seed, codebook=codebook)).losses
+    device = None if adapters is not None or device is None or device.type == "cpu" else device
+    with placed(device, client.encoder, client.decoder, client.private_path, middle):
+        return asyncio.run(tune(client, link, data, tcfg, noise_seed=seed, codebook=codebook)).losses
 
 
 def build_shadow(public: PublicModel, defence: Defence, tune, corpus: CorpusSample,
                  config: ShadowConfig = ShadowConfig(), *, cache_dir: Path | None = None,
                  middle: MiddleBlocks | None = None, adapters=None, defender_seed: int | None = None,
-                 progress=None) -> ShadowClient:
+                 progress=None, device: torch.device | None = None) -> ShadowClient:
     """The attacker's shadow of a client with `defence`, tuned with `tune` (a TuneConfig; None:
     untuned) on `corpus` (public code: the train split), with its probes. `defender_seed`, when
-    known (the grid's), must differ from the attacker's."""
+    known (the grid's), must differ from the attacker's. `device`: where its tuning runs (its
+    probes train where umbra/attacks/probe.py's `training_device` says)."""
     config.validate()
     if defence.stuning and tune is None:
         raise ConfigError("a STuned defence needs the defender's TuneConfig")
@@ -161,7 +167,7 @@ def build_shadow(public: PublicModel, defence: Defence, tune, corpus: CorpusSamp
             if client.private_path is not None:
                 client.private_path.load_state_dict(state["private_path"])
         else:
-            losses = _tune(public, client, tcfg, corpus, middle, adapters, config.seed)
+            losses = _tune(public, client, tcfg, corpus, middle, adapters, config.seed, device)
             if saved is not None:
                 saved.parent.mkdir(parents=True, exist_ok=True)
                 path_state = None if client.private_path is None else client.private_path.state_dict()

@@ -7,6 +7,8 @@ run the same ones on the accelerator (its numbers differ in the last bits: anoth
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 from torch import nn
 
@@ -45,3 +47,20 @@ def device_of(module: nn.Module) -> torch.device:
     for t in module.buffers():
         return t.device
     return torch.device("cpu")
+
+
+@contextmanager
+def placed(device: torch.device | None, *modules: nn.Module | None):
+    """The modules (None entries skipped) moved to `device` in place for the duration, then each
+    back where it was (exact: a move copies values). `device` None: nothing moves."""
+    present = [m for m in modules if m is not None]
+    homes = [device_of(m) for m in present]
+    if device is not None:
+        for m in present:
+            m.to(device)
+    try:
+        yield
+    finally:
+        if device is not None:
+            for m, home in zip(present, homes):
+                m.to(home)

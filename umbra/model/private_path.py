@@ -185,7 +185,7 @@ def split_logits(encoder, middle, decoder, path: PrivatePath | None, ids: torch.
     in-process (`middle`: MiddleBlocks or any callable (x, positions) -> x): the reference the
     engine and the utility evaluation agree with. ids [B, T] start at position 0."""
     if positions is None:
-        positions = torch.arange(ids.shape[1]).expand(ids.shape[0], -1)
+        positions = torch.arange(ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
     hidden = encoder(ids, positions)
     if path is None:
         return decoder(middle(hidden, positions), positions)

@@ -86,7 +86,8 @@ def _windows(states: torch.Tensor, window: int) -> torch.Tensor:
 class InLoopAdversary:
     """The probe, its optimizer and the label prior of one tuning run."""
 
-    def __init__(self, config: AdversaryConfig, hidden_size: int, vocab_size: int):
+    def __init__(self, config: AdversaryConfig, hidden_size: int, vocab_size: int, device=None):
+        """`device`: the client's (None: the CPU); the probe's initial draws are made on the CPU."""
         import torch
         from torch import nn
 
@@ -99,8 +100,9 @@ class InLoopAdversary:
                 self.probe = nn.Sequential(nn.Linear(inp, config.hidden), nn.GELU(), nn.Linear(config.hidden, vocab_size))
             else:
                 self.probe = nn.Sequential(nn.Linear(inp, vocab_size))
+        self.probe.to(device=device)
         self.optimizer = torch.optim.Adam(self.probe.parameters(), lr=config.lr)
-        self.counts = torch.ones(vocab_size, dtype=torch.float64)  # add-one smoothed label counts
+        self.counts = torch.ones(vocab_size, dtype=torch.float64, device=device)  # add-one smoothed label counts
         self.last_accuracy: float | None = None  # of the latest `train_on`
 
     def train_on(self, sent: torch.Tensor, labels: torch.Tensor) -> float:
@@ -140,4 +142,4 @@ class InLoopAdversary:
     def load_state_dict(self, state: dict) -> None:
         self.probe.load_state_dict(state["probe"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.counts = state["counts"].clone()
+        self.counts = state["counts"].to(self.counts.device).clone()

@@ -99,7 +99,7 @@ def public_copy(name: str, tensor: torch.Tensor, perm: Permutation | None) -> to
 def fingerprint(client: Tunable) -> str:
     """sha256 of the embedding table in public order: names the client without revealing π."""
     table = public_copy(EMBEDDING, client.encoder.embed_tokens.weight, client.permutation)
-    return hashlib.sha256(table.float().contiguous().numpy().tobytes()).hexdigest()
+    return hashlib.sha256(table.float().cpu().contiguous().numpy().tobytes()).hexdigest()
 
 
 def describe(client: Tunable) -> str:

@@ -88,7 +88,8 @@ class GradientNoise:
         norms = per_seq.flatten(1).norm(dim=1)  # [B]
         scale = (self.clip_norm / norms.clamp_min(1e-12)).clamp(max=1.0)
         clipped = per_seq * scale[:, None, None]
-        noise = torch.randn(clipped.shape, generator=generator, dtype=clipped.dtype)
+        # drawn on the CPU (the generator's), then moved: the same noise whichever device computes
+        noise = torch.randn(clipped.shape, generator=generator, dtype=clipped.dtype).to(clipped.device)
         return ((clipped + noise * (self.noise_multiplier * self.clip_norm)) / b).to(grad.dtype)
 
     def message_epsilon(self, delta: float = 1e-5, k: int = 1) -> float:

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from umbra.model.device import device_of
 from umbra.errors import ConfigError, UmbraError
 from umbra.middle.protocol import Middle
 from umbra.training.checkpoint import TrainState
@@ -109,7 +110,7 @@ async def split_step(client: Tunable, middle: Middle, session: str, ids: torch.T
     `private_path` sends `path.send(h, z)` and decodes `y + W·h`; with `adversary` its probe
     trains on the sent states and, when enabled, λ·confusion's gradient reaches the encoder."""
     b, t = ids.shape
-    positions = torch.arange(t, dtype=torch.int64).expand(b, t)
+    positions = torch.arange(t, dtype=torch.int64, device=ids.device).expand(b, t)
     path = getattr(client, "private_path", None)
     hidden = client.encoder(ids, positions)
     sent = hidden if path is None else path.send(hidden, path.noise_for(ids))
@@ -157,16 +158,17 @@ class _Run:
     def __init__(self, client: Tunable, middle: Middle, data: TuneData, config: TuneConfig, out_dir: Path | None,
                  noise_seed: int | None = None, codebook: torch.Tensor | None = None):
         self.client, self.middle, self.data, self.config, self.out_dir = client, middle, data, config, out_dir
+        self.device = device_of(client.encoder)  # the client's: the middle given must be on it too
         self.noise_generator = config.gradient_noise.generator(noise_seed) if config.gradient_noise.enabled else None
         self.inversion = None
         if config.inversion_penalty.enabled:
             if codebook is None:
                 raise ConfigError("the inversion penalty needs the public codebook (inversion_penalty.own_codebook)")
-            self.inversion = (config.inversion_penalty, model_order(codebook, client.permutation))
+            self.inversion = (config.inversion_penalty, model_order(codebook, client.permutation).to(self.device))
         self.adversary = None
         if config.adversary.active:
             self.adversary = InLoopAdversary(config.adversary, client.encoder.spec.hidden_size,
-                                             client.encoder.spec.vocab_size)
+                                             client.encoder.spec.vocab_size, self.device)
         self.trainable = _ordered(select_trainable(client, config.train_embedding))
         self.params = list(self.trainable.values())
         self.optimizer = make_optimizer(self.trainable, config)
@@ -205,6 +207,7 @@ class _Run:
         ids = torch.from_numpy(blocks)
         if self.client.permutation is not None:
             ids = self.client.permutation.to_private(ids)  # labels are π(t) too
+        ids = ids.to(self.device)  # batches are packed on the CPU
         lr = lr_at(st.step, cfg.lr, cfg.warmup_steps, cfg.steps, cfg.min_lr_ratio)
         for group in self.optimizer.param_groups:
             group["lr"] = lr * group.get("lr_scale", 1.0)
