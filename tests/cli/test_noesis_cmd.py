@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from tiny_models import CODE_SNIPPETS, build_tiny_model_dir
 
 from umbra.data.corpus import Document, write_documents
@@ -87,3 +88,20 @@ def test_bad_budgets_and_empty_slices_are_refused(setup):
     r = _umbra("tune", "experts", *common, "--languages", "java")
     assert r.returncode != 0 and ("java" in r.stderr)
     assert "never" not in Manifest.read(bundle).adapters
+    r = _umbra("tune", "shared", *common, "--device", "tpu", "--name", "never", "--expected-batch", "4", "--delta", "1e-3")
+    assert r.returncode == 2 and "device 'tpu'" in r.stderr
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA accelerator")
+def test_shared_and_experts_train_on_cuda(setup):
+    bundle, corpus, service, _ = setup
+    common = ["--bundle", str(bundle), "--corpus-dir", str(corpus), "--in-process", "--service", service,
+              "--device", "cuda", "--replace"]
+    r = _umbra("tune", "shared", *common, "--prompt-length", "4", "--context-length", "40", "--expected-batch", "4",
+               "--epochs", "0.5", "--delta", "1e-3", "--physical-batch", "4", "--name", "shared-cuda")
+    assert r.returncode == 0, r.stderr
+    r = _umbra("tune", "experts", *common, "--rank", "2", "--epochs", "1", "--block-len", "32", "--batch-size", "4",
+               "--name", "cuda-{language}")
+    assert r.returncode == 0, r.stderr
+    adapters = Manifest.read(bundle).adapters
+    assert adapters["shared-cuda"]["privacy"]["epsilon"] <= 1.0 and adapters["cuda-go"]["role"] == "expert"

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from safetensors.torch import load_file
 
 from server.launch import local_cloud_thread
@@ -34,10 +35,11 @@ def bundles(base_dir, tmp_path, keystore):
 
 
 def _flags(corpus_dir, keystore) -> list[str]:
-    """Exact gradients (--gradient-noise 0) so that runs can be compared bit for bit; the default
-    σ draws its noise from the OS CSPRNG."""
+    """Exact gradients (--gradient-noise 0) and the CPU (--device cpu: a self-started cloud computes
+    there) so that runs can be compared bit for bit; the default σ draws its noise from the OS CSPRNG."""
     return ["--steps", "3", "--batch-size", "2", "--context-length", "32", "--warmup-steps", "1", "--seed", "5",
-            "--corpus-dir", str(corpus_dir), "--service", keystore.service, "--threads", "1", "--gradient-noise", "0"]
+            "--corpus-dir", str(corpus_dir), "--service", keystore.service, "--threads", "1", "--device", "cpu",
+            "--gradient-noise", "0"]
 
 
 def _client_tensors(bundle):
@@ -84,6 +86,10 @@ def test_tune_cli_usage_errors(bundles, corpus_dir, keystore, capsys):
     assert "context_length must be >= 2" in capsys.readouterr().err
     assert main(["tune", "--bundle", str(b1), *flags, "--gradient-noise", "-1"]) == 2
     assert "noise_multiplier" in capsys.readouterr().err
+    for device, why in (("tpu", "device 'tpu'"), ("cuda:99", "CUDA")):  # no machine here has either
+        assert main(["tune", "--bundle", str(b1), "--in-process", *flags, "--device", device]) == 2
+        assert why in capsys.readouterr().err
+    assert not (b1 / "tuning").exists()  # refused before anything ran
 
 
 def test_tune_cli_with_gradient_noise_through_a_cloud(bundles, base_dir, corpus_dir, keystore, capsys, monkeypatch):
@@ -178,3 +184,16 @@ def test_tune_through_a_cloud_not_on_this_machine_needs_a_defended_configuration
     err = capsys.readouterr().err
     assert "not on this machine" in err and "NOIR ε=32 · STuned 3 steps" in err and "--allow-undefended" in err
     assert "stuning" not in Manifest.read(bundles[0]).privacy
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA accelerator")
+def test_tune_cli_on_cuda_writes_what_the_cpu_writes(bundles, corpus_dir, keystore):
+    """--device cuda: the client's blocks and the in-process middle train on the accelerator; the
+    bundle gets CPU weights that agree with a CPU run's to float tolerance."""
+    b1, b2, _ = bundles
+    flags = [f for f in _flags(corpus_dir, keystore) if f not in ("--device", "cpu")]
+    assert main(["tune", "--bundle", str(b1), "--in-process", *flags, "--device", "cpu"]) == 0
+    assert main(["tune", "--bundle", str(b2), "--in-process", *flags, "--device", "cuda"]) == 0
+    cpu, gpu = _client_tensors(b1), _client_tensors(b2)
+    for k, v in cpu.items():
+        torch.testing.assert_close(gpu[k], v, rtol=1e-3, atol=1e-4)

@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from umbra.cli.cloud_args import add_cloud_args, cloud_config, with_middle
+from umbra.cli.device_args import add_device_arg
 from umbra.errors import ConfigError
 
 PRIVATE_CORPUS = Path("data/corpus/private")
@@ -90,6 +91,7 @@ def _common(p) -> None:
     p.add_argument("--languages", default=None, help="comma-separated languages (default: every one in the corpus)")
     p.add_argument("--replace", action="store_true", help="replace adapters of the same names")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    add_device_arg(p)
     where = p.add_argument_group("where the middle blocks run (default: a cloud service started here)")
     add_cloud_args(where)
     where.add_argument("--in-process", action="store_true", help="run the middle blocks in this process")
@@ -119,6 +121,7 @@ def _setup(args):
 
     from keys import DEFAULT_SERVICE, KeyStore
     from umbra.engine import ClientModel
+    from umbra.model.device import resolve_device
 
     if args.in_process and (args.cloud or args.token):
         raise ConfigError("--in-process runs without a cloud; drop --cloud/--token")
@@ -126,8 +129,10 @@ def _setup(args):
         if args.threads < 1:
             raise ConfigError("--threads must be >= 1")
         torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
     cloud = None if args.in_process else cloud_config(args, audit=False)
-    return ClientModel.from_bundle(args.bundle, args.model, store=KeyStore(args.service or DEFAULT_SERVICE)), cloud
+    model = ClientModel.from_bundle(args.bundle, args.model, store=KeyStore(args.service or DEFAULT_SERVICE))
+    return model, cloud, device
 
 
 def _progress(step: int, steps: int, loss: float) -> None:
@@ -136,6 +141,7 @@ def _progress(step: int, steps: int, loss: float) -> None:
 
 
 def run_shared(args) -> int:
+    from umbra.model.device import placed
     from umbra.privacy.bundle_adapters import add_adapter
     from umbra.tuning.doc_blocks import DocumentBlocks
     from umbra.tuning.dp_sgd import plan_run
@@ -154,7 +160,7 @@ def run_shared(args) -> int:
     if args.noise_seed is not None:
         print("--noise-seed: sampling and noise are reproducible; the DP guarantee does not hold against anyone "
               "who knows the seed", file=sys.stderr)
-    model, cloud = _setup(args)
+    model, cloud, device = _setup(args)
     if args.family != "full" and args.name in model.adapters and not args.replace:
         raise ConfigError(f"bundle {args.bundle} already has an adapter named {args.name!r} (pass --replace)")
     blocks = DocumentBlocks(docs, model.tokenizer, config.block_len, config.fim_rate)
@@ -162,8 +168,9 @@ def run_shared(args) -> int:
     eps = "∞ (non-private)" if math.isinf(plan.epsilon) else f"{plan.epsilon:.4g}"
     print(f"{len(docs)} documents {counts}; q = {plan.sample_rate:.4g}, {plan.steps} steps, σ = "
           f"{plan.noise_multiplier:.4g}, C = {plan.clip_norm:g}: ε = {eps} at δ = {plan.delta:g}", file=sys.stderr)
-    result = asyncio.run(with_middle(model, cloud, lambda middle: train_shared(model, middle, blocks, config, _progress),
-                                      on_link=_cloud_lora_off))
+    with placed(device, model.encoder, model.decoder):  # in-process middle blocks follow (load_middle)
+        result = asyncio.run(with_middle(model, cloud, lambda m: train_shared(model, m, blocks, config, _progress),
+                                          on_link=_cloud_lora_off))
     training = result.training_record(config, counts)
     if result.adapter is None:
         from umbra.privacy.bundle import save_client_weights
@@ -179,6 +186,7 @@ def run_shared(args) -> int:
 
 
 def run_experts(args) -> int:
+    from umbra.model.device import placed
     from umbra.privacy.bundle_adapters import add_adapter
     from umbra.tuning.adapter_config import AdapterTrainConfig
     from umbra.tuning.noesis import train_experts
@@ -188,7 +196,7 @@ def run_experts(args) -> int:
     if "{language}" not in args.name:
         raise ConfigError("--name must contain {language}: one expert per language")
     docs = _documents(args)
-    model, cloud = _setup(args)
+    model, cloud, device = _setup(args)
     texts: dict[str, list[str]] = {}
     for d in docs:
         texts.setdefault(d.lang, []).append(d.text)
@@ -200,8 +208,9 @@ def run_experts(args) -> int:
     shared = tuple(model.adapters[n] for n, e in sorted(entries.items()) if e.role == "shared")
     print(f"experts for {', '.join(f'{k} ({len(v)} documents)' for k, v in sorted(texts.items()))}, beside "
           f"{', '.join(a.name for a in shared) or 'no shared adapter'}", file=sys.stderr)
-    trained = asyncio.run(with_middle(model, cloud, lambda middle: train_experts(model, middle, texts, shared, config,
-                                                                                 args.name)))
+    with placed(device, model.encoder, model.decoder, *shared):  # the experts are built where these are
+        trained = asyncio.run(with_middle(model, cloud, lambda m: train_experts(model, m, texts, shared, config,
+                                                                               args.name)))
     beside = {a.name: entries[a.name].sha256 for a in shared}
     for lang, (adapter, report) in sorted(trained.items()):
         training = {"method": "noesis-stage2/adamw", "documents": report.texts, "tokens": report.tokens,

@@ -28,6 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from umbra.cli.cloud_args import add_cloud_args, cloud_config, cloud_url
+from umbra.cli.device_args import add_device_arg
 from umbra.errors import ConfigError
 from umbra.tuning.config import TuneConfig
 from umbra.tuning.gradient_noise import DEFAULT_SIGMA, GradientNoise, default_sigma
@@ -116,6 +117,7 @@ def register(sub) -> None:
     t.add_argument("--stop-at-step", type=int, default=None, help="stop early (checkpointed); schedule unchanged")
     p.add_argument("--threads", type=int, default=None,
                    help="torch intra-op threads, here and in a cloud this command starts (default: torch's)")
+    add_device_arg(p)
     p.set_defaults(func=run)
     from umbra.cli import noesis_cmd
 
@@ -162,10 +164,12 @@ def run(args) -> int:
 
     from keys import DEFAULT_SERVICE, KeyStore
     from umbra.engine import ClientModel
+    from umbra.model.device import resolve_device
     from umbra.tuning import checkpoint as ckpt
 
     if args.bundle is None:
         raise ConfigError("umbra tune: --bundle DIR is required")
+    device = resolve_device(args.device)
     if args.in_process and (args.cloud or args.token):
         raise ConfigError("--in-process runs without a cloud; drop --cloud/--token")
     if args.cloud_lora and (args.in_process or not cloud_url(args)):
@@ -190,7 +194,7 @@ def run(args) -> int:
 
     record = stuning_record(config, cloud_lora=args.cloud_lora)
     mode = PrivacyMode.of(model.bundle.manifest.epsilon, record)  # of the configuration being trained
-    result = asyncio.run(_tune(model, config, out, args, cloud, mode))
+    result = asyncio.run(_tune(model, config, out, args, cloud, mode, device))
     bundle = model.bundle
     if result.finished:
         from umbra.privacy.bundle import save_client_weights
@@ -203,10 +207,13 @@ def run(args) -> int:
     return 0 if result.finished or config.stop_at_step is not None else 130
 
 
-async def _tune(model, config: TuneConfig, out: Path, args, cloud, mode):
+async def _tune(model, config: TuneConfig, out: Path, args, cloud, mode, device):
     """`cloud` None: the middle blocks in this process (--in-process); else the link's Middle,
-    under the private-by-default rule for `mode` (the privacy mode of the configuration trained)."""
+    under the private-by-default rule for `mode` (the privacy mode of the configuration trained).
+    The client's parts (and in-process middle blocks) train on `device`, and are back on the CPU
+    before anything is written to the bundle."""
     from umbra.middle.local import LocalMiddle
+    from umbra.model.device import placed
     from umbra.training.trainer import StopOnSignal
     from umbra.tuning.data import TuneData
     from umbra.tuning.loop import tune
@@ -238,9 +245,10 @@ async def _tune(model, config: TuneConfig, out: Path, args, cloud, mode):
         prepare_for_tuning(b, config, bundle_secret(b.permutation, b.manifest.bundle_id), table)
         model.private_path = b.private_path
 
-    async def go(middle):
-        with StopOnSignal() as stop:
-            result = await tune(model.bundle, middle, data, config, out_dir=out, resume=args.resume,
+    async def go(middle, blocks=None):
+        b = model.bundle
+        with StopOnSignal() as stop, placed(device, b.encoder, b.decoder, b.private_path, blocks):
+            result = await tune(b, middle, data, config, out_dir=out, resume=args.resume,
                                 stop=lambda: stop.requested, on_step=progress, codebook=codebook)
         if result.finished and model.bundle.private_path is not None:  # before the client weights: a crash
             from umbra.privacy.bundle_private_path import save_private_path  # between never leaves a client
@@ -248,7 +256,8 @@ async def _tune(model, config: TuneConfig, out: Path, args, cloud, mode):
         return result
 
     if cloud is None:
-        return await go(LocalMiddle(model.load_middle()))
+        blocks = model.load_middle()
+        return await go(LocalMiddle(blocks), blocks)
     from umbra.connect import open_middle
 
     async with open_middle(model, cloud, mode) as link:
