@@ -188,6 +188,27 @@ def test_only_the_base_model_is_seed_invariant_and_its_seeds_are_one_client(worl
     assert all(torch.equal(x.hidden, y.hidden) for x, y in zip(*sent))
 
 
+
+@pytest.mark.parametrize("variant", ["noir+clean+noise1", "noir+path+rank8+noise1", "noir+stuning+noise+penalty",
+                                     "noir+stuning+noise+adversary"])
+def test_a_cells_tuning_makes_no_tensor_off_the_clients_device(world, tmp_path, monkeypatch, variant):
+    """tests/tuning/test_device_following.py's check on the frontier's STuning (private paths, the
+    penalty's codebook, the adversary): the client, its secrets, its path and the codebook are built
+    on the CPU by design (on an accelerator, `placed` then moves them); the tuning must make
+    nothing without a device."""
+    from device_check import factories_on_meta, on_cpu
+    from umbra.attack_grid import frontier
+    from umbra.tuning import adversary, private_path
+
+    monkeypatch.setattr(frontier, "build_client", on_cpu(frontier.build_client))
+    monkeypatch.setattr(frontier, "own_codebook", on_cpu(frontier.own_codebook))
+    monkeypatch.setattr(private_path, "attach_private_path", on_cpu(private_path.attach_private_path))
+    monkeypatch.setattr(adversary.InLoopAdversary, "__init__", on_cpu(adversary.InLoopAdversary.__init__))
+    _, public, data, _, _ = world
+    with factories_on_meta():
+        tuned = tuned_cell(public, Cell(VARIANTS[variant], 64.0, 0), PARAMS, data, tmp_path)
+    assert len(tuned.losses) == PARAMS.tune_steps
+
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA accelerator")
 
 

@@ -110,9 +110,9 @@ def pack_view(tokenizer, texts: list[str], block_len: int, fim_rate: float = 0.0
         if eos is not None:
             stream.append(eos)
     n = -(-len(stream) // block_len)
-    ids = torch.zeros(n * block_len, dtype=torch.int64)
-    ids[: len(stream)] = torch.tensor(stream, dtype=torch.int64)
-    mask = torch.zeros(n * block_len, dtype=torch.bool)
+    ids = torch.zeros(n * block_len, dtype=torch.int64, device="cpu")  # packed on the CPU; trunk_states moves them
+    ids[: len(stream)] = torch.tensor(stream, dtype=torch.int64, device="cpu")
+    mask = torch.zeros(n * block_len, dtype=torch.bool, device="cpu")
     mask[: len(stream)] = True
     return ViewBlocks(ids.view(n, block_len), mask.view(n, block_len), len(texts))
 
@@ -195,7 +195,7 @@ def train_lora(model, hidden: torch.Tensor, blocks: ViewBlocks, config: AdapterT
     losses, epoch_losses = [], []
     with frozen(model.decoder):
         for _ in range(config.epochs):
-            order = torch.randperm(n, generator=gen).to(device)
+            order = torch.randperm(n, generator=gen, device="cpu").to(device)
             start = len(losses)
             for i in range(0, n, config.batch_size):
                 b = order[i : i + config.batch_size]

@@ -89,7 +89,7 @@ class GradientNoise:
         scale = (self.clip_norm / norms.clamp_min(1e-12)).clamp(max=1.0)
         clipped = per_seq * scale[:, None, None]
         # drawn on the CPU (the generator's), then moved: the same noise whichever device computes
-        noise = torch.randn(clipped.shape, generator=generator, dtype=clipped.dtype).to(clipped.device)
+        noise = torch.randn(clipped.shape, generator=generator, dtype=clipped.dtype, device="cpu").to(clipped.device)
         return ((clipped + noise * (self.noise_multiplier * self.clip_norm)) / b).to(grad.dtype)
 
     def message_epsilon(self, delta: float = 1e-5, k: int = 1) -> float:
