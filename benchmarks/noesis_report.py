@@ -85,7 +85,7 @@ def table3(rows: list[dict]) -> list[str]:
     params = {r["row"]: r["facts"].get("parameters") for r in rows if r["table"] == "3" and "parameters" in r["facts"]}
     if params:
         lines.append("")
-        lines.append("Shared parameters: " + ", ".join(f"{k} {v:,}" for k, v in sorted(params.items())))
+        lines.append("Shared parameters: " + ", ".join(f"{k} {params[k]:,}" for k in labels if k in params))
     return lines
 
 

@@ -50,3 +50,16 @@ def test_a_block_with_rows_is_rewritten_and_the_others_kept(tmp_path):
     (tmp_path / "noesis.md").write_text(DOC)
     written, text = _write(tmp_path, [_attack_row(key, 0, 0.61)], blocks=("table2",))
     assert written == [] and "old attack" in text
+
+
+def test_table3_lists_rows_and_their_parameter_counts_in_the_tables_order():
+    from noesis_report import table3
+
+    def row(name, seed, params):
+        return {"table": "3", "row": name, "seed": seed, "accuracy": {"python": 40.0, "java": 50.0, "go": 60.0},
+                "facts": {"parameters": params}}
+
+    lines = table3([row("rc4", 0, 38912), row("pt32", 0, 8192), row("pt8", 0, 2048), row("pt8", 1, 2048)])
+    text = "\n".join(lines)
+    assert text.index("| pt8 |") < text.index("| pt32 |") < text.index("| rc4 |")
+    assert lines[-1] == "Shared parameters: pt8 2,048, pt32 8,192, rc4 38,912"
