@@ -57,6 +57,23 @@ def _strongest(scores: dict) -> tuple[str, float] | None:
     return name, attacks[name]
 
 
+def decipher_envelope(measured: dict) -> dict:
+    """{"1x": s, "10x": s, "100x": s} -> the same, each volume's recovery the best at that volume or
+    any smaller one: an attacker holding k× the traffic can fit the attack on a part of it and label
+    the rest with what it learned (the parts are drawn alike), so what it reads cannot shrink as
+    traffic grows — while the EM fitted on the whole can fail (noir+path+noise1, seed 0: 0.03 % at
+    100× where 10× reads 29 %). A volume taken from a smaller one says so (`from`)."""
+    out, best = {}, None
+    for k in sorted(measured, key=lambda v: float(v.rstrip("x"))):
+        v = measured[k]
+        if best is not None and best[1]["recovery"] > v["recovery"]:
+            v = {**best[1], "from": best[0]}
+        else:
+            best = (k, v)
+        out[k] = v
+    return out
+
+
 def summarize(rows: list[dict]) -> list[dict]:
     """One record per (variant, ε) with per-seed lists, in VARIANTS order."""
     groups, order = _group(rows), list(VARIANTS)
@@ -78,7 +95,7 @@ def summarize(rows: list[dict]) -> list[dict]:
             scores = dict(m.get("attacks") or {})
             for name in ("shadow", "oracle"):
                 scores.update(m.get(name) or {})
-            scores.update({f"decipher@{k}": v for k, v in (m.get("decipher") or {}).items()})
+            scores.update({f"decipher@{k}": v for k, v in decipher_envelope(m.get("decipher") or {}).items()})
             if scores:
                 for k, v in scores.items():
                     rec["attacks"][k].append(100 * v["recovery"])
@@ -114,7 +131,8 @@ def tables(summary: list[dict]) -> str:
     names = [k for k in TITLES if k in every] + sorted(every - set(TITLES) - set(layered))
     lines += ["", "**Each attack's token recovery (%)**, mean ± 95 % t-interval over seeds (shadow: the adaptive "
               "attacker's probes, at the layer its own validation picks as `shadow_layers`; oracle: a bound, probes "
-              "trained on the client's own states — not an attack; decipher@k: k× the prompts' traffic):", "",
+              "trained on the client's own states — not an attack; decipher@k: k× the prompts' traffic, the best "
+              "over that volume and smaller ones, since an attacker can run it on part of what it holds):", "",
               "| variant | ε | " + " | ".join(TITLES.get(k, k) for k in names) + " |", "|---|---|" + "---|" * len(names)]
     for r in summary:
         if r["attacks"]:

@@ -41,3 +41,16 @@ def test_gains_are_against_the_control_of_the_same_budget_and_per_position_holds
     longer = next(r for k, r in records.items() if "1,000 steps" in k)
     assert clean["adaptive"] and clean["client_alone_top1"] == 31.7
     assert not longer["adaptive"] and longer["client_alone_top1"] == 35.6
+
+
+def test_the_decipherment_at_a_volume_is_the_best_at_that_volume_or_a_smaller_one():
+    from private_mode_report import decipher_envelope
+
+    raw = {"100x": _score(0.0003), "1x": _score(0.025), "10x": _score(0.29)}
+    env = decipher_envelope(raw)
+    assert [env[k]["recovery"] for k in ("1x", "10x", "100x")] == [0.025, 0.29, 0.29]
+    assert env["100x"]["from"] == "10x" and "from" not in env["10x"]
+    rows = (_rows("client_alone", None, 31.7)
+            + _rows("noir+path+noise1", 1024.0, 20.0, {"baseline": _score(0.092)}, raw))
+    rec = next(r for r in summarize(rows) if r["variant"] == "noir+path+noise1")
+    assert rec["attacks"]["decipher@100x"] == rec["attacks"]["decipher@10x"] == rec["strongest"] == [100 * 0.29]
