@@ -4,7 +4,7 @@ tunes it (and stored in its work directory, so the grid reuses it); the attack t
 client's own code at each volume (multiples of the grid's prompts) with each configuration.
 
     python benchmarks/decipher_stability.py --variant noir+path+noise1 --epsilon 1024 --seed 0 \\
-        --volumes 10 100 --attack-seeds 0 1 2 --restarts 4
+        --volumes 10 100 --attack-seeds 0 1 2 --restarts 4 [--fit-positions 0 81920]
 
 One JSON line per (volume, attack seed, restarts): recovery, clusters, pairs, final EM log-likelihood
 (what an attacker without the truth can rank its runs by). Results: docs/privacy/frontier.md."""
@@ -37,6 +37,8 @@ def main(argv=None) -> int:
     p.add_argument("--volumes", type=int, nargs="+", default=[10, 100])
     p.add_argument("--attack-seeds", type=int, nargs="+", default=[0, 1, 2], help="k-means / EM seeds")
     p.add_argument("--restarts", type=int, nargs="*", default=[4], help="EM restarts also tried at attack seed 0")
+    p.add_argument("--fit-positions", type=int, nargs="+", default=[0], help="the attack fitted on a part of at most "
+                   "this many received positions, every position labelled (0: on all), at each attack seed")
     p.add_argument("--corpus", type=Path, default=ROOT / "data" / "corpus")
     p.add_argument("--work", type=Path, default=ROOT / "runs" / "private_mode")
     args = p.parse_args(argv)
@@ -47,7 +49,8 @@ def main(argv=None) -> int:
     cell = Cell(variant, args.epsilon if variant.needs_epsilon else None, args.seed)
     tuned = tuned_cell(bench.public, cell, bench.params, bench.data(cell), bench.work)
     client = tuned.client
-    configs = [DecipherConfig(seed=s) for s in args.attack_seeds] + [DecipherConfig(restarts=r) for r in args.restarts]
+    configs = ([DecipherConfig(seed=s, fit_positions=f or None) for f in args.fit_positions for s in args.attack_seeds]
+               + [DecipherConfig(restarts=r) for r in args.restarts])
     for k in args.volumes:
         traffic = volume_traffic(client.encoder, client.permutation, times(bench.volume, k), client.private_path,
                                  dtype=torch.float16)
@@ -57,6 +60,7 @@ def main(argv=None) -> int:
             score = bench.suite.run(traffic, only=(), extra={"decipher": attack}).to_json().get("decipher")
             fit = attack.last_fit
             print(json.dumps({"cell": cell.key, "volume": k, "attack_seed": config.seed, "restarts": config.restarts,
+                              "fit_positions": config.fit_positions,
                               "recovery": None if score is None else score["recovery"], "clusters": fit.get("clusters"),
                               "pairs": fit.get("pairs"), "log_likelihood": (fit.get("log_likelihood") or [None])[-1],
                               "seconds": round(time.perf_counter() - t0)}), flush=True)

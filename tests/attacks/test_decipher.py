@@ -3,7 +3,8 @@
 bigram chain, and the attacker's bigram model is estimated from other text of the same chain.
 What must hold: the matrix-form EM step equals the explicit pairwise E/M steps; decipherment
 recovers most tokens given enough traffic, far more than frequency analysis, and recovery grows
-with volume; it runs as a named attack of the suite and is scored like the others."""
+with volume; an attack fitted on part of the traffic labels every position; it runs as a named attack of
+the suite and is scored like the others."""
 
 from __future__ import annotations
 
@@ -115,8 +116,29 @@ def test_refinement_and_subsampled_fit_still_label_every_position(cipher):
     assert _recovery(guesses, blocks) > 0.5
 
 
+def test_an_attack_fitted_on_part_of_the_traffic_labels_every_position(cipher):
+    """Fitted on a part (fit_positions), the attack labels that part exactly as the attack run on
+    the part alone does, and labels every other position with what it learned there."""
+    t, public, codes = cipher
+    seqs, blocks = _traffic(t, codes, 40, seed=10)
+    attack = Decipherment(public, DecipherConfig(top_tokens=300, fit_positions=20 * 64 + 5), vocab=V)
+    guesses = attack.run(seqs)
+    part = attack._part(seqs)
+    assert len(part) == 20 and attack._part(seqs) == part  # whole sequences under the cap, drawn from the seed
+    assert [g.shape for g in guesses] == [b.shape for b in blocks]
+    alone = Decipherment(public, DecipherConfig(top_tokens=300), vocab=V).run([seqs[i] for i in part])
+    for j, i in enumerate(part):
+        np.testing.assert_array_equal(guesses[i], alone[j])
+    rest = [i for i in range(40) if i not in part]
+    assert _recovery([guesses[i] for i in rest], blocks[rest]) > 0.5  # the rest is read with the part's fit
+    one = Decipherment(public, DecipherConfig(top_tokens=300, fit_positions=1), vocab=V)
+    assert len(one._part(seqs)) == 1  # at least one sequence
+
+
 def test_config_is_validated():
     with pytest.raises(ConfigError):
         DecipherConfig(anneal=0.0).validate()
+    with pytest.raises(ConfigError):
+        DecipherConfig(fit_positions=0).validate()
     with pytest.raises(ConfigError):
         Decipherment(np.zeros((3, 1), dtype=np.int64))

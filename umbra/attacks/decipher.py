@@ -44,6 +44,11 @@ class DecipherConfig:
     cluster_ratio: float = 1.0  # clusters per expected distinct token (> 1: room for homophones)
     max_clusters: int = 2048  # cap on K (EM costs O(V·K² + V²·K) per iteration)
     fit_states: int = 32768  # k-means is fitted on at most this many received states; all are assigned
+    # the attack (clustering and EM) is fitted on a random part of the sequences holding at most this many
+    # received positions, then every position is assigned and labelled with what it learned (None: fitted
+    # on all). An attacker with much traffic can do this; on more traffic the fit on all can fail
+    # where a part reads the rest (docs/privacy/frontier.md)
+    fit_positions: int | None = None
     kmeans_iterations: int = 20
     em_iterations: int = 100
     restarts: int = 1  # EM starts: frequency-rank matching, then random ones; best likelihood wins
@@ -57,6 +62,8 @@ class DecipherConfig:
     def validate(self) -> None:
         if self.top_tokens < 1 or self.max_clusters < 1 or self.fit_states < 1 or self.restarts < 1:
             raise ConfigError("decipherment needs top_tokens, max_clusters, fit_states and restarts >= 1")
+        if self.fit_positions is not None and self.fit_positions < 1:
+            raise ConfigError("fit_positions must be >= 1 (None: fit on every position)")
         if self.kmeans_iterations < 1 or self.em_iterations < 1 or self.chunk < 1:
             raise ConfigError("decipherment needs kmeans_iterations, em_iterations and chunk >= 1")
         if self.clusters is not None and self.clusters < 1 or not self.cluster_ratio > 0 or self.smoothing < 0:
@@ -191,16 +198,17 @@ class Decipherment:
         self.last_fit: dict = {}  # diagnostics of the last run: clusters, iterations' log-likelihood
 
     # -- clustering -------------------------------------------------------------------------------
-    def _cluster(self, sequences: list[ObservedSequence]) -> tuple[list[np.ndarray], np.ndarray]:
+    def _cluster(self, sequences: list[ObservedSequence], part: list[int]) -> tuple[list[np.ndarray], np.ndarray]:
+        """Centroids fitted on the sequences `part`; (labels of every sequence, cluster sizes over `part`)."""
         cfg = self.config
-        masks = [s.scored for s in sequences]
+        masks = [sequences[i].scored for i in part]
         n = int(sum(m.sum() for m in masks))
         if n == 0:
             raise ConfigError("no received positions to decipher")
         rng = np.random.default_rng(cfg.seed)
         take = np.sort(rng.choice(n, size=min(n, cfg.fit_states), replace=False))
         sample, offset, j = [], 0, 0
-        for s, m in zip(sequences, masks):
+        for s, m in zip([sequences[i] for i in part], masks):
             idx = np.flatnonzero(m)
             hi = np.searchsorted(take, offset + idx.size)
             if hi > j:
@@ -212,7 +220,7 @@ class Decipherment:
         centroids = spherical_kmeans(x, k, cfg.kmeans_iterations, cfg.seed)
         labels = [_assign(s.hidden, centroids, cfg.chunk) for s in sequences]
         sizes = np.zeros(k)
-        for lab, m in zip(labels, masks):
+        for lab, m in zip([labels[i] for i in part], masks):
             sizes += np.bincount(lab[m], minlength=k)
         return labels, sizes
 
@@ -220,9 +228,10 @@ class Decipherment:
     def fit(self, sequences: list[ObservedSequence]) -> tuple[list[np.ndarray], np.ndarray]:
         """(cluster labels per sequence, B [V,K]) for the received sequences."""
         cfg = self.config
-        labels, sizes = self._cluster(sequences)
+        part = self._part(sequences)
+        labels, sizes = self._cluster(sequences, part)
         k = sizes.size
-        counts = cluster_bigrams(labels, [(s.real, s.fresh) for s in sequences], k)
+        counts = cluster_bigrams([labels[i] for i in part], [(sequences[i].real, sequences[i].fresh) for i in part], k)
         rng = np.random.default_rng(cfg.seed + 1)
         if counts.sum() == 0:  # no adjacent positions: cluster sizes are all there is
             self.last_fit = {"clusters": k, "pairs": 0, "log_likelihood": []}
@@ -240,6 +249,22 @@ class Decipherment:
                 best, best_ll = b, ll
         self.last_fit = {"clusters": k, "pairs": int(counts.sum()), "log_likelihood": lls}
         return labels, best
+
+    def _part(self, sequences: list[ObservedSequence]) -> list[int]:
+        """Indices of the sequences the attack is fitted on: all, or (fit_positions) a random part,
+        in order, holding at most fit_positions received positions (at least one sequence)."""
+        cfg = self.config
+        if cfg.fit_positions is None:
+            return list(range(len(sequences)))
+        sizes = [int(s.scored.sum()) for s in sequences]
+        order = np.random.default_rng(cfg.seed + 2).permutation(len(sequences))
+        kept, total = [], 0
+        for i in order:
+            if kept and total + sizes[i] > cfg.fit_positions:
+                break
+            kept.append(int(i))
+            total += sizes[i]
+        return sorted(kept)
 
     def run(self, sequences: list[ObservedSequence]) -> list[np.ndarray]:
         if not sequences:
