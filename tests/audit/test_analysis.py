@@ -9,6 +9,7 @@ oracle says what it needs; `--no-adaptive` leaves the shadow out but keeps decip
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 
 import pytest
 
@@ -78,3 +79,6 @@ def test_without_the_bundle_the_oracle_says_what_it_needs(world, keystore, tmp_p
     assert f"{TUNE.steps} STuning steps" in group.notes["shadow"]
     (plain,) = run_audit(store, config)  # no adaptive attacker: decipherment still runs
     assert "decipher" in plain.suite.scores and "shadow" not in plain.suite.scores
+    # fitted on a part of the traffic (here one sequence), the decipherment still reads every position
+    (part,) = run_audit(store, replace(config, decipher_fit_positions=1))
+    assert part.suite.scores["decipher"].tokens_scored == plain.suite.scores["decipher"].tokens_scored > 0

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from umbra.attacks.decipher import DecipherConfig
 from umbra.attacks.metrics import AttackScore, aggregate, text_score
 from umbra.attacks.public import CorpusSample, PublicModel
 from umbra.attacks.suite import DECIPHER, NOISE_AWARE, AttackSuite, SuiteConfig, SuiteResult
@@ -86,7 +87,7 @@ def run_audit(store: AuditStore, config: AuditConfig = AuditConfig(), progress=N
         eps = math.inf if eps in (None, "inf") else float(eps)
         extra = {NOISE_AWARE: suite.noise_aware_probe(eps)} if "probe" in suite.attacks and math.isfinite(eps) else {}
         if config.decipher:
-            extra[DECIPHER] = suite.decipherment()
+            extra[DECIPHER] = suite.decipherment(DecipherConfig(fit_positions=config.decipher_fit_positions))
         notes: dict[str, str] = {}
         if adaptive is not None:
             more, notes = adaptive(public, facts, suite, sequences)

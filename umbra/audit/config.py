@@ -20,3 +20,8 @@ class AuditConfig:
     last: int | None = None  # only the most recent N recordings
     cache_dir: Path | None = None  # trained probes and shadow clients; None: <audit dir>/cache
     decipher: bool = True  # run the decipherment attack (bigram decipherment of state clusters)
+    # the decipherment fits on a random part of at most this many received positions and labels all of
+    # them: on more traffic a fit on everything can fail where a part's reads the rest (noir+path+noise1
+    # at 100x the grid's prompts: 0-18 % fitted on all, 24-33 % on 81,920; docs/privacy/frontier.md).
+    # None: fit on everything
+    decipher_fit_positions: int | None = 81_920
