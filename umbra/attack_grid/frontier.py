@@ -287,7 +287,7 @@ def tuned_cell(public: PublicModel, cell: Cell, params: FrontierParams, data, wo
             middle = SkipMiddle(public.spec.hidden_size)  # nothing leaves: no traffic to record
         else:
             middle = RecordingMiddle(LocalMiddle(public.middle) if cloud is None else cloud)
-        device = None if cloud is not None or device is None or device.type == "cpu" else device
+        device = None if cloud is not None else device  # the cloud's adapters stay where they were merged
         with placed(device, client.encoder, client.decoder, client.private_path, public.middle):
             tuned.losses = asyncio.run(tuning_traffic(client, middle, data, config, record_last=params.gradient_steps,
                                                       noise_seed=cell.seed, codebook=codebook))

@@ -127,7 +127,7 @@ def _tune(public: PublicModel, client: SimulatedClient, tcfg, corpus: CorpusSamp
                                 vocab_size=public.vocab_size)
     codebook = own_codebook(public, data, tcfg.inversion_penalty) if tcfg.inversion_penalty.enabled else None
     link = LocalMiddle(middle) if adapters is None else _AdaptedMiddle(middle, adapters)
-    device = None if adapters is not None or device is None or device.type == "cpu" else device
+    device = None if adapters is not None else device  # the cloud's adapters stay where they were merged
     with placed(device, client.encoder, client.decoder, client.private_path, middle):
         return asyncio.run(tune(client, link, data, tcfg, noise_seed=seed, codebook=codebook)).losses
 
