@@ -186,7 +186,8 @@ class Bench:
                 value = measures.shadow(self.public, self.suite, tuned, self.prompts, self.params, self.public_code,
                                         self.args.work / "shadows", self.device)
             elif measure == "oracle":
-                value = measures.oracle(self.public, self.suite, tuned, self.prompts, self.held_out)
+                value = measures.oracle(self.public, self.suite, tuned, self.prompts, self.held_out,
+                                        self.work / "oracle" / cell.key)
             else:
                 value = measures.decipher(self.public, self.suite, tuned, self.volume)
             self.results.add({"cell": cell.key, "variant": cell.variant.name, "epsilon": _eps(cell.epsilon),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -105,9 +106,12 @@ def shadow(public: PublicModel, suite: AttackSuite, tuned: TunedCell, prompts: n
     return _score(suite, sent_prompts(public, tuned, prompts), shadow_attacks(attacker))
 
 
-def oracle(public: PublicModel, suite: AttackSuite, tuned: TunedCell, prompts: np.ndarray, held_out: np.ndarray) -> dict:
+def oracle(public: PublicModel, suite: AttackSuite, tuned: TunedCell, prompts: np.ndarray, held_out: np.ndarray,
+           checkpoint: Path | None = None) -> dict:
     """Probes trained on the client's own (state, token) pairs of `held_out` blocks (other files
-    than the prompts), at the split layer and every middle layer, applied to its prompts."""
+    than the prompts), at the split layer and every middle layer, applied to its prompts.
+    `checkpoint`: a directory for this cell where each layer's probe is kept as it is trained, so
+    a stopped run resumes at the next layer."""
     if tuned.cell.variant.middle == "skip":
         return {}
     client = tuned.client
@@ -115,7 +119,7 @@ def oracle(public: PublicModel, suite: AttackSuite, tuned: TunedCell, prompts: n
     held_out, _ = without_attacked(held_out, sent)  # the valid split repeats a few test files verbatim
     probes = train_oracle(client.encoder, client.permutation, held_out, public.middle,
                           min(public.tokenizer.size, public.vocab_size), adapters=tuned.cloud_adapters,
-                          private_path=client.private_path, attacked=sent)
+                          private_path=client.private_path, attacked=sent, checkpoint=checkpoint)
     return _score(suite, sent, oracle_attacks(probes, public.middle, tuned.cloud_adapters))
 
 

@@ -181,7 +181,8 @@ def build_shadow(public: PublicModel, defence: Defence, tune, corpus: CorpusSamp
         layers = None if config.layers else (SPLIT,)
         probes = LayerProbes.train(lambda b: client_states(client.encoder, client.permutation, b, client.private_path),
                                    blocks, middle, min(public.tokenizer.size, public.vocab_size), config.probe,
-                                   adapters, layers, config.validation, progress)
+                                   adapters, layers, config.validation, progress,
+                                   checkpoint=None if home is None else home / "probes")
         if home is not None:
             probes.save(home / "probes")
     return ShadowClient(client, probes, middle, adapters, key, losses)

@@ -16,6 +16,7 @@ part of its own training data (`validation`), never by the truth of the attacked
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +32,7 @@ from umbra.model.parts import MiddleBlocks
 
 SPLIT = "split"
 _INDEX = "layers.json"
+_PARTIAL = "partial.json"  # layers finished by a run that stopped before the index was written
 
 
 def layer_names(middle: MiddleBlocks) -> list[str]:
@@ -95,10 +97,14 @@ class LayerProbes:
     @classmethod
     def train(cls, states_of: Callable[[np.ndarray], torch.Tensor], blocks: np.ndarray, middle: MiddleBlocks,
               vocab: int, config: ProbeConfig = ProbeConfig(), adapters=None, layers: tuple[str, ...] | None = None,
-              validation: float = 0.1, progress=None) -> "LayerProbes":
+              validation: float = 0.1, progress=None, checkpoint: Path | None = None) -> "LayerProbes":
         """`states_of(public ids [N,T]) -> split-layer states [N,T,C]` of the client the probes learn;
         `blocks` [N,T] public ids; `layers`: a subset of `layer_names(middle)` (default all);
-        `validation`: share of blocks held out to score each probe (the attacker's layer choice)."""
+        `validation`: share of blocks held out to score each probe (the attacker's layer choice).
+        `checkpoint`: a directory where each layer's probe is stored as soon as it is trained, so a
+        run stopped part-way resumes at the next layer; a stored probe is reused only if it was
+        trained on exactly these states, labels and settings (each fit is seeded on its own, so a
+        resumed run gives the probes an uninterrupted one would)."""
         names = layer_names(middle)
         chosen = list(layers) if layers is not None else names
         unknown = set(chosen) - set(names)
@@ -115,13 +121,23 @@ class LayerProbes:
         states = layer_states(split, middle, adapters) if chosen != [SPLIT] else {SPLIT: split}
         probes, scores = {}, {}
         train_ids, val_ids = ids[n_val:], ids[:n_val]
+        done = _Checkpoint(checkpoint, config) if checkpoint is not None else None
         for name in chosen:
             x = states[name]
-            probe = InversionProbe.fit(x[n_val:], train_ids, config, vocab, progress)
-            probes[name] = probe
-            if n_val:
-                guesses = np.stack([probe.guess_states(s) for s in x[:n_val]])
-                scores[name] = float((guesses == val_ids.numpy()).mean())
+            key = _fit_key(x, ids, n_val, vocab, config) if done is not None else ""
+            stored = done.get(name, key) if done is not None else None
+            if stored is not None:
+                probes[name], score = stored
+            else:
+                probe = InversionProbe.fit(x[n_val:], train_ids, config, vocab, progress)
+                probes[name], score = probe, None
+                if n_val:
+                    guesses = np.stack([probe.guess_states(s) for s in x[:n_val]])
+                    score = float((guesses == val_ids.numpy()).mean())
+                if done is not None:
+                    done.put(name, key, probe, score)
+            if score is not None:
+                scores[name] = score
         return cls(probes, scores)
 
     def guesses(self, sequences: list[ObservedSequence], middle: MiddleBlocks, adapters=None,
@@ -160,6 +176,37 @@ class LayerProbes:
                 return None
             probes[name] = probe
         return cls(probes, {k: float(v) for k, v in meta["validation"].items()})
+
+
+def _fit_key(states: torch.Tensor, ids: torch.Tensor, n_val: int, vocab: int, config: ProbeConfig) -> str:
+    """What one layer's probe is a function of: its states, labels, split and settings."""
+    h = hashlib.sha256()
+    for part in (states.float().contiguous(), ids.contiguous()):
+        h.update(str(tuple(part.shape)).encode())
+        h.update(part.numpy().tobytes())
+    h.update(json.dumps([n_val, vocab, config.key()]).encode())
+    return h.hexdigest()
+
+
+class _Checkpoint:
+    """Per-layer probes of one `LayerProbes.train` run, stored as each is trained."""
+
+    def __init__(self, directory: Path, config: ProbeConfig):
+        self.directory, self.config = Path(directory), config
+        index = self.directory / _PARTIAL
+        self.meta: dict = json.loads(index.read_text()) if index.is_file() else {}
+
+    def get(self, name: str, key: str) -> tuple[InversionProbe, float | None] | None:
+        entry = self.meta.get(name)
+        if entry is None or entry["key"] != key:
+            return None
+        probe = InversionProbe.load(self.directory / f"{name}.safetensors", self.config)
+        return None if probe is None else (probe, entry["validation"])
+
+    def put(self, name: str, key: str, probe: InversionProbe, validation: float | None) -> None:
+        probe.save(self.directory / f"{name}.safetensors")
+        self.meta[name] = {"key": key, "validation": validation}
+        write_atomic(self.directory / _PARTIAL, json.dumps(self.meta).encode(), 0o644)
 
 
 class LayerAttack:

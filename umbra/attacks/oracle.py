@@ -13,6 +13,8 @@ The same probes and layer choice (held-out validation) as the shadow client (lay
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from umbra.attacks.client_states import client_states
@@ -50,13 +52,16 @@ def check_disjoint(held_out: np.ndarray, attacked: list[ObservedSequence]) -> No
 def train_oracle(encoder, permutation, held_out: np.ndarray, middle: MiddleBlocks, vocab: int,
                  config: ProbeConfig = ProbeConfig(), adapters=None, private_path=None,
                  layers: tuple[str, ...] | None = None, validation: float = 0.1,
-                 attacked: list[ObservedSequence] | None = None, progress=None) -> LayerProbes:
+                 attacked: list[ObservedSequence] | None = None, progress=None,
+                 checkpoint: Path | None = None) -> LayerProbes:
     """Probes on the real client's states of `held_out` [N,T] public ids (files disjoint from the
-    attacked prompts; `attacked`, when given, is checked against them)."""
+    attacked prompts; `attacked`, when given, is checked against them). `checkpoint`: where a
+    benchmark's run stores each layer's probe as it is trained (LayerProbes.train); `umbra audit`
+    never passes one: its oracle decodes a real user's traffic and is not kept."""
     if attacked is not None:
         check_disjoint(held_out, attacked)
     return LayerProbes.train(lambda b: client_states(encoder, permutation, b, private_path), held_out, middle,
-                             vocab, config, adapters, layers, validation, progress)
+                             vocab, config, adapters, layers, validation, progress, checkpoint)
 
 
 def oracle_attacks(probes: LayerProbes, middle: MiddleBlocks, adapters=None, per_layer: bool = True) -> dict[str, object]:
