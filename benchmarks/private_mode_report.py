@@ -27,6 +27,8 @@ PRODUCT_NAMES = {"nearest": "(a) nearest neighbour", "probe": "(b) probe", "prob
                  "frequency": "(c) frequency analysis", "reconstruction": "(d) code reconstruction",
                  "gradient": "(e) gradient labels"}
 MEASURED = "docs/privacy/frontier-measured.json"  # read by benchmarks/measured_modes.py
+KEPT_SOURCE = ("docs/privacy/frontier.md, the first seed (attacks and top-1 of seed 0; its result rows were not "
+               "kept, so the tables from the committed rows do not show it)")
 
 
 def _group(rows: list[dict]) -> dict[tuple, dict[int, dict]]:
@@ -150,20 +152,25 @@ def tables(summary: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def frontier_svg(summary: list[dict], path: Path) -> None:
+def frontier_svg(summary: list[dict], path: Path, kept: list[dict] = ()) -> None:
     """Top-1 (y) against the strongest attack (x), one point per (variant, ε) with its intervals;
-    the client-alone control as a horizontal line, the attack bar as a vertical one."""
+    the client-alone control as a horizontal line, the attack bar as a vertical one. `kept`:
+    measured records (merge_measured) of configurations with no committed rows, drawn hollow."""
     w, h, pad = 560, 380, 50
     points = [r for r in summary if r["top1"] and r["strongest"]]
+    kept = [r for r in kept if r.get("top1") is not None and r["attacks"]]
     alone = next((r for r in summary if r["variant"] == "client_alone" and r["top1"]), None)
     base = [b for r in summary for b in r["baseline"]]
-    xmax = max([100.0] + [max(r["strongest"]) for r in points])
+    xmax = max([100.0] + [max(r["strongest"]) for r in points] + [max(r["attacks"].values()) for r in kept])
     ymax = max([10.0] + [max(r["top1"]) for r in summary if r["top1"]]) * 1.15
 
     def xy(x: float, y: float) -> tuple[float, float]:
         return pad + x / xmax * (w - 2 * pad), h - pad - y / ymax * (h - 2 * pad)
 
-    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w + 230}" height="{h}" font-family="sans-serif" font-size="11">',
+    legend = [f"{r['variant']} {_eps(r['epsilon'])}" for r in points] + [f"{r['label']} (seed 0)" for r in kept]
+    width = w + max(230, 6 * max((len(t) for t in legend), default=0) + 20)
+    height = max(h, pad + 14 * (len(legend) + 1))
+    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
            f'<rect x="{pad}" y="{pad}" width="{w - 2 * pad}" height="{h - 2 * pad}" fill="none" stroke="#888"/>',
            f'<text x="{w / 2}" y="{h - 12}" text-anchor="middle">strongest attack: token recovery (%)</text>',
            f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle">next-token top-1 (%)</text>']
@@ -193,7 +200,13 @@ def frontier_svg(summary: list[dict], path: Path) -> None:
             if not math.isnan(hx + hy):
                 svg.append(f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{colour}"/>')
         svg.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{colour}"/><text x="{x + 6:.1f}" y="{y - 5:.1f}">{i + 1}</text>')
-        svg.append(f'<text x="{w + 5}" y="{pad + 14 * i}">{i + 1}: {r["variant"]} {_eps(r["epsilon"])}</text>')
+        svg.append(f'<text x="{w + 5}" y="{pad + 14 * i}">{i + 1}: {legend[i]}</text>')
+    for j, r in enumerate(kept, start=len(points)):
+        x, y = xy(max(r["attacks"].values()), r["top1"])
+        svg.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="none" stroke="#d60"/><text x="{x + 6:.1f}" y="{y - 5:.1f}">{j + 1}</text>')
+        svg.append(f'<text x="{w + 5}" y="{pad + 14 * j}">{j + 1}: {legend[j]}</text>')
+    if kept:
+        svg.append(f'<text x="{w + 5}" y="{pad + 14 * len(legend) + 4}">hollow: seed 0, rows not kept</text>')
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(svg + ["</svg>"]) + "\n")
 
@@ -231,16 +244,38 @@ def measured(summary: list[dict], params: FrontierParams) -> dict:
     return out
 
 
+def merge_measured(earlier: dict, now: dict) -> dict:
+    """The records of `now` (from the committed rows) over those of `earlier` (the file as it is):
+    a configuration measured only earlier keeps its record, marked KEPT_SOURCE (its result rows
+    were not kept: the product still shows, and refuses by, what was measured); one measured in
+    both takes `now`'s top-1 and seeds, and each attack's worst over both (a seed measured earlier
+    whose rows were lost is still a seed an attack read)."""
+    out = {}
+    for key, old in earlier.items():
+        if key not in now:
+            out[key] = {**old, "source": KEPT_SOURCE}
+    for key, rec in now.items():
+        old = earlier.get(key)
+        if old is not None:
+            attacks = {k: max(v, old["attacks"].get(k, v)) for k, v in rec["attacks"].items()}
+            attacks.update({k: v for k, v in old["attacks"].items() if k not in attacks})
+            rec = {**rec, "attacks": attacks, "adaptive": rec["adaptive"] or old["adaptive"],
+                   "holds": all(a <= rec["baseline"] + BAR for a in attacks.values())}
+        out[key] = rec
+    return out
+
+
 def write_report(rows: list[dict], params: FrontierParams, doc: Path) -> None:
     summary = summarize(rows)
+    root = Path(__file__).resolve().parent.parent
+    earlier = json.loads((root / MEASURED).read_text(encoding="utf-8")) if (root / MEASURED).is_file() else {}
+    records = merge_measured(earlier, measured(summary, params))
     if not doc.is_file():
         doc.parent.mkdir(parents=True, exist_ok=True)
         doc.write_text("# The privacy-utility frontier\n")
     write_block(doc, "frontier-tables", tables(summary), append=True)
-    frontier_svg(summary, doc.parent / "frontier.svg")
+    frontier_svg(summary, doc.parent / "frontier.svg", [r for r in records.values() if r["source"] == KEPT_SOURCE])
     write_block(doc, "frontier-plot", "![frontier](frontier.svg)", append=True)
-    root = Path(__file__).resolve().parent.parent
-    records = measured(summary, params)
     (root / MEASURED).write_text(json.dumps(records, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
     import measured_modes  # the product's file: the older doc tables, overridden by these records
 

@@ -54,3 +54,42 @@ def test_the_decipherment_at_a_volume_is_the_best_at_that_volume_or_a_smaller_on
             + _rows("noir+path+noise1", 1024.0, 20.0, {"baseline": _score(0.092)}, raw))
     rec = next(r for r in summarize(rows) if r["variant"] == "noir+path+noise1")
     assert rec["attacks"]["decipher@100x"] == rec["attacks"]["decipher@10x"] == rec["strongest"] == [100 * 0.29]
+
+
+def test_a_rewrite_keeps_what_was_measured_earlier_and_takes_each_attacks_worst_seed():
+    from private_mode_report import KEPT_SOURCE, merge_measured
+
+    def rec(top1, attacks, seeds, adaptive=True):
+        return {"label": "x", "attacks": attacks, "baseline": 9.2, "holds": max(attacks.values()) <= 10.2,
+                "top1": top1, "client_alone_top1": 31.7, "fclean_top1": 53.1, "seeds": seeds,
+                "adaptive": adaptive, "source": "docs/privacy/frontier.md"}
+
+    earlier = {"lost": rec(3.2, {"(a)": 0.0, "decipher@100x": 1.1}, 1),
+               "both": rec(15.9, {"(a)": 0.6, "decipher@100x": 42.2, "shadow": 0.6}, 1)}
+    now = {"both": rec(17.1, {"(a)": 3.9, "decipher@100x": 41.7}, 3, adaptive=True),
+           "new": rec(28.0, {"(a)": 0.2}, 2, adaptive=False)}
+    merged = merge_measured(earlier, now)
+    assert merged["lost"] == {**earlier["lost"], "source": KEPT_SOURCE}  # no committed rows: kept, marked
+    assert merged["new"] == now["new"]
+    both = merged["both"]
+    assert both["top1"] == 17.1 and both["seeds"] == 3 and both["source"] == "docs/privacy/frontier.md"
+    assert both["attacks"] == {"(a)": 3.9, "decipher@100x": 42.2, "shadow": 0.6}  # each attack's worst seed
+    assert both["holds"] is False and both["adaptive"]
+    # a record that held on the committed rows but not on an earlier seed does not hold
+    flip = merge_measured({"k": rec(5.0, {"(a)": 30.0}, 1)}, {"k": rec(5.0, {"(a)": 1.0}, 3)})["k"]
+    assert flip["holds"] is False and flip["attacks"] == {"(a)": 30.0}
+    # idempotent: rewriting from the same rows changes nothing
+    assert merge_measured(merged, now) == merged
+
+
+def test_the_plot_shows_configurations_measured_only_earlier_hollow(tmp_path):
+    from private_mode_report import frontier_svg
+
+    rows = _rows("client_alone", None, 31.7) + _rows("noir+clean+noise1", 1024.0, 28.2, {"baseline": _score(0.092),
+                                                                                        "(a)": _score(0.005)})
+    kept = [{"label": "NOIR + private local path, keyed noise s = 4", "top1": 3.2, "attacks": {"(a)": 1.1},
+             "source": "x"}]
+    frontier_svg(summarize(rows), tmp_path / "f.svg", kept)
+    svg = (tmp_path / "f.svg").read_text()
+    assert svg.count('fill="none" stroke="#d60"') == 1 and "keyed noise s = 4 (seed 0)" in svg
+    assert "rows not kept" in svg
