@@ -159,13 +159,7 @@ class _Parts(abc.ABC):
         dec_key = adapters.key_for(self._dec_blocks)
         await self._sync()
         if enc_key != self._enc_key:  # what the encoder sends changes: every part starts over
-            for cache in [self.enc_cache, *self._clean_caches()]:
-                cache.clear()
-            self.dec_cache.clear()
-            self.mid_out.truncate(0)
-            if self.noise is not None:
-                self.noise.truncate(0)
-            self.prompt_length = self.length = 0
+            self._forget()
             self._dirty = True  # until the middle is emptied too (see `truncate`)
             await self._mid_truncate(0)
             self._dirty = False
