@@ -19,7 +19,8 @@ server (`umbra serve`), both over the split completion engine — never anything
     typeahead.py  TypeAhead: typing the first characters of the completion just shown is answered
                   with its rest, without a decode (per document, LRU-bounded)
     documents.py  open documents with LSP line breaks and position encodings
-    server.py     the pygls language server (stdio), `umbra/status` notifications, `umbra/stats`
+    server.py     the pygls language server: its features, `umbra/status` notifications, `umbra/stats`
+    stdio.py      run_stdio: the server on stdin/stdout for the life of the process (`umbra lsp`)
     settings.py   LocalSettings of the HTTP server: the schema from UMBRA_LOCAL_*, plus its own
     http_app.py   the FastAPI app: lifespan, error handlers, `run` under uvicorn
     api_auth.py   who may call the HTTP API: a per-start bearer token in a user-only file, and

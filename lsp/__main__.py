@@ -3,7 +3,7 @@
 import logging
 import sys
 
-from lsp.server import run_stdio
+from lsp.stdio import run_stdio
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

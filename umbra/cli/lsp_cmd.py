@@ -1,4 +1,4 @@
-"""`umbra lsp` — the language server on stdin/stdout (lsp/server.py; also `python -m lsp`).
+"""`umbra lsp` — the language server on stdin/stdout (lsp/stdio.py, lsp/server.py; also `python -m lsp`).
 
 Editors start it and send their settings as LSP initializationOptions (see lsp/options.py).
 Completions always run split: the middle blocks in the cloud (`cloud.url`), or in the real
@@ -22,6 +22,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from lsp.server import run_stdio
+    from lsp.stdio import run_stdio
 
     return run_stdio(args.allow_undefended_remote_cloud)
