@@ -155,6 +155,21 @@ def test_a_clean_residual_cell_keeps_its_gate_and_reads_the_public_table(world, 
     assert utility(public, tuned, evals)["languages"]["python"]["tokens"] > 0
 
 
+def test_a_forward_only_cell_records_no_gradient_and_gradient_labels_read_nothing(world, tmp_path):
+    root, public, data, prompts, _ = world
+    cell = Cell(VARIANTS["noir+clean+noise1+forward"], 64.0, 0)
+    config = tune_config(cell, PARAMS)
+    assert not config.cloud_backward and not config.gradient_noise.enabled
+    tuned = tuned_cell(public, cell, PARAMS, data, tmp_path)
+    assert tuned.training and all(seq.grad is None for seq in tuned.training)  # forwards only, recorded
+    suite = AttackSuite.build(public, SuiteConfig(corpus=CorpusSample(root / "corpus", "train", ("python",), 32, 40),
+                                                  probe=ProbeConfig(hidden=32, epochs=1)))
+    scores = attacks(public, suite, tuned, prompts)
+    assert "gradient" not in scores and "nearest" in scores  # (e) has nothing to read; (a)-(d) run as ever
+    sent_back = tuned_cell(public, Cell(VARIANTS["noir+clean+noise1"], 64.0, 0), PARAMS, data, tmp_path)
+    assert "gradient" in attacks(public, suite, sent_back, prompts)  # the same cell with its backward
+
+
 def test_a_cloud_lora_cell_tunes_the_clouds_adapter_and_keeps_it(world, tmp_path):
     """The cloud's LoRA is trained by the client's STuning backward, stored with the cell, reloaded
     frozen, and the utility runs through the LoRA'd middle (not the public one); what is sent does

@@ -18,6 +18,7 @@ from umbra.privacy.mode import (
     Measured,
     PrivacyMode,
     config_key,
+    config_label,
     measured_table,
     parse_measured,
     stuning_record,
@@ -62,6 +63,18 @@ def test_subrecords_enter_the_key_verbatim_when_enabled():
     assert "adversary=" in config_key(1024.0, tuned(adversary={"weight": 1.0}))
     # order of the entries does not matter
     assert key == config_key(1024.0, tuned(private_path=dict(reversed(list(on.items())))))
+
+
+def test_forward_only_tuning_has_its_own_key_and_label():
+    from umbra.model.private_path_config import PrivatePathConfig
+
+    path = PrivatePathConfig(enabled=True, noise=1.0, residual="clean")
+    both = [TuneConfig(gradient_noise=GradientNoise(0.0), private_path=path, cloud_backward=flag).validate()
+            for flag in (True, False)]
+    keys = [config_key(1024.0, stuning_record(c, cloud_lora=False)) for c in both]
+    assert "cloud_backward" not in keys[0]  # the default leaves every earlier key as it was
+    assert keys[1] == keys[0] + ";cloud_backward=false"
+    assert config_label(1024.0, stuning_record(both[1], cloud_lora=False)).endswith("forward only (no gradient sent)")
 
 
 def test_stuning_record_writes_the_enabled_flag_of_subconfigs():

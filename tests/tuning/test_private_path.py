@@ -17,7 +17,7 @@ from server.launch import local_cloud_thread
 from tests.tuning.conftest import tiny_config
 from umbra.errors import ConfigError
 from umbra.attacks.recorder import RecordingMiddle
-from umbra.attacks.transcript import ForwardEvent
+from umbra.attacks.transcript import BackwardEvent, ForwardEvent
 from umbra.middle.local import LocalMiddle
 from umbra.middle.remote import RemoteMiddle
 from umbra.model.loader import load_middle
@@ -196,3 +196,63 @@ def test_the_clean_table_is_the_public_one_in_the_clients_order(base_dir):
         attach_private_path(clean_client(base_dir), CLEAN, SECRET)
     with pytest.raises(ConfigError, match="not this client's base model"):
         attach_private_path(clean_client(base_dir), CLEAN, SECRET, public[:10])
+
+
+class _ZeroBackward:
+    """A middle whose backward returns a zero gradient: what forward-only tuning must equal."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    async def open_session(self, **kwargs):
+        return await self.inner.open_session(**kwargs)
+
+    async def forward(self, *args, **kwargs):
+        return await self.inner.forward(*args, **kwargs)
+
+    async def backward(self, grad_out, session):
+        return torch.zeros_like(grad_out)
+
+
+async def test_forward_only_sends_no_gradient_and_the_encoder_learns_through_the_clean_path(base_dir, corpus_dir):
+    config = tiny_config(private_path=CLEAN, cloud_backward=False)
+    ids = torch.from_numpy(_data(base_dir, corpus_dir, config).batch(0, 0, 2)[0])
+    first = defended_client(base_dir, 64.0, seed=b"forward-only")
+    attach_private_path(first, CLEAN, SECRET, _public_table(base_dir))
+    grads = []
+    for cloud_backward in (False, True):
+        client = copy.deepcopy(first)
+        trainable = select_trainable(client, train_embedding=False)
+        inner = RecordingMiddle(LocalMiddle(load_middle(base_dir)))
+        middle = inner if not cloud_backward else _ZeroBackward(inner)
+        session = await middle.open_session(training=True)
+        await split_step(client, middle, session, ids, cloud_backward=cloud_backward)
+        if not cloud_backward:
+            assert not any(isinstance(e, BackwardEvent) for e in inner.events) and received(inner)
+        grads.append({n: p.grad.clone() for n, p in trainable.items() if p.grad is not None})
+    # forward only = a cloud whose gradient is zero: the encoder's gradient is the clean pass's and
+    # −g⊙∂L/∂in on what was sent, nothing from the middle
+    assert grads[0].keys() == grads[1].keys() and any(n.startswith("encoder.") for n in grads[0])
+    for name in grads[0]:
+        assert torch.equal(grads[0][name], grads[1][name]), name
+    # and tune() runs it: no backward reaches the cloud, the encoder moves
+    client = copy.deepcopy(first)
+    before = _snapshot(client)
+    middle = RecordingMiddle(LocalMiddle(load_middle(base_dir)))
+    await tune(client, middle, _data(base_dir, corpus_dir, config), config)
+    assert not any(isinstance(e, BackwardEvent) for e in middle.events)
+    after = _snapshot(client)
+    assert any(not torch.equal(before[n], after[n]) for n in before if n.startswith("encoder."))
+
+
+def test_forward_only_is_checked_and_leaves_earlier_records_unchanged():
+    from umbra.tuning.config import TuneConfig
+    from umbra.tuning.gradient_noise import GradientNoise
+
+    assert "cloud_backward" not in TuneConfig().to_dict()  # every earlier record, key and checkpoint
+    off = tiny_config(private_path=CLEAN, cloud_backward=False).validate()
+    assert off.to_dict()["cloud_backward"] is False and TuneConfig.from_dict(off.to_dict()) == off
+    with pytest.raises(ConfigError, match="needs the private local path"):
+        tiny_config(cloud_backward=False).validate()
+    with pytest.raises(ConfigError, match="sends none"):
+        tiny_config(private_path=CLEAN, cloud_backward=False, gradient_noise=GradientNoise(0.1)).validate()

@@ -75,3 +75,16 @@ def test_tune_with_the_clean_residual(bundle, corpus_dir, keystore, base_dir, ca
     assert "cannot be changed in place" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["tune", "--bundle", str(bundle), *_flags(corpus_dir, keystore), "--path-gate", "vector"])
+
+
+def test_tune_forward_only(bundle, corpus_dir, keystore, base_dir, capsys):
+    assert main(["tune", "--bundle", str(bundle), *_flags(corpus_dir, keystore), "--clean-residual",
+                 "--path-noise", "1", "--forward-only", "--model", str(base_dir)]) == 0
+    saved = ckpt.load(bundle / "tuning" / ckpt.CHECKPOINT_NAME)["config"]
+    assert saved["cloud_backward"] is False
+    assert saved["gradient_noise"]["noise_multiplier"] == 0.0  # nothing is sent back to noise
+    stuning = Manifest.read(bundle).privacy["stuning"]
+    assert stuning["cloud_backward"] is False  # in the privacy mode's key
+    assert main(["tune", "--bundle", str(bundle), *_flags(corpus_dir, keystore), "--out", str(bundle / "t2"),
+                 "--forward-only", "--gradient-noise", "0.1"]) == 2
+    assert "sends none" in capsys.readouterr().err

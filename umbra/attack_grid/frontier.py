@@ -65,6 +65,9 @@ class Variant:
     # rank of the cloud's own LoRA on the middle, trained by the client's STuning backward as the
     # service does with --lora (umbra/middle/lora_local.py; `umbra tune --cloud-lora`); 0: off
     cloud_lora: int = 0
+    # False: the cloud runs only the forward pass while the client tunes (TuneConfig.cloud_backward):
+    # no gradient is sent, the encoder learns through the private path alone
+    cloud_backward: bool = True
 
     @property
     def needs_epsilon(self) -> bool:
@@ -124,6 +127,10 @@ VARIANTS = {v.name: v for v in (
             gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=1.0), gate_lr=CLEAN_GATE_LR, steps=1000),
     Variant("noir+stuning+noise+cloudlora", "NOIR + STuning, noised gradient, the cloud's LoRA (rank 8) tuned alongside",
             gradient_noise=DEFAULT_SIGMA, cloud_lora=8),
+    # the clean residual with nothing sent back: the noised gradient cost ~2.5 points through the
+    # encoder blocks both passes share; forward-only tuning leaves the encoder to the clean path
+    Variant("noir+clean+noise1+forward", "NOIR + clean residual, keyed noise s = 1, forward only (no gradient sent)",
+            private_path=replace(_CLEAN, noise=1.0), gate_lr=CLEAN_GATE_LR, cloud_backward=False),
     Variant("noir+clean+noise1+scalar", "NOIR + clean residual (scalar gate), keyed noise s = 1, noised gradient",
             gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=1.0, gate="scalar"),
             gate_lr=CLEAN_GATE_LR),
@@ -196,7 +203,8 @@ def tune_config(cell: Cell, params: FrontierParams):
                       lr=params.tune_lr, warmup_steps=min(params.warmup_steps, steps // 5), seed=cell.seed,
                       checkpoint_every=steps, gradient_noise=GradientNoise(v.gradient_noise, params.gradient_clip),
                       inversion_penalty=InversionPenalty(weight=v.inversion_penalty),
-                      private_path=v.private_path, adversary=v.adversary, gate_lr=v.gate_lr)
+                      private_path=v.private_path, adversary=v.adversary, gate_lr=v.gate_lr,
+                      cloud_backward=v.cloud_backward)
 
 
 def cell_secret(cell: Cell) -> bytes:

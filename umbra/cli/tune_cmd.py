@@ -77,6 +77,10 @@ def register(sub) -> None:
                         f"(default: {DEFAULT_SIGMA:g} for a bundle with INDVocab noise, 0 for ε = inf; 0 = exact)")
     g.add_argument("--gradient-clip", type=float, default=_D.gradient_noise.clip_norm, metavar="C",
                    help="per-sequence bound on the sent gradient (of its own mean token loss)")
+    g.add_argument("--forward-only", action="store_true",
+                   help="send no gradient at all: the cloud runs only the forward pass while you tune, and the "
+                        "encoder learns through the private local path alone (needs one, e.g. --clean-residual; "
+                        "no gradient noise then)")
     inv = p.add_argument_group("inversion penalty (keeps the tuned encoder's states away from what the cloud's "
                                "public codebook inverts; umbra/tuning/inversion_penalty.py)")
     inv.add_argument("--inversion-penalty", type=float, default=_D.inversion_penalty.weight, metavar="LAMBDA",
@@ -127,6 +131,8 @@ def register(sub) -> None:
 
 def _config(args) -> TuneConfig:
     sigma = args.gradient_noise
+    if sigma is None and args.forward_only:
+        sigma = 0.0  # nothing is sent back to noise
     if sigma is None:  # the product default follows the bundle's ε
         from umbra.privacy.manifest import Manifest
 
@@ -138,6 +144,7 @@ def _config(args) -> TuneConfig:
                       private_path=_private_path(args), gate_lr=args.gate_lr,
                       adversary=AdversaryConfig(args.adversary, args.adversary_monitor, args.adversary_steps,
                                                 args.adversary_lr, args.adversary_hidden),
+                      cloud_backward=not args.forward_only,
                       checkpoint_every=args.checkpoint_every, stop_at_step=args.stop_at_step).validate()
 
 
@@ -175,6 +182,8 @@ def run(args) -> int:
     if args.cloud_lora and (args.in_process or not cloud_url(args)):
         raise ConfigError("--cloud-lora trains an adapter the cloud keeps for your token: give --cloud URL "
                           "(in-process, or a cloud started by this command, there is no cloud to keep it)")
+    if args.cloud_lora and args.forward_only:
+        raise ConfigError("--cloud-lora trains on the tuning backward, which --forward-only never sends")
     if args.threads is not None and args.threads < 1:
         raise ConfigError("--threads must be >= 1")
     cloud = None if args.in_process else cloud_config(args, audit=False)  # tuning traffic is not audited

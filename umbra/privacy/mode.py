@@ -12,7 +12,8 @@ configuration it tuned): INDVocab ε (None: no bundle; inf: permutation only), a
 STuning record `manifest.privacy["stuning"]` — `TuneConfig.trajectory()` plus `cloud_lora`, as
 `umbra tune` writes it (`stuning_record`) — the steps, the gradient noise σ, the inversion
 penalty λ, whether the embedding was trained, whether the cloud trained a LoRA, and, verbatim
-(sorted JSON), the sub-records `private_path` and `adversary` when present and enabled. A
+(sorted JSON), the sub-records `private_path` and `adversary` when present and enabled, and
+`cloud_backward=false` for forward-only tuning (the default, absent from the record, adds nothing). A
 sub-record is enabled when its `"enabled"` entry is true; `stuning_record` writes that entry from
 the config's `enabled` property (dataclass properties are not in `asdict`); a sub-record with no
 `"enabled"` entry counts as enabled, so an unknown setting never borrows another configuration's
@@ -93,6 +94,8 @@ def config_key(epsilon: float | None, stuning: Mapping | None) -> str:
         sub = stuning.get(name)
         if _enabled(sub):
             parts.append(f"{name}={json.dumps(sub, sort_keys=True, separators=(',', ':'))}")
+    if stuning.get("cloud_backward", True) is False:  # forward-only tuning: absent from every earlier record
+        parts.append("cloud_backward=false")
     return f"{key};stuning:{';'.join(parts)}"
 
 
@@ -127,6 +130,8 @@ def config_label(epsilon: float | None, stuning: Mapping | None) -> str:
     if stuning.get("cloud_lora"):
         how.append("cloud LoRA")
     how += [name.replace("_", " ") for name in SUBRECORDS if _enabled(stuning.get(name))]
+    if stuning.get("cloud_backward", True) is False:
+        how.append("forward only (no gradient sent)")
     return f"{label} · {', '.join(how)}"
 
 

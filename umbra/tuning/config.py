@@ -51,6 +51,11 @@ class TuneConfig:
     # A probe the client trains on the states it sends, whose success the encoder is penalized
     # for; off by default. umbra/tuning/adversary.py.
     adversary: AdversaryConfig = field(default_factory=AdversaryConfig)
+    # Whether the cloud runs the middle's backward during tuning. False: forward only — no gradient
+    # is sent to the cloud and none comes back (nothing for attack (e) to read, no noise to add);
+    # the encoder then learns only through the private local path (which it needs), so what it
+    # sends is never shaped by the middle's gradient. docs/privacy/frontier.md.
+    cloud_backward: bool = True
     checkpoint_every: int = 50  # steps between checkpoints (also at the end and when stopped)
     stop_at_step: int | None = None  # stop early (checkpointed) at this step; schedule unchanged
 
@@ -82,6 +87,13 @@ class TuneConfig:
         self.inversion_penalty.validate()
         self.private_path.validate()
         self.adversary.validate()
+        if not self.cloud_backward:
+            if self.gradient_noise.enabled:
+                raise ConfigError("gradient noise is added to the gradient sent to the cloud; forward-only "
+                                  "tuning (cloud_backward off) sends none")
+            if not self.private_path.enabled:
+                raise ConfigError("forward-only tuning (cloud_backward off) needs the private local path: "
+                                  "without it the encoder learns nothing")
         return self
 
     def to_dict(self) -> dict:
@@ -89,6 +101,8 @@ class TuneConfig:
         d = asdict(self)
         d["adversary"]["enabled"] = self.adversary.enabled
         d["private_path"] = self.private_path.to_dict()  # older records stay as they were
+        if self.cloud_backward:  # the default: left out, so every earlier record (and key) stays as it was
+            del d["cloud_backward"]
         return d
 
     @classmethod

@@ -11,13 +11,15 @@ One step, for a batch of public ids mapped to private ids p = π(t) in memory:
     g_y  = d loss / d y                              client: decoder backward
     g_y' = clip + noise(g_y)  (only if configured)   client: umbra/tuning/gradient_noise.py
     g_s  = await middle.backward(g_y', session)      cloud: recompute + backprop the middle
+                                                     (not with cloud_backward off: forward only)
     backward of s (g_s), h (local path's gradient), [λ·P(s)], [λ_adv·confusion(s)]
                                                      client: encoder backward; clip; AdamW
 
 The in-loop adversary (umbra/tuning/adversary.py), when on, trains its probe on the detached s
 before the encoder's backward.
 
-The cloud sees h, y's gradient and positions — never ids, labels, logits, π or client weights.
+The cloud sees h, y's gradient and positions — never ids, labels, logits, π or client weights;
+with `cloud_backward` off, only h and positions.
 No randomness is drawn inside a step (except the gradient noise, from its own generator; the
 path's noise is a keyed function of the ids and the probe's init has its own seed), so the
 same seed, weights and data give the same weights through LocalMiddle and the cloud
@@ -101,14 +103,16 @@ def _ordered(trainable: dict[str, torch.nn.Parameter]) -> dict[str, torch.nn.Par
 async def split_step(client: Tunable, middle: Middle, session: str, ids: torch.Tensor,
                      noise: GradientNoise | None = None, generator: torch.Generator | None = None,
                      inversion: tuple[InversionPenalty, torch.Tensor] | None = None,
-                     adversary: InLoopAdversary | None = None) -> torch.Tensor:
+                     adversary: InLoopAdversary | None = None, cloud_backward: bool = True) -> torch.Tensor:
     """Forward and backward of one batch of model-space ids [B, T] through the split model;
     leaves gradients in the client's parameters and returns the (detached) LM loss (the in-loop
     probe's accuracy, with an adversary, in `adversary.last_accuracy`). With `noise` enabled the gradient sent
     to the middle is clipped and noised (`generator` draws it); with `inversion` = (settings,
     codebook in model id order) the encoder also gets λ·P's gradient; a client with a
     `private_path` sends `path.send(h, z)` and decodes `y + W·h`; with `adversary` its probe
-    trains on the sent states and, when enabled, λ·confusion's gradient reaches the encoder."""
+    trains on the sent states and, when enabled, λ·confusion's gradient reaches the encoder. With
+    `cloud_backward` off the middle runs forward only: no gradient is sent, and what reaches the
+    encoder comes from the local path alone."""
     b, t = ids.shape
     positions = torch.arange(t, dtype=torch.int64, device=ids.device).expand(b, t)
     path = getattr(client, "private_path", None)
@@ -128,15 +132,17 @@ async def split_step(client: Tunable, middle: Middle, session: str, ids: torch.T
         logits = client.decoder(path.decoder_input(out, local), positions)
     loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), ids[:, 1:].reshape(-1))
     loss.backward()
-    grad_out = out.grad
-    if noise is not None and noise.enabled:
-        if generator is None:
-            raise ConfigError("gradient noise needs its generator")
-        grad_out = noise.apply(grad_out, generator)
-    grad_in = await middle.backward(grad_out, session)
+    grad_in = None
+    if cloud_backward:
+        grad_out = out.grad
+        if noise is not None and noise.enabled:
+            if generator is None:
+                raise ConfigError("gradient noise needs its generator")
+            grad_out = noise.apply(grad_out, generator)
+        grad_in = await middle.backward(grad_out, session)
     if local_sent is not None:
-        grad_in = grad_in + local_sent.grad.to(grad_in.dtype)
-    roots, grads = [sent], [grad_in]
+        grad_in = local_sent.grad if grad_in is None else grad_in + local_sent.grad.to(grad_in.dtype)
+    roots, grads = ([sent], [grad_in]) if grad_in is not None else ([], [])
     if local is not None:
         roots.append(hidden)
         grads.append(local.grad)
@@ -150,7 +156,8 @@ async def split_step(client: Tunable, middle: Middle, session: str, ids: torch.T
         if adversary.config.enabled:
             roots.append(adversary.config.weight * adversary.confusion(sent))
             grads.append(None)
-    torch.autograd.backward(roots, grads)
+    if roots:  # none: forward only with nothing local to learn from (TuneConfig.validate refuses it)
+        torch.autograd.backward(roots, grads)
     return loss.detach()
 
 
@@ -214,7 +221,7 @@ class _Run:
         t0 = time.perf_counter()
         try:
             loss = await split_step(self.client, self.middle, session, ids, cfg.gradient_noise, self.noise_generator,
-                                    self.inversion, self.adversary)
+                                    self.inversion, self.adversary, cfg.cloud_backward)
             accuracy = self.adversary.last_accuracy if self.adversary is not None else None
             grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)
             self.optimizer.step()
