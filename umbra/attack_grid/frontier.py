@@ -99,6 +99,8 @@ VARIANTS = {v.name: v for v in (
     # longer tuning of a configuration that holds, beside the control at the same budget
     Variant("client_alone@1000", "client blocks alone (1,000 steps; middle skipped, nothing sent)", noir=False,
             middle="skip", control=True, steps=1000),
+    Variant("client_alone@3000", "client blocks alone (3,000 steps; middle skipped, nothing sent)", noir=False,
+            middle="skip", control=True, steps=3000),
     Variant("noir+stuning+noise+adversary", "NOIR + STuning, noised gradient, adversary in the loop (λ = 5)",
             gradient_noise=DEFAULT_SIGMA, adversary=AdversaryConfig(weight=5.0)),
     Variant("noir+path", "NOIR + private local path (lossless send), noised gradient",
@@ -125,6 +127,8 @@ VARIANTS = {v.name: v for v in (
             private_path=replace(_CLEAN, noise=1.0), gate_lr=5 * CLEAN_GATE_LR),
     Variant("noir+clean+noise1@1000", "NOIR + clean residual (1,000 steps), keyed noise s = 1, noised gradient",
             gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=1.0), gate_lr=CLEAN_GATE_LR, steps=1000),
+    Variant("noir+clean+noise1@3000", "NOIR + clean residual (3,000 steps), keyed noise s = 1, noised gradient",
+            gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=1.0), gate_lr=CLEAN_GATE_LR, steps=3000),
     Variant("noir+stuning+noise+cloudlora", "NOIR + STuning, noised gradient, the cloud's LoRA (rank 8) tuned alongside",
             gradient_noise=DEFAULT_SIGMA, cloud_lora=8),
     # the clean residual with nothing sent back: the noised gradient cost ~2.5 points through the
