@@ -181,7 +181,7 @@ class LayerProbes:
 def _fit_key(states: torch.Tensor, ids: torch.Tensor, n_val: int, vocab: int, config: ProbeConfig) -> str:
     """What one layer's probe is a function of: its states, labels, split and settings."""
     h = hashlib.sha256()
-    for part in (states.float().contiguous(), ids.contiguous()):
+    for part in (states.detach().float().cpu().contiguous(), ids.cpu().contiguous()):
         h.update(str(tuple(part.shape)).encode())
         h.update(part.numpy().tobytes())
     h.update(json.dumps([n_val, vocab, config.key()]).encode())
