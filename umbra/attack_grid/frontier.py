@@ -131,8 +131,8 @@ VARIANTS = {v.name: v for v in (
             gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=1.0), gate_lr=CLEAN_GATE_LR, steps=3000),
     Variant("noir+stuning+noise+cloudlora", "NOIR + STuning, noised gradient, the cloud's LoRA (rank 8) tuned alongside",
             gradient_noise=DEFAULT_SIGMA, cloud_lora=8),
-    # the clean residual with nothing sent back: the noised gradient cost ~2.5 points through the
-    # encoder blocks both passes share; forward-only tuning leaves the encoder to the clean path
+    # the clean residual with nothing sent back (forward-only tuning): what the middle's gradient is
+    # worth to the encoder, and no gradient for attack (e) to read
     Variant("noir+clean+noise1+forward", "NOIR + clean residual, keyed noise s = 1, forward only (no gradient sent)",
             private_path=replace(_CLEAN, noise=1.0), gate_lr=CLEAN_GATE_LR, cloud_backward=False),
     Variant("noir+clean+noise1+scalar", "NOIR + clean residual (scalar gate), keyed noise s = 1, noised gradient",

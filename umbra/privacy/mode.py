@@ -72,6 +72,11 @@ def _enabled(sub: Any) -> bool:
     return isinstance(sub, Mapping) and bool(sub.get("enabled", True))
 
 
+def _forward_only(stuning: Mapping) -> bool:
+    """Tuned without the cloud's backward (TuneConfig.cloud_backward); the default is absent from records."""
+    return stuning.get("cloud_backward", True) is False
+
+
 def config_key(epsilon: float | None, stuning: Mapping | None) -> str:
     """The canonical, stable name of a client configuration (see the module doc). `epsilon` None:
     no bundle (then `stuning` must be None: only a bundle is STuned)."""
@@ -94,7 +99,7 @@ def config_key(epsilon: float | None, stuning: Mapping | None) -> str:
         sub = stuning.get(name)
         if _enabled(sub):
             parts.append(f"{name}={json.dumps(sub, sort_keys=True, separators=(',', ':'))}")
-    if stuning.get("cloud_backward", True) is False:  # forward-only tuning: absent from every earlier record
+    if _forward_only(stuning):
         parts.append("cloud_backward=false")
     return f"{key};stuning:{';'.join(parts)}"
 
@@ -130,7 +135,7 @@ def config_label(epsilon: float | None, stuning: Mapping | None) -> str:
     if stuning.get("cloud_lora"):
         how.append("cloud LoRA")
     how += [name.replace("_", " ") for name in SUBRECORDS if _enabled(stuning.get(name))]
-    if stuning.get("cloud_backward", True) is False:
+    if _forward_only(stuning):
         how.append("forward only (no gradient sent)")
     return f"{label} · {', '.join(how)}"
 
