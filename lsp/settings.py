@@ -27,8 +27,14 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
+from lsp.conversion import options_error, section, warn_unknown
 from lsp.errors import OptionsError
 from lsp.options import (
     CloudOptions,
@@ -38,9 +44,6 @@ from lsp.options import (
     LanguageOptions,
     ModelOptions,
     Threads,
-    options_error,
-    section,
-    warn_unknown,
 )
 from umbra.edge import EdgeLimits
 

@@ -38,13 +38,13 @@ from dataclasses import replace
 from fastapi import APIRouter, Depends, Request, Response
 
 from lsp.backend import Backend, Infill
+from lsp.conversion import warn_unknown
 from lsp.deps import get_backend
 from lsp.disconnect import CLIENT_CLOSED, cancel_and_wait, unless_disconnected
 from lsp.errors import Superseded
 from lsp.event_stream import DONE, EventStream
 from lsp.openai_errors import OpenAIRoute, error_body
 from lsp.openai_schemas import Choice, Completion, CompletionRequest, Usage
-from lsp.options import warn_unknown
 from lsp.routes.models import check_model
 from umbra.engine import CompletionResult, EngineConfig
 from umbra.engine.fim import split_fim_text
