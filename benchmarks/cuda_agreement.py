@@ -40,7 +40,7 @@ def noesis_quick(corpus: Path, device: str, out: Path) -> tuple[dict, float]:
     t0 = time.perf_counter()
     run = subprocess.run([sys.executable, "benchmarks/noesis.py", "--quick", "--table", "2", "--seeds", "0",
                           "--rows", *NOESIS_ROWS, "--device", device, "--out", str(out), "--corpus-dir", str(corpus)],
-                         cwd=ROOT, capture_output=True, text=True)
+                         cwd=ROOT, capture_output=True, text=True, check=False)
     if run.returncode != 0:
         raise RuntimeError(f"noesis --quick on {device} failed:\n{run.stderr[-3000:]}")
     rows = [json.loads(line) for line in (out / "quick.jsonl").read_text().splitlines()]
@@ -52,7 +52,13 @@ def noesis_quick(corpus: Path, device: str, out: Path) -> tuple[dict, float]:
 
 def frontier_weights(corpus: Path, variant: str, device: torch.device, work: Path, steps: int):
     """The encoder state and losses of `variant` tuned `steps` steps on `device`, and seconds."""
-    from umbra.attack_grid.frontier import VARIANTS, Cell, FrontierParams, tune_config, tuned_cell
+    from umbra.attack_grid.frontier import (
+        VARIANTS,
+        Cell,
+        FrontierParams,
+        tune_config,
+        tuned_cell,
+    )
     from umbra.attacks.public import PublicModel
     from umbra.tuning import TuneData
     params = replace(FrontierParams(), tune_steps=steps)
