@@ -52,13 +52,7 @@ def noesis_quick(corpus: Path, device: str, out: Path) -> tuple[dict, float]:
 
 def frontier_weights(corpus: Path, variant: str, device: torch.device, work: Path, steps: int):
     """The encoder state and losses of `variant` tuned `steps` steps on `device`, and seconds."""
-    from umbra.attack_grid.frontier import (
-        VARIANTS,
-        Cell,
-        FrontierParams,
-        tune_config,
-        tuned_cell,
-    )
+    from umbra.attack_grid.frontier import VARIANTS, Cell, FrontierParams, tune_config, tuned_cell
     from umbra.attacks.public import PublicModel
     from umbra.tuning import TuneData
     params = replace(FrontierParams(), tune_steps=steps)

@@ -27,12 +27,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 from pydantic.fields import FieldInfo
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    SettingsError,
-)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from lsp.conversion import options_error, section, warn_unknown
 from lsp.errors import OptionsError

@@ -30,13 +30,7 @@ from lsp.options import CompletionOptions, InitializationOptions
 from umbra.paths import repo_root
 
 sys.path.append(str(Path(__file__).parents[1] / "lsp"))  # the lsp tests' helpers, shared
-from lsp_helpers import (  # noqa: E402
-    EXACT_INLINE,
-    Monolithic,
-    offset_of,
-    refuses_connections,
-    wait_until,
-)
+from lsp_helpers import EXACT_INLINE, Monolithic, offset_of, refuses_connections, wait_until  # noqa: E402
 
 PACKAGE = "neovim"  # Debian's package of `nvim`
 PLUGIN = repo_root() / "editors" / "neovim"
