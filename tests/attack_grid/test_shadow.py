@@ -19,7 +19,7 @@ import pytest
 from attack_world import PROBE, build_world, prompts_of
 
 from umbra.attack_grid.clients import Defence
-from umbra.attack_grid.shadow import ShadowConfig, build_shadow, from_manifest, shadow_attacks, shadow_tune_config
+from umbra.attack_grid.shadow import ShadowConfig, build_shadow, from_manifest, shadow_attacks, shadow_key, shadow_tune_config
 from umbra.attacks.layer_probes import SPLIT, layer_names, per_layer
 from umbra.attacks.suite import SHADOW, SHADOW_LAYERS, AttackSuite, SuiteConfig
 from umbra.errors import ConfigError
@@ -83,6 +83,16 @@ def test_stuned_shadow_is_tuned_with_the_defenders_budget_and_cached(world):
         build_shadow(public, defence, TUNE, corpus, ShadowConfig(seed=0), defender_seed=0)
     with pytest.raises(ConfigError, match="TuneConfig"):
         build_shadow(public, defence, None, corpus, config)
+
+
+def test_a_shadow_computed_on_an_accelerator_is_another_shadow(world):
+    _, public, sample, _, _ = world
+    defence = Defence(indvocab_epsilon=1.0, ltokenizer=True, stuning=True)
+    args = (public, defence, TUNE, sample, ShadowConfig(probe=PROBE), "digest")
+    cpu = shadow_key(*args)
+    assert shadow_key(*args, ()) == cpu  # a CPU-only run keeps the key it always had
+    assert shadow_key(*args, ("cuda",)) != cpu
+    assert shadow_key(*args, ("cuda", "cuda")) == shadow_key(*args, ("cuda",))
 
 
 def test_configuration_from_a_manifest():

@@ -38,7 +38,7 @@ from umbra.atomic import write_atomic
 from umbra.attack_grid.clients import Defence, SimulatedClient, build_client
 from umbra.attacks.client_states import client_states
 from umbra.attacks.layer_probes import SPLIT, LayerAttack, LayerProbes, layer_attacks
-from umbra.attacks.probe import ProbeConfig
+from umbra.attacks.probe import ProbeConfig, training_device
 from umbra.attacks.public import CorpusSample, PublicModel
 from umbra.attacks.suite import SHADOW, SHADOW_LAYERS
 from umbra.errors import ConfigError
@@ -108,12 +108,26 @@ def _digest(middle: MiddleBlocks, adapters, public: PublicModel) -> str:
 
 
 def shadow_key(public: PublicModel, defence: Defence, tune, corpus: CorpusSample, config: ShadowConfig,
-               middle_digest: str) -> str:
+               middle_digest: str, accelerators: tuple[str, ...] = ()) -> str:
+    """`accelerators`: the non-CPU device types the shadow's tuning and probes ran on (an
+    accelerator's kernels differ from the CPU's in the last bits, so its shadow is another
+    shadow); empty on a CPU-only run, which keeps the key of every shadow computed there."""
     tcfg = None if tune is None else shadow_tune_config(tune, config).trajectory()
-    blob = json.dumps([public.fingerprint, asdict(defence), tcfg, asdict(corpus) | {"corpus_dir": str(corpus.corpus_dir)},
-                       config.probe.key(), config.seed, config.layers, config.validation, middle_digest],
-                      sort_keys=True, default=str)
+    parts = [public.fingerprint, asdict(defence), tcfg, asdict(corpus) | {"corpus_dir": str(corpus.corpus_dir)},
+             config.probe.key(), config.seed, config.layers, config.validation, middle_digest]
+    if accelerators:
+        parts.append({"accelerators": sorted(set(accelerators))})
+    blob = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _accelerators(tune, adapters, device: torch.device | None) -> tuple[str, ...]:
+    """The non-CPU device types a shadow is computed on: its tuning's (`_tune`: none with the
+    cloud's adapters) and its probes' (`training_device`)."""
+    types = [training_device().type]
+    if tune is not None and adapters is None and device is not None:
+        types.append(torch.device(device).type)
+    return tuple(t for t in types if t != "cpu")
 
 
 def _tune(public: PublicModel, client: SimulatedClient, tcfg, corpus: CorpusSample, middle, adapters,
@@ -148,7 +162,8 @@ def build_shadow(public: PublicModel, defence: Defence, tune, corpus: CorpusSamp
     if defender_seed is not None and defender_seed == config.seed:
         raise ConfigError("the shadow client must draw its own secrets: use a seed other than the defender's")
     middle = public.middle if middle is None else middle
-    key = shadow_key(public, defence, tune, corpus, config, _digest(middle, adapters, public))
+    key = shadow_key(public, defence, tune, corpus, config, _digest(middle, adapters, public),
+                     _accelerators(tune, adapters, device))
     home = None if cache_dir is None else Path(cache_dir) / f"shadow-{key}"
     client = build_client(public.dir, defence, public.plan, seed=config.seed)
     losses: list[float] = []
