@@ -4,8 +4,9 @@ the middle in-process). Trained adapters are kept under OUT/adapters so later ce
 NOESIS row is Prompt-Tuning Only's stage 1 plus experts; the ablation and the attack reuse NOESIS).
 
 Budgets are identical across rows (Budget below): the same documents, the same block of document
-tokens, the same stage-1 sampling rate, steps and clip bound for every DP row, the same stage-2
-epochs for every expert."""
+tokens, the same stage-1 sampling rate and steps for every DP row, the same stage-2 epochs for
+every expert. Each shared family has its own AdamW rate (FAMILY_LR) and clip bound (the product's
+`family_clip_norm`): one choice per family, the same at every ε."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from umbra.tuning.adapter_config import AdapterTrainConfig
 from umbra.tuning.doc_blocks import DocumentBlocks
 from umbra.tuning.dp_sgd import plan_run
 from umbra.tuning.noesis import train_experts, train_shared
-from umbra.tuning.noesis_config import DPConfig, SharedConfig, StageOneConfig
+from umbra.tuning.noesis_config import DPConfig, SharedConfig, StageOneConfig, family_clip_norm
 
 # Per-family AdamW learning rates of stage 1 (one choice per family, the same for every ε).
 FAMILY_LR = {"soft_prompt": 1e-2, "deep_prompt": 1e-2, "lora": 2e-3, "bottleneck": 2e-3, "full": 2e-4}
@@ -91,12 +92,7 @@ class Bench:
     # -- training --------------------------------------------------------------------------------
     def stage_one(self, family: str, epsilon: float, seed: int, epochs: float | None = None,
                   **shared) -> StageOneConfig:
-        b = self.budget
-        sc = SharedConfig(family, init_seed=seed, **shared)
-        prompt = sc.prompt_length if family == "soft_prompt" else 0
-        return StageOneConfig(sc, DPConfig(epsilon, b.delta, b.clip_norm, b.expected_batch, epochs or b.epochs,
-                                           noise_seed=seed), context_length=b.block_len + prompt,
-                              physical_batch=b.physical_batch, lr=FAMILY_LR[family], fim_rate=0.5)
+        return stage_one_config(self.budget, family, epsilon, seed, epochs, **shared)
 
     async def shared(self, family: str, epsilon: float, seed: int, langs=LANGS, model=None,
                      epochs: float | None = None, **shared) -> tuple[Adapter | None, dict]:
@@ -104,7 +100,7 @@ class Bench:
         one name per configuration, so every table that uses a configuration shares its run.
         `epochs` departs from the budget's (the attack's longer-trained rows only)."""
         config = self.stage_one(family, epsilon, seed, epochs, **shared)
-        name = shared_name(config.shared, epsilon, seed, langs, epochs)
+        name = shared_name(config.shared, epsilon, seed, langs, epochs, config.dp.clip_norm, self.budget.clip_norm)
         path = self.out / "adapters" / f"{name}.safetensors"
         spec, shape = self.model.spec, self.model.plan.shape(self.model.spec.num_layers)
         docs = [d for lang in langs for d in self.train[lang]]
@@ -140,21 +136,35 @@ class Bench:
         return ClientModel.load(self.model_dir, device=self.device)
 
 
+def stage_one_config(budget: Budget, family: str, epsilon: float, seed: int, epochs: float | None = None,
+                     **shared) -> StageOneConfig:
+    """Stage 1 of `family` at `epsilon` under `budget` (the family's lr and clip bound)."""
+    sc = SharedConfig(family, init_seed=seed, **shared)
+    prompt = sc.prompt_length if family == "soft_prompt" else 0
+    dp = DPConfig(epsilon, budget.delta, family_clip_norm(family, budget.clip_norm), budget.expected_batch,
+                  epochs or budget.epochs, noise_seed=seed)
+    return StageOneConfig(sc, dp, context_length=budget.block_len + prompt, physical_batch=budget.physical_batch,
+                          lr=FAMILY_LR[family], fim_rate=0.5)
+
+
 def ran_where(device: torch.device | None) -> dict:
     """What a result row records of the device: nothing on the CPU (rows look as they always did),
     {"device": "cuda"} off it (its numbers differ from a CPU run's in the last bits)."""
     return {"device": device.type} if device is not None and device.type != "cpu" else {}
 
 
-def shared_name(shared: SharedConfig, epsilon: float, seed: int, langs=LANGS, epochs: float | None = None) -> str:
+def shared_name(shared: SharedConfig, epsilon: float, seed: int, langs=LANGS, epochs: float | None = None,
+                clip_norm: float = 1.0, budget_clip: float = 1.0) -> str:
     """pt32-dp-s0 (a 32-vector prompt at ε = 1), rc64-inf-s0, bottleneck-e4-s1, rc64-inf-ep12-s0
-    (12 epochs instead of the budget's), ...: the cache name."""
+    (12 epochs instead of the budget's), dp32-e4-c0.001-s0 (a DP run clipped at C = 10⁻³, not the
+    budget's), ...: the cache name."""
     tag = "inf" if math.isinf(epsilon) else "dp" if epsilon == 1.0 else f"e{epsilon:g}"
     shape = {"soft_prompt": f"pt{shared.prompt_length}", "deep_prompt": f"dp{shared.prompt_length}",
              "lora": f"rc{shared.rank}", "bottleneck": f"bn{shared.bottleneck}"}.get(shared.family, shared.family)
     where = "" if tuple(langs) == tuple(LANGS) else "-" + "-".join(langs)
     longer = "" if epochs is None else f"-ep{epochs:g}"
-    return f"{shape}{where}-{tag}{longer}-s{seed}"
+    clip = "" if math.isinf(epsilon) or clip_norm == budget_clip else f"-c{clip_norm:g}"  # non-private: no clipping
+    return f"{shape}{where}-{tag}{longer}{clip}-s{seed}"
 
 
 def middle_text(text: str, chars: int) -> str:
@@ -171,7 +181,8 @@ def _plan_facts(plan, documents: int, parameters: int) -> dict:
     """What a stage-1 run's row reports: its DP plan (a function of the config and the documents,
     so a cached run reports it too), the documents and the shared parameters' count."""
     return {"epsilon_spent": _num(plan.epsilon), "sigma": plan.noise_multiplier, "steps": plan.steps,
-            "q": plan.sample_rate, "documents": documents, "parameters": parameters}
+            "q": plan.sample_rate, "clip_norm": plan.clip_norm if math.isfinite(plan.epsilon) else None,
+            "documents": documents, "parameters": parameters}
 
 
 def _num(x: float):

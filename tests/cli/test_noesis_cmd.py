@@ -19,6 +19,7 @@ from umbra.data.corpus import Document, write_documents
 from umbra.privacy.bundle import BundleConfig, init_bundle
 from umbra.privacy.manifest import Manifest
 from umbra.tuning.dp_sgd import spent_epsilon
+from umbra.tuning.noesis_config import FAMILY_CLIP_NORM
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,6 +56,7 @@ def test_shared_then_experts_then_completion_by_language(setup):
     dp = entry["privacy"]
     assert dp["unit"] == "document" and dp["documents"] == 52 and dp["epsilon"] <= 1.0 and dp["target_epsilon"] == 1.0
     assert spent_epsilon(dp["noise_multiplier"], dp["sample_rate"], dp["steps"], dp["delta"]) <= 1.0
+    assert dp["clip_norm"] == 1.0  # the soft prompt keeps the paper's bound
     assert entry["training"]["documents"] == {"go": 12, "python": 40}
 
     r = _umbra("tune", "experts", *common, "--rank", "2", "--epochs", "1", "--block-len", "32", "--batch-size", "4")
@@ -75,6 +77,18 @@ def test_shared_then_experts_then_completion_by_language(setup):
         served[name] = json.loads(r.stdout)
     assert served["main.go"]["expert"] == "expert-go" and served["main.py"]["expert"] == "expert-python"
     assert served["main.rs"]["expert"] is None  # unknown language: the shared prompt only
+
+
+def test_the_clip_bound_defaults_to_the_familys_and_a_given_one_wins(setup):
+    bundle, corpus, service, _ = setup
+    common = ["--bundle", str(bundle), "--corpus-dir", str(corpus), "--in-process", "--service", service,
+              "--family", "deep_prompt", "--prompt-length", "2", "--context-length", "32", "--expected-batch", "4",
+              "--epochs", "0.2", "--delta", "1e-3", "--physical-batch", "4"]
+    for name, extra, clip in (("deep", (), FAMILY_CLIP_NORM["deep_prompt"]), ("deep-given", ("--clip", "0.5"), 0.5)):
+        r = _umbra("tune", "shared", *common, "--name", name, *extra)
+        assert r.returncode == 0, r.stderr
+        assert f"C = {clip:g}" in r.stderr
+        assert Manifest.read(bundle).adapters[name]["privacy"]["clip_norm"] == clip
 
 
 def test_bad_budgets_and_empty_slices_are_refused(setup):
