@@ -121,11 +121,11 @@ def epsilons(rows: list[dict]) -> list[str]:
 def sweep(rows: list[dict]) -> list[str]:
     cells = _by(rows, "sweep")
     eps = ("0.5", "1", "2", "4", "8", "16", "32", "inf")
-    lines = ["| family | parameters | " + " | ".join(f"ε={e}" for e in eps) + " |", "|---|---|" + "---|" * len(eps)]
+    lines = ["| family | parameters | C | " + " | ".join(f"ε={e}" for e in eps) + " |", "|---|---|---|" + "---|" * len(eps)]
     base = cells.get("base")
     if base:
         m = [float(np.mean([r["accuracy"][lang] for lang in LANGS])) for r in base]
-        lines.append(f"| zero-shot base | 0 | {_cell(m)} (any ε) |" + " |" * (len(eps) - 1))
+        lines.append(f"| zero-shot base | 0 | — | {_cell(m)} (any ε) |" + " |" * (len(eps) - 1))
     for family in ("soft_prompt", "deep_prompt", "lora", "bottleneck", "full"):
         runs = {e: cells.get(f"{family}@{e}") for e in eps}
         if not any(runs.values()):
@@ -133,9 +133,19 @@ def sweep(rows: list[dict]) -> list[str]:
         count = next((r[0]["facts"].get("parameters") for r in runs.values() if r and "parameters" in r[0]["facts"]), None)
         vals = [_cell([float(np.mean([r["accuracy"][lang] for lang in LANGS])) for r in rs]) if rs else "—"
                 for rs in runs.values()]
-        lines.append(f"| {family} | {count:,} | " + " | ".join(vals) + " |" if count else
-                     f"| {family} | ? | " + " | ".join(vals) + " |")
+        clip = _clip_norms(rs for e, rs in runs.items() if rs and e != "inf")
+        lines.append(f"| {family} | {count:,} | {clip} | " + " | ".join(vals) + " |" if count else
+                     f"| {family} | ? | {clip} | " + " | ".join(vals) + " |")
     return lines
+
+
+def _clip_norms(runs) -> str:
+    """The DP clip bounds C the private rows of a family ran at, "—" without one (rows from before
+    the per-family bound record none: they ran at the budget's)."""
+    from noesis_cells import Budget
+
+    norms = sorted({r["facts"].get("clip_norm") or Budget().clip_norm for rs in runs for r in rs})
+    return " / ".join(f"{c:g}" for c in norms) or "—"
 
 
 def attack(rows: list[dict]) -> list[str]:

@@ -63,3 +63,17 @@ def test_table3_lists_rows_and_their_parameter_counts_in_the_tables_order():
     text = "\n".join(lines)
     assert text.index("| pt8 |") < text.index("| pt32 |") < text.index("| rc4 |")
     assert lines[-1] == "Shared parameters: pt8 2,048, pt32 8,192, rc4 38,912"
+
+
+def test_the_sweep_states_each_familys_clip_bound():
+    from noesis_report import sweep
+
+    def row(name, seed, clip=None):
+        facts = {"parameters": 16400} | ({} if clip is None else {"clip_norm": clip})
+        return {"table": "sweep", "row": name, "seed": seed, "accuracy": {"python": 40.0, "java": 50.0, "go": 60.0},
+                "facts": facts}
+
+    lines = sweep([row("deep_prompt@1", 0, 1e-3), row("deep_prompt@inf", 0), row("lora@1", 0), row("bottleneck@inf", 0)])
+    assert lines[0].startswith("| family | parameters | C | ε=0.5 |")
+    by_family = {line.split(" | ")[0][2:]: line.split(" | ")[2] for line in lines[2:]}
+    assert by_family == {"deep_prompt": "0.001", "lora": "1", "bottleneck": "—"}  # older rows: the budget's C; ∞: none
