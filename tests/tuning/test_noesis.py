@@ -22,7 +22,8 @@ from umbra.tuning.adapter_config import AdapterTrainConfig
 from umbra.tuning.doc_blocks import Blocks, DocumentBlocks, split_rows
 from umbra.tuning.dp_sgd import DPRandom, plan_run
 from umbra.tuning.noesis import dp_step, train_experts, train_shared
-from umbra.tuning.noesis_config import FAMILIES, DPConfig, SharedConfig, StageOneConfig
+from umbra.tuning.noesis_config import (DEFAULT_CLIP_NORM, FAMILIES, FAMILY_CLIP_NORM, DPConfig, SharedConfig,
+                                        StageOneConfig)
 from umbra.tuning.per_sample import batch_grads, per_sample_grads
 from umbra.tuning.shared_params import SharedParams
 
@@ -181,6 +182,22 @@ def test_equal_shaped_chunks_and_bad_settings():
         StageOneConfig(SharedConfig("soft_prompt", prompt_length=40), context_length=40).validate()
     with pytest.raises(ConfigError):
         SharedConfig("prefix").validate()
+
+
+def test_stage_one_takes_the_familys_clip_bound_unless_one_is_given():
+    """Whoever builds stage 1 (CLI, benchmarks, a library caller) gets the family's C when none is set;
+    a given C wins; elsewhere (DP-LoRA, federation) an unset C plans at the default."""
+    for family in FAMILIES:
+        want = FAMILY_CLIP_NORM.get(family, DEFAULT_CLIP_NORM)
+        assert StageOneConfig(SharedConfig(family)).dp.clip_norm == want
+        assert StageOneConfig(SharedConfig(family), DPConfig(epsilon=2.0)).dp.clip_norm == want
+        assert StageOneConfig(SharedConfig(family), DPConfig(clip_norm=0.25)).dp.clip_norm == 0.25
+    assert FAMILY_CLIP_NORM["deep_prompt"] != DEFAULT_CLIP_NORM  # the table departs somewhere
+    assert plan_run(DPConfig(expected_batch=10), 1_000).clip_norm == DEFAULT_CLIP_NORM
+    assert plan_run(StageOneConfig(SharedConfig("deep_prompt"), DPConfig(expected_batch=10)).dp,
+                    1_000).clip_norm == FAMILY_CLIP_NORM["deep_prompt"]
+    with pytest.raises(ConfigError):
+        DPConfig(clip_norm=0.0).validate()
 
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA accelerator")

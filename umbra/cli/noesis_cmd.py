@@ -51,7 +51,7 @@ def register(tune_sub) -> None:
     g.add_argument("--epsilon", type=float, default=dp.epsilon, help="target ε; inf = non-private (default: %(default)s)")
     g.add_argument("--delta", type=float, default=dp.delta, help="target δ, below 1/N (default: %(default)g)")
     g.add_argument("--clip", type=float, default=None,
-                   help=f"per-document gradient bound C (default: the family's: {dp.clip_norm:g}, "
+                   help=f"per-document gradient bound C (default: the family's: {dp.clip:g}, "
                         f"{', '.join(f'{k} {v:g}' for k, v in FAMILY_CLIP_NORM.items())})")
     g.add_argument("--expected-batch", type=int, default=dp.expected_batch, help="B; sampling rate q = B / N")
     g.add_argument("--epochs", type=float, default=dp.epochs, help="expected passes; steps = epochs / q")
@@ -148,12 +148,12 @@ def run_shared(args) -> int:
     from umbra.tuning.doc_blocks import DocumentBlocks
     from umbra.tuning.dp_sgd import plan_run
     from umbra.tuning.noesis import train_shared
-    from umbra.tuning.noesis_config import DPConfig, SharedConfig, StageOneConfig, family_clip_norm
+    from umbra.tuning.noesis_config import DPConfig, SharedConfig, StageOneConfig
 
     config = StageOneConfig(
         shared=SharedConfig(args.family, args.prompt_length, args.rank, bottleneck=args.bottleneck, name=args.name,
                             init_seed=args.init_seed),
-        dp=DPConfig(args.epsilon, args.delta, family_clip_norm(args.family) if args.clip is None else args.clip,
+        dp=DPConfig(args.epsilon, args.delta, args.clip,  # None: the family's bound (StageOneConfig)
                     args.expected_batch, args.epochs, args.accountant, args.noise_seed),
         context_length=args.context_length, physical_batch=args.physical_batch, lr=args.lr,
         warmup_steps=args.warmup_steps, fim_rate=args.fim_rate).validate()

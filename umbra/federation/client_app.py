@@ -62,10 +62,10 @@ def dp_settings(node_config):
     eps = float(node_config.get("dp-epsilon", 0) or 0)
     if eps == 0:
         return None
-    from umbra.tuning.noesis_config import DEFAULT_DELTA, DPConfig
+    from umbra.tuning.noesis_config import DEFAULT_CLIP_NORM, DEFAULT_DELTA, DPConfig
 
     return DPConfig(epsilon=eps, delta=float(node_config.get("dp-delta", DEFAULT_DELTA)),
-                    clip_norm=float(node_config.get("dp-clip", 1.0)),
+                    clip_norm=float(node_config.get("dp-clip", DEFAULT_CLIP_NORM)),
                     expected_batch=int(node_config.get("dp-batch", 8))).validate()
 
 

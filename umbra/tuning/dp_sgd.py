@@ -96,7 +96,7 @@ def plan_run(config: DPConfig, documents: int) -> DPPlan:
     q = config.expected_batch / documents
     steps = max(1, math.ceil(config.epochs / q))
     if not config.private:
-        return DPPlan(documents, q, steps, 0.0, config.clip_norm, config.expected_batch, math.inf,
+        return DPPlan(documents, q, steps, 0.0, config.clip, config.expected_batch, math.inf,
                       config.delta, config.accountant, math.inf)
     if config.delta >= 1.0 / documents:
         raise PrivacyBudgetError(f"delta {config.delta:g} is not below 1/N = 1/{documents}: it would allow "
@@ -119,7 +119,7 @@ def plan_run(config: DPConfig, documents: int) -> DPPlan:
     spent = spent_epsilon(sigma, q, steps, config.delta, config.accountant)
     if spent > config.epsilon:  # the search's tolerance is on the safe side; checked, not assumed
         raise PrivacyBudgetError(f"accountant returned σ = {sigma:g} spending ε = {spent:g} > {config.epsilon:g}")
-    return DPPlan(documents, q, steps, sigma, config.clip_norm, config.expected_batch, spent, config.delta,
+    return DPPlan(documents, q, steps, sigma, config.clip, config.expected_batch, spent, config.delta,
                   config.accountant, config.epsilon)
 
 

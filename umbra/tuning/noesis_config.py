@@ -4,20 +4,23 @@ parser reads the defaults. The code that uses them: dp_sgd.py, shared_params.py,
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from umbra.errors import ConfigError
 from umbra.model.adapters.config import BottleneckConfig, DeepPromptConfig, LoraConfig, SoftPromptConfig
 
 ACCOUNTANTS = ("rdp", "prv", "gdp")  # opacus' accountants
 DEFAULT_DELTA = 1e-6  # DESIGN §4: (ε, δ) = (1, 1e-6)
+DEFAULT_CLIP_NORM = 1.0  # C where nothing narrower is known (seed 000 App. C.3: 1.0)
 
 
 @dataclass(frozen=True)
 class DPConfig:
     epsilon: float = 1.0  # target ε of the whole run (math.inf: no noise, no clipping — non-private)
     delta: float = DEFAULT_DELTA  # target δ; must be below 1 / N (one document)
-    clip_norm: float = 1.0  # C: bound on each document's gradient (seed 000 App. C.3: 1.0)
+    # C: bound on each document's gradient. None: the trained family's (family_clip_norm; StageOneConfig
+    # resolves it), DEFAULT_CLIP_NORM where no family is named (DP-LoRA and federation train LoRA: 1.0)
+    clip_norm: float | None = None
     expected_batch: int = 64  # B: expected documents per step; q = B / N
     epochs: float = 4.0  # expected passes over the documents; steps = ceil(epochs / q)
     accountant: str = "rdp"  # opacus accountant: rdp | prv | gdp
@@ -32,7 +35,7 @@ class DPConfig:
             raise ConfigError(f"epsilon must be > 0 (inf for non-private), got {self.epsilon}")
         if not 0 < self.delta < 1:
             raise ConfigError(f"delta must be in (0, 1), got {self.delta}")
-        if not (self.clip_norm > 0 and math.isfinite(self.clip_norm)):
+        if self.clip_norm is not None and not (self.clip_norm > 0 and math.isfinite(self.clip_norm)):
             raise ConfigError(f"clip_norm must be a finite number > 0, got {self.clip_norm}")
         if self.expected_batch < 1:
             raise ConfigError(f"expected_batch must be >= 1, got {self.expected_batch}")
@@ -41,6 +44,15 @@ class DPConfig:
         if self.accountant not in ACCOUNTANTS:
             raise ConfigError(f"accountant must be one of {', '.join(ACCOUNTANTS)}, got {self.accountant!r}")
         return self
+
+    @property
+    def clip(self) -> float:
+        """The bound in force: clip_norm, or DEFAULT_CLIP_NORM where it was left to the trainer."""
+        return DEFAULT_CLIP_NORM if self.clip_norm is None else self.clip_norm
+
+    def for_family(self, family: str) -> "DPConfig":
+        """This setting with an unset C resolved to `family`'s bound (a set C is kept)."""
+        return self if self.clip_norm is not None else replace(self, clip_norm=family_clip_norm(family))
 
 
 FAMILIES = ("soft_prompt", "deep_prompt", "lora", "bottleneck", "full")
@@ -52,7 +64,7 @@ FAMILIES = ("soft_prompt", "deep_prompt", "lora", "bottleneck", "full")
 FAMILY_CLIP_NORM = {"deep_prompt": 1e-3}
 
 
-def family_clip_norm(family: str, default: float = DPConfig.clip_norm) -> float:
+def family_clip_norm(family: str, default: float = DEFAULT_CLIP_NORM) -> float:
     """The clip bound C of `family` (`default` where the family keeps it)."""
     return FAMILY_CLIP_NORM.get(family, default)
 
@@ -98,6 +110,10 @@ class StageOneConfig:
     weight_decay: float = 0.0  # on the shared parameters
     warmup_steps: int = 10  # linear warm-up, then constant
     fim_rate: float = 0.5  # share of blocks as FIM examples (completions use FIM prompts)
+
+    def __post_init__(self) -> None:
+        # An unset C is the shared family's (FAMILY_CLIP_NORM), whoever builds the config: CLI, benchmarks, tests.
+        object.__setattr__(self, "dp", self.dp.for_family(self.shared.family))
 
     def validate(self) -> "StageOneConfig":
         self.shared.validate()
