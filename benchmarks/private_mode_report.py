@@ -82,8 +82,11 @@ def summarize(rows: list[dict]) -> list[dict]:
     controls = {name: {s: m["utility"]["top1"] for s, m in groups.get((name, None), {}).items() if "utility" in m}
                 for name in {control_for(v) for v, _ in groups}}
     out = []
-    for (variant, eps), seeds in sorted(groups.items(), key=lambda kv: (order.index(kv[0][0]) if kv[0][0] in order
-                                                                        else len(order), str(kv[0][1]))):
+    def rank(kv):  # VARIANTS order, then ε ascending (a control's None first)
+        (variant, eps), _ = kv
+        return order.index(variant) if variant in order else len(order), -1.0 if eps is None else float(eps)
+
+    for (variant, eps), seeds in sorted(groups.items(), key=rank):
         rec = {"variant": variant, "epsilon": eps, "seeds": sorted(seeds), "top1": [], "gain": [], "languages":
                defaultdict(list), "attacks": defaultdict(list), "strongest": [], "baseline": []}
         alone = controls[control_for(variant)]

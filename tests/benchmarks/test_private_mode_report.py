@@ -93,3 +93,12 @@ def test_the_plot_shows_configurations_measured_only_earlier_hollow(tmp_path):
     svg = (tmp_path / "f.svg").read_text()
     assert svg.count('fill="none" stroke="#d60"') == 1 and "keyed noise s = 4 (seed 0)" in svg
     assert "rows not kept" in svg
+
+
+def test_rows_follow_the_variants_order_then_epsilon_ascending():
+    rows = _rows("client_alone", None, 31.7)
+    for eps in (1024.0, 13.0, 4.0, 27.0, 1.0):
+        rows += _rows("noir", eps, 2.0)
+    rows += _rows("base", None, 53.6)
+    order = [(r["variant"], r["epsilon"]) for r in summarize(rows)]
+    assert order == [("base", None), ("client_alone", None)] + [("noir", e) for e in (1.0, 4.0, 13.0, 27.0, 1024.0)]
