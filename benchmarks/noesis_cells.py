@@ -27,7 +27,7 @@ from umbra.tuning.adapter_config import AdapterTrainConfig
 from umbra.tuning.doc_blocks import DocumentBlocks
 from umbra.tuning.dp_sgd import plan_run
 from umbra.tuning.noesis import train_experts, train_shared
-from umbra.tuning.noesis_config import DPConfig, SharedConfig, StageOneConfig, family_clip_norm
+from umbra.tuning.noesis_config import DEFAULT_CLIP_NORM, DPConfig, SharedConfig, StageOneConfig, family_clip_norm
 
 # Per-family AdamW learning rates of stage 1 (one choice per family, the same for every ε).
 FAMILY_LR = {"soft_prompt": 1e-2, "deep_prompt": 1e-2, "lora": 2e-3, "bottleneck": 2e-3, "full": 2e-4}
@@ -40,7 +40,7 @@ class Budget:
     block_len: int = 128  # document tokens per block (a soft prompt adds its positions)
     expected_batch: int = 128  # stage 1: B (q = B / N); large B, few steps: noise σC/B per coordinate ~0.014
     epochs: float = 2.0  # stage 1: expected passes
-    clip_norm: float = 1.0
+    clip_norm: float = DEFAULT_CLIP_NORM
     delta: float = 1e-6
     physical_batch: int = 8
     expert_rank: int = 16
@@ -154,7 +154,7 @@ def ran_where(device: torch.device | None) -> dict:
 
 
 def shared_name(shared: SharedConfig, epsilon: float, seed: int, langs=LANGS, epochs: float | None = None,
-                clip_norm: float = 1.0, budget_clip: float = 1.0) -> str:
+                clip_norm: float = DEFAULT_CLIP_NORM, budget_clip: float = DEFAULT_CLIP_NORM) -> str:
     """pt32-dp-s0 (a 32-vector prompt at ε = 1), rc64-inf-s0, bottleneck-e4-s1, rc64-inf-ep12-s0
     (12 epochs instead of the budget's), dp32-e4-c0.001-s0 (a DP run clipped at C = 10⁻³, not the
     budget's), ...: the cache name."""
