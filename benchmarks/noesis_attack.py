@@ -17,7 +17,10 @@ window (in expectation), a median one (~1,200) less, a long one almost none. Two
   which the attacker can always run, since the base is public;
 - raw: the mean log-likelihood alone (seed 000's score), kept for comparison.
 
-Models (MODELS): NOESIS (pt32 at ε = 1 + experts), the same non-private, and the positive control —
+Models (MODELS): the negative control — Share Nothing, via's expert alone, which never saw a
+document of target, so any AUC it shows is the two fixed sets' own difference under the expert's
+generic shift on target's language (the floor every other row is read against); NOESIS (pt32 at
+ε = 1 + experts), the same non-private, and the positive control —
 a non-private Mix-LoRA whose shared part is a common LoRA of rank 64 (seed 000 App. C.2.1), the
 shared parameters with the capacity to memorize — each at the tables' budget; and the control and
 NOESIS trained for LONG_EPOCHS stage-1 epochs (the paper's twelve), NOESIS still at ε = 1: the
@@ -50,17 +53,18 @@ LONG_EPOCHS = 12.0  # stage-1 epochs of the longer-trained rows (seed 000 C.3 tr
 
 @dataclass(frozen=True)
 class Attacked:
-    """One attacked model: its stage 1 (family, ε, shape, epochs; None = the budget's) and the
-    cache name of the experts trained beside it."""
+    """One attacked model: its stage 1 (family, ε, shape, epochs; None = the budget's; family None:
+    no stage 1, the experts alone) and the cache name of the experts trained beside it."""
 
-    family: str
+    family: str | None
     epsilon: float
     shape: dict
     experts: str  # experts' cache name, "{seed}" filled in
     epochs: float | None = None
 
 
-MODELS = {  # in the order they run: the controls first (the attack's power), then NOESIS
+MODELS = {  # in the order they run: the controls first (the sets' floor, the attack's power), then NOESIS
+    "share_nothing": Attacked(None, math.inf, {}, "sn-s{seed}"),  # Table 2's Share Nothing experts
     "mixlora_rc64_nonprivate": Attacked("lora", math.inf, {"rank": 64}, "mix-rc64-inf-s{seed}"),
     "mixlora_rc64_nonprivate_12ep": Attacked("lora", math.inf, {"rank": 64}, "mix-rc64-inf-ep12-s{seed}",
                                              LONG_EPOCHS),
@@ -71,9 +75,10 @@ MODELS = {  # in the order they run: the controls first (the attack's power), th
 
 
 async def _model(bench, name: str, seed: int):
+    """(shared parameters, none for the experts alone; the experts by language)."""
     m = MODELS[name]
-    shared, _ = await bench.shared(m.family, m.epsilon, seed, epochs=m.epochs, **m.shape)
-    return shared, await bench.experts(m.experts.format(seed=seed), (shared,), seed)
+    shared = () if m.family is None else ((await bench.shared(m.family, m.epsilon, seed, epochs=m.epochs, **m.shape))[0],)
+    return shared, await bench.experts(m.experts.format(seed=seed), shared, seed)
 
 
 class WholeDocuments:
@@ -124,7 +129,7 @@ async def attack(bench, results, seed: int) -> None:
             members, nonmembers = sets[target]
             calibration = [await base.get(f"{target}:{part}", lambda s=s: s.scores(bench, ()))
                            for part, s in (("members", members), ("nonmembers", nonmembers))]
-            raw = [(await s.scores(bench, (shared, experts[via]))).log_likelihood for s in (members, nonmembers)]
+            raw = [(await s.scores(bench, (*shared, experts[via]))).log_likelihood for s in (members, nonmembers)]
             m, n = raw[0] - calibration[0], raw[1] - calibration[1]
             r = membership_result(m, n, seed=seed)
             kept.put({f"{target}<-{via}:members": m, f"{target}<-{via}:nonmembers": n})

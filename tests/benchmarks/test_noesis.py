@@ -73,3 +73,31 @@ def test_a_row_made_off_the_cpu_says_where(tmp_path, device, recorded):
     asyncio.run(noesis.cell(SimpleNamespace(budget=Budget(), device=device), results, "2", "base", 0, make))
     (row,) = [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]
     assert row.get("device") == recorded
+
+
+def _recording_bench(calls: list):
+    async def shared(family, epsilon, seed, epochs=None, **shape):
+        calls.append(("shared", family, epsilon, epochs))
+        return f"{family}@{epsilon}", {}
+
+    async def experts(name, shared_, seed):
+        calls.append(("experts", name, shared_))
+        return {"go": f"{name}-go"}
+
+    return SimpleNamespace(shared=shared, experts=experts)
+
+
+def test_the_attacks_negative_control_is_table_2s_share_nothing_experts_alone():
+    import noesis_attack
+
+    calls: list = []
+    shared, experts = asyncio.run(noesis_attack._model(_recording_bench(calls), "share_nothing", 1))
+    assert shared == () and experts["go"] == "sn-s1-go"
+    assert calls == [("experts", "sn-s1", ())]  # no stage 1; the same cache name as Table 2's row
+    assert list(noesis_attack.MODELS)[0] == "share_nothing"  # the floor runs first
+
+    calls.clear()
+    shared, _ = asyncio.run(noesis_attack._model(_recording_bench(calls), "noesis_12ep", 2))
+    assert shared == ("soft_prompt@1.0",)
+    assert calls == [("shared", "soft_prompt", 1.0, noesis_attack.LONG_EPOCHS),
+                     ("experts", "noesis-ep12-s2", ("soft_prompt@1.0",))]
