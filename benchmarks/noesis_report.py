@@ -152,8 +152,8 @@ def attack(rows: list[dict]) -> list[str]:
     from noesis_attack import MODELS, TABLE
 
     cells = _by(rows, TABLE)
-    lines = ["| model | target ← via | AUC % (95 % CI) | TPR @ 1 % FPR % (95 % CI) | raw-score AUC % | "
-             "members / non-members | seeds |", "|---|---|---|---|---|---|---|"]
+    lines = ["| model | target ← via | AUC % (95 % CI) | AUC − floor (points) | TPR @ 1 % FPR % (95 % CI) | "
+             "raw-score AUC % | members / non-members | seeds |", "|---|---|---|---|---|---|---|---|"]
     order = {name: i for i, name in enumerate(MODELS)}
     for row, runs in sorted(cells.items(), key=lambda kv: (order.get(kv[0].split(":")[0], len(order)), kv[0])):
         model, pair = row.split(":", 1)
@@ -165,13 +165,28 @@ def attack(rows: list[dict]) -> list[str]:
         tci = runs[0].get("tpr_ci")
         tpr_txt = f"{tpr} [{100 * tci[0]:.1f}, {100 * tci[1]:.1f}]" if tci and len(runs) == 1 else tpr
         raw = _cell([100 * r["raw_auc"] for r in runs if "raw_auc" in r]) if any("raw_auc" in r for r in runs) else "—"
-        lines.append(f"| {model} | {pair} | {auc_txt} | {tpr_txt} | {raw} | {runs[0]['members']} / "
+        lines.append(f"| {model} | {pair} | {auc_txt} | {_above_floor(cells, model, pair, runs)} | {tpr_txt} | {raw} | "
+                     f"{runs[0]['members']} / "
                      f"{runs[0]['nonmembers']} | {len(runs)} |")
     first = min((r["seed"] for rs in cells.values() for r in rs), default=None)
     if first is not None:
         models = sorted({row.split(":", 1)[0] for row in cells}, key=lambda m: order.get(m, len(order)))
         lines += ["", " ".join(f"![{m}, seed {first}](noesis/roc-{m}-s{first}.svg)" for m in models)]
     return lines
+
+
+def _above_floor(cells: dict[str, list[dict]], model: str, pair: str, runs: list[dict]) -> str:
+    """The row's AUC minus the negative control's (MODELS' first: Share Nothing) on the same pair, paired
+    by seed, in points: what the model's shared parameters add above the fixed sets' own difference.
+    "—" for the floor itself or where it has no seed in common with the row."""
+    from noesis_attack import MODELS
+
+    floor_model = next(iter(MODELS))
+    floor = {r["seed"]: r["auc"] for r in cells.get(f"{floor_model}:{pair.replace(' ← ', '<-')}", [])}
+    diffs = [100 * (r["auc"] - floor[r["seed"]]) for r in runs if r["seed"] in floor]
+    if model == floor_model or not diffs:
+        return "—"
+    return _cell(diffs) + ("" if len(diffs) == len(runs) else f" ({len(diffs)} of {len(runs)} seeds)")
 
 
 BLOCKS = {"table2": table2, "table3": table3, "table5": table5, "eps": epsilons, "sweep": sweep, "attack": attack}

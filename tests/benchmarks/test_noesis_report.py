@@ -77,3 +77,19 @@ def test_the_sweep_states_each_familys_clip_bound():
     assert lines[0].startswith("| family | parameters | C | ε=0.5 |")
     by_family = {line.split(" | ")[0][2:]: line.split(" | ")[2] for line in lines[2:]}
     assert by_family == {"deep_prompt": "0.001", "lora": "1", "bottleneck": "—"}  # older rows: the budget's C; ∞: none
+
+
+def test_the_attack_table_reads_each_row_against_the_negative_control_paired_by_seed():
+    from noesis_report import attack
+
+    def row(model, seed, auc):
+        return {**_attack_row("k", seed, auc), "row": f"{model}:python<-go"}
+
+    lines = attack([row("share_nothing", 0, 0.60), row("share_nothing", 1, 0.56), row("noesis", 0, 0.58),
+                    row("noesis", 1, 0.59), row("noesis", 2, 0.70), row("noesis_12ep", 5, 0.9)])
+    cols = {ln.split(" | ")[0].strip("| "): ln.split(" | ") for ln in lines if ln.startswith("| ") and "←" in ln}
+    assert cols["share_nothing"][3] == "—"  # the floor itself
+    # seeds 0 and 1 have a floor (−2 and +3 points: mean 0.5); seed 2 has none and is left out, and said so
+    assert cols["noesis"][3].startswith("0.50 ± ") and cols["noesis"][3].endswith("(2 of 3 seeds)")
+    assert cols["noesis_12ep"][3] == "—"  # no seed in common with the floor
+    assert lines.index(next(ln for ln in lines if ln.startswith("| share_nothing"))) == 2  # listed first
