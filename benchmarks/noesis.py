@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from noesis_cells import Bench, Budget, ran_where  # noqa: E402
+from noesis_cells import EXPERTS, Bench, Budget, ran_where  # noqa: E402
 from umbra.data.corpus import LANGS  # noqa: E402
 from umbra.model.device import resolve_device  # noqa: E402
 
@@ -108,7 +108,7 @@ async def table2(bench: Bench, results: Results, seed: int) -> None:
         return await b.accuracy({}), {}
 
     async def share_nothing():
-        return await b.accuracy(_routed((), await b.experts(f"sn-s{seed}", (), seed))), {}
+        return await b.accuracy(_routed((), await b.experts(EXPERTS["share_nothing"].format(seed=seed), (), seed))), {}
 
     async def solo():
         acc, facts = {}, {}
@@ -133,11 +133,11 @@ async def table2(bench: Bench, results: Results, seed: int) -> None:
 
     async def noesis():
         p, facts = await b.shared("soft_prompt", 1.0, seed, prompt_length=32)
-        return await b.accuracy(_routed((p,), await b.experts(f"noesis-s{seed}", (p,), seed))), facts
+        return await b.accuracy(_routed((p,), await b.experts(EXPERTS["noesis"].format(seed=seed), (p,), seed))), facts
 
     async def noesis_nonprivate():
         p, facts = await b.shared("soft_prompt", math.inf, seed, prompt_length=32)
-        return await b.accuracy(_routed((p,), await b.experts(f"noesis-inf-s{seed}", (p,), seed))), facts
+        return await b.accuracy(_routed((p,), await b.experts(EXPERTS["noesis_nonprivate"].format(seed=seed), (p,), seed))), facts
 
     twins = {"base": ("sweep", "base"), "monolithic_dp": ("sweep", "full@1")}
     makers = {"base": base, "share_nothing": share_nothing, "prompt_only_dp": prompt_only, "noesis": noesis,
@@ -151,14 +151,14 @@ async def table3(bench: Bench, results: Results, seed: int) -> None:
     for row, (family, shape) in TABLE3.items():
         async def make(row=row, family=family, shape=shape):
             s, facts = await bench.shared(family, 1.0, seed, **shape)
-            name = "noesis" if row == "pt32" else f"noesis-{row}"
-            return await bench.accuracy(_routed((s,), await bench.experts(f"{name}-s{seed}", (s,), seed))), facts
+            name = EXPERTS["noesis"] if row == "pt32" else f"noesis-{row}-s{{seed}}"
+            return await bench.accuracy(_routed((s,), await bench.experts(name.format(seed=seed), (s,), seed))), facts
         await cell(bench, results, "3", row, seed, make)
 
 
 async def table5(bench: Bench, results: Results, seed: int) -> None:
     p, _ = await bench.shared("soft_prompt", 1.0, seed, prompt_length=32)
-    experts = await bench.experts(f"noesis-s{seed}", (p,), seed)
+    experts = await bench.experts(EXPERTS["noesis"].format(seed=seed), (p,), seed)
     for row, routed in (("noesis", _routed((p,), experts)), ("without_prompt", _routed((), experts)),
                         ("without_experts", _routed((p,)))):
         async def make(routed=routed):
@@ -183,10 +183,10 @@ async def longer(bench: Bench, results: Results, seed: int) -> None:
     (The ε = 1 run is the one the attack's `noesis_12ep` row uses.)"""
     from noesis_attack import LONG_EPOCHS
 
-    for row, eps, name in (("noesis_12ep", 1.0, "noesis-ep12"), ("noesis_nonprivate_12ep", math.inf, "noesis-inf-ep12")):
-        async def make(eps=eps, name=name):
+    for row, eps in (("noesis_12ep", 1.0), ("noesis_nonprivate_12ep", math.inf)):
+        async def make(eps=eps, name=EXPERTS[row].format(seed=seed)):
             p, facts = await bench.shared("soft_prompt", eps, seed, epochs=LONG_EPOCHS, prompt_length=32)
-            return await bench.accuracy(_routed((p,), await bench.experts(f"{name}-s{seed}", (p,), seed))), facts
+            return await bench.accuracy(_routed((p,), await bench.experts(name, (p,), seed))), facts
         await cell(bench, results, "long", row, seed, make)
 
 

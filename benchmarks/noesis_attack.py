@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from noesis_cells import ran_where
+from noesis_cells import EXPERTS, ran_where
 
 from umbra.data.corpus import LANGS
 from umbra.evaluation.doc_scores import DocScores
@@ -64,13 +64,13 @@ class Attacked:
 
 
 MODELS = {  # in the order they run: the controls first (the sets' floor, the attack's power), then NOESIS
-    "share_nothing": Attacked(None, math.inf, {}, "sn-s{seed}"),  # Table 2's Share Nothing experts
+    "share_nothing": Attacked(None, math.inf, {}, EXPERTS["share_nothing"]),  # Table 2's Share Nothing experts
     "mixlora_rc64_nonprivate": Attacked("lora", math.inf, {"rank": 64}, "mix-rc64-inf-s{seed}"),
     "mixlora_rc64_nonprivate_12ep": Attacked("lora", math.inf, {"rank": 64}, "mix-rc64-inf-ep12-s{seed}",
                                              LONG_EPOCHS),
-    "noesis_12ep": Attacked("soft_prompt", 1.0, {"prompt_length": 32}, "noesis-ep12-s{seed}", LONG_EPOCHS),
-    "noesis": Attacked("soft_prompt", 1.0, {"prompt_length": 32}, "noesis-s{seed}"),
-    "noesis_nonprivate": Attacked("soft_prompt", math.inf, {"prompt_length": 32}, "noesis-inf-s{seed}"),
+    "noesis_12ep": Attacked("soft_prompt", 1.0, {"prompt_length": 32}, EXPERTS["noesis_12ep"], LONG_EPOCHS),
+    "noesis": Attacked("soft_prompt", 1.0, {"prompt_length": 32}, EXPERTS["noesis"]),
+    "noesis_nonprivate": Attacked("soft_prompt", math.inf, {"prompt_length": 32}, EXPERTS["noesis_nonprivate"]),
 }
 
 

@@ -155,9 +155,13 @@ def attack(rows: list[dict]) -> list[str]:
     lines = ["| model | target ← via | AUC % (95 % CI) | AUC − floor (points) | TPR @ 1 % FPR % (95 % CI) | "
              "raw-score AUC % | members / non-members | seeds |", "|---|---|---|---|---|---|---|---|"]
     order = {name: i for i, name in enumerate(MODELS)}
+    floor_model = next(iter(MODELS))  # the negative control: each row is read against it, pair by pair
+    floors = {row.split(":", 1)[1]: {r["seed"]: r["auc"] for r in runs}
+              for row, runs in cells.items() if row.split(":", 1)[0] == floor_model}
     for row, runs in sorted(cells.items(), key=lambda kv: (order.get(kv[0].split(":")[0], len(order)), kv[0])):
-        model, pair = row.split(":", 1)
-        pair = pair.replace("<-", " ← ")
+        model, key = row.split(":", 1)
+        pair = key.replace("<-", " ← ")
+        above = "—" if model == floor_model else _above_floor(runs, floors.get(key, {}))
         auc = _cell([100 * r["auc"] for r in runs])
         tpr = _cell([100 * r["tpr_at_1pct"] for r in runs])
         ci = runs[0].get("auc_ci")
@@ -165,7 +169,7 @@ def attack(rows: list[dict]) -> list[str]:
         tci = runs[0].get("tpr_ci")
         tpr_txt = f"{tpr} [{100 * tci[0]:.1f}, {100 * tci[1]:.1f}]" if tci and len(runs) == 1 else tpr
         raw = _cell([100 * r["raw_auc"] for r in runs if "raw_auc" in r]) if any("raw_auc" in r for r in runs) else "—"
-        lines.append(f"| {model} | {pair} | {auc_txt} | {_above_floor(cells, model, pair, runs)} | {tpr_txt} | {raw} | "
+        lines.append(f"| {model} | {pair} | {auc_txt} | {above} | {tpr_txt} | {raw} | "
                      f"{runs[0]['members']} / "
                      f"{runs[0]['nonmembers']} | {len(runs)} |")
     first = min((r["seed"] for rs in cells.values() for r in rs), default=None)
@@ -175,16 +179,12 @@ def attack(rows: list[dict]) -> list[str]:
     return lines
 
 
-def _above_floor(cells: dict[str, list[dict]], model: str, pair: str, runs: list[dict]) -> str:
-    """The row's AUC minus the negative control's (MODELS' first: Share Nothing) on the same pair, paired
-    by seed, in points: what the model's shared parameters add above the fixed sets' own difference.
-    "—" for the floor itself or where it has no seed in common with the row."""
-    from noesis_attack import MODELS
-
-    floor_model = next(iter(MODELS))
-    floor = {r["seed"]: r["auc"] for r in cells.get(f"{floor_model}:{pair.replace(' ← ', '<-')}", [])}
+def _above_floor(runs: list[dict], floor: dict[int, float]) -> str:
+    """A row's AUC minus the negative control's on the same pair (`floor`: seed -> AUC), paired by
+    seed, in points: what the model's shared parameters add above the fixed sets' own difference.
+    "—" where the floor has no seed in common with the row."""
     diffs = [100 * (r["auc"] - floor[r["seed"]]) for r in runs if r["seed"] in floor]
-    if model == floor_model or not diffs:
+    if not diffs:
         return "—"
     return _cell(diffs) + ("" if len(diffs) == len(runs) else f" ({len(diffs)} of {len(runs)} seeds)")
 
