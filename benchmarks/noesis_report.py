@@ -122,6 +122,7 @@ def sweep(rows: list[dict]) -> list[str]:
     cells = _by(rows, "sweep")
     eps = ("0.5", "1", "2", "4", "8", "16", "32", "inf")
     lines = ["| family | parameters | C | " + " | ".join(f"ε={e}" for e in eps) + " |", "|---|---|---|" + "---|" * len(eps)]
+    most = max((len(rs) for rs in cells.values()), default=0)  # a cell over fewer seeds says how many
     base = cells.get("base")
     if base:
         m = [float(np.mean([r["accuracy"][lang] for lang in LANGS])) for r in base]
@@ -131,8 +132,8 @@ def sweep(rows: list[dict]) -> list[str]:
         if not any(runs.values()):
             continue
         count = next((r[0]["facts"].get("parameters") for r in runs.values() if r and "parameters" in r[0]["facts"]), None)
-        vals = [_cell([float(np.mean([r["accuracy"][lang] for lang in LANGS])) for r in rs]) if rs else "—"
-                for rs in runs.values()]
+        vals = [_cell([float(np.mean([r["accuracy"][lang] for lang in LANGS])) for r in rs])
+                + (f" (n={len(rs)})" if len(rs) < most else "") if rs else "—" for rs in runs.values()]
         clip = _clip_norms(rs for e, rs in runs.items() if rs and e != "inf")
         lines.append(f"| {family} | {count:,} | {clip} | " + " | ".join(vals) + " |" if count else
                      f"| {family} | ? | {clip} | " + " | ".join(vals) + " |")

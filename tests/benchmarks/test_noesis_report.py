@@ -79,6 +79,19 @@ def test_the_sweep_states_each_familys_clip_bound():
     assert by_family == {"deep_prompt": "0.001", "lora": "1", "bottleneck": "—"}  # older rows: the budget's C; ∞: none
 
 
+def test_a_sweep_cell_over_fewer_seeds_than_the_others_says_how_many():
+    from noesis_report import sweep
+
+    def row(name, seed, acc):
+        return {"table": "sweep", "row": name, "seed": seed, "accuracy": {"python": acc, "java": acc, "go": acc},
+                "facts": {"parameters": 8192}}
+
+    lines = sweep([row(r, s, 40.0 + s) for s in (0, 1, 2) for r in ("base", "soft_prompt@1")]
+                  + [row("soft_prompt@2", s, 40.0 + s) for s in (0, 1)] + [row("soft_prompt@4", 0, 41.0)])
+    cells = next(line for line in lines if line.startswith("| soft_prompt |")).split(" | ")[3:]
+    assert cells[:4] == ["—", "41.00 ± 2.48", "40.50 ± 6.35 (n=2)", "41.00 (n=1)"]  # ε = 0.5 (none), 1, 2, 4
+
+
 def test_the_attack_table_reads_each_row_against_the_negative_control_paired_by_seed():
     from noesis_report import attack
 
