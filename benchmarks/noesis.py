@@ -97,6 +97,11 @@ async def cell(bench: Bench, results: Results, table: str, row: str, seed: int, 
                  **ran_where(bench.device)})
 
 
+def _experts(row: str, seed: int) -> str:
+    """The cache name of a shared row's experts (noesis_cells.EXPERTS) at `seed`."""
+    return EXPERTS[row].format(seed=seed)
+
+
 def _routed(shared=(), experts=None) -> dict:
     return {lang: tuple(shared) + ((experts[lang],) if experts else ()) for lang in LANGS}
 
@@ -108,7 +113,7 @@ async def table2(bench: Bench, results: Results, seed: int) -> None:
         return await b.accuracy({}), {}
 
     async def share_nothing():
-        return await b.accuracy(_routed((), await b.experts(EXPERTS["share_nothing"].format(seed=seed), (), seed))), {}
+        return await b.accuracy(_routed((), await b.experts(_experts("share_nothing", seed), (), seed))), {}
 
     async def solo():
         acc, facts = {}, {}
@@ -133,11 +138,11 @@ async def table2(bench: Bench, results: Results, seed: int) -> None:
 
     async def noesis():
         p, facts = await b.shared("soft_prompt", 1.0, seed, prompt_length=32)
-        return await b.accuracy(_routed((p,), await b.experts(EXPERTS["noesis"].format(seed=seed), (p,), seed))), facts
+        return await b.accuracy(_routed((p,), await b.experts(_experts("noesis", seed), (p,), seed))), facts
 
     async def noesis_nonprivate():
         p, facts = await b.shared("soft_prompt", math.inf, seed, prompt_length=32)
-        return await b.accuracy(_routed((p,), await b.experts(EXPERTS["noesis_nonprivate"].format(seed=seed), (p,), seed))), facts
+        return await b.accuracy(_routed((p,), await b.experts(_experts("noesis_nonprivate", seed), (p,), seed))), facts
 
     twins = {"base": ("sweep", "base"), "monolithic_dp": ("sweep", "full@1")}
     makers = {"base": base, "share_nothing": share_nothing, "prompt_only_dp": prompt_only, "noesis": noesis,
@@ -151,14 +156,14 @@ async def table3(bench: Bench, results: Results, seed: int) -> None:
     for row, (family, shape) in TABLE3.items():
         async def make(row=row, family=family, shape=shape):
             s, facts = await bench.shared(family, 1.0, seed, **shape)
-            name = EXPERTS["noesis"] if row == "pt32" else f"noesis-{row}-s{{seed}}"
-            return await bench.accuracy(_routed((s,), await bench.experts(name.format(seed=seed), (s,), seed))), facts
+            name = _experts("noesis", seed) if row == "pt32" else f"noesis-{row}-s{seed}"
+            return await bench.accuracy(_routed((s,), await bench.experts(name, (s,), seed))), facts
         await cell(bench, results, "3", row, seed, make)
 
 
 async def table5(bench: Bench, results: Results, seed: int) -> None:
     p, _ = await bench.shared("soft_prompt", 1.0, seed, prompt_length=32)
-    experts = await bench.experts(EXPERTS["noesis"].format(seed=seed), (p,), seed)
+    experts = await bench.experts(_experts("noesis", seed), (p,), seed)
     for row, routed in (("noesis", _routed((p,), experts)), ("without_prompt", _routed((), experts)),
                         ("without_experts", _routed((p,)))):
         async def make(routed=routed):
@@ -184,7 +189,7 @@ async def longer(bench: Bench, results: Results, seed: int) -> None:
     from noesis_attack import LONG_EPOCHS
 
     for row, eps in (("noesis_12ep", 1.0), ("noesis_nonprivate_12ep", math.inf)):
-        async def make(eps=eps, name=EXPERTS[row].format(seed=seed)):
+        async def make(eps=eps, name=_experts(row, seed)):
             p, facts = await bench.shared("soft_prompt", eps, seed, epochs=LONG_EPOCHS, prompt_length=32)
             return await bench.accuracy(_routed((p,), await bench.experts(name, (p,), seed))), facts
         await cell(bench, results, "long", row, seed, make)

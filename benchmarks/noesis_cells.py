@@ -29,11 +29,11 @@ from umbra.tuning.dp_sgd import plan_run
 from umbra.tuning.noesis import train_experts, train_shared
 from umbra.tuning.noesis_config import DEFAULT_CLIP_NORM, DPConfig, SharedConfig, StageOneConfig, family_clip_norm
 
-# Per-family AdamW learning rates of stage 1 (one choice per family, the same for every ε).
 # The experts' cache names (under OUT/adapters, "{seed}" filled in) of the rows that several tables and
 # the membership attack train once and share: one name per configuration, or a cell retrains them.
 EXPERTS = {"share_nothing": "sn-s{seed}", "noesis": "noesis-s{seed}", "noesis_nonprivate": "noesis-inf-s{seed}",
            "noesis_12ep": "noesis-ep12-s{seed}", "noesis_nonprivate_12ep": "noesis-inf-ep12-s{seed}"}
+# Per-family AdamW learning rates of stage 1 (one choice per family, the same for every ε).
 FAMILY_LR = {"soft_prompt": 1e-2, "deep_prompt": 1e-2, "lora": 2e-3, "bottleneck": 2e-3, "full": 2e-4}
 
 
