@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import shutil
 import sys
 import time
 from dataclasses import replace
@@ -27,7 +28,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from umbra.attack_grid.frontier import VARIANTS, FrontierParams, cells, tune_config, tuned_cell  # noqa: E402
+from umbra.attack_grid.frontier import VARIANTS, CellData, FrontierParams, cells, tuned_cell  # noqa: E402
 from umbra.attack_grid import measures  # noqa: E402
 from umbra.attacks.probe import ProbeConfig, training_device  # noqa: E402
 from umbra.model.device import resolve_device  # noqa: E402
@@ -110,14 +111,11 @@ class Bench:
         self.public = PublicModel(args.model)
         self.work = args.work / run_key(self.public, params)
         self.results = Results(args.results, run_key(self.public, params))
-        self._data = self._suite = self._prompts = self._evals = self._held = self._volume = None
+        self._data = CellData(args.corpus, self.public.dir, self.work / "tune-data", self.public.vocab_size)
+        self._suite = self._prompts = self._evals = self._held = self._volume = None
 
     def data(self, cell) -> TuneData:
-        if self._data is None:
-            self._data = TuneData.from_corpus(self.args.corpus, self.public.dir, tune_config(cell, self.params),
-                                              split="train", cache_dir=self.work / "tune-data",
-                                              vocab_size=self.public.vocab_size)
-        return self._data
+        return self._data(cell, self.params)
 
     @property
     def public_code(self) -> CorpusSample:
@@ -174,6 +172,8 @@ class Bench:
         if not todo:
             return
         t0 = time.perf_counter()
+        if not (self.work / "tuned" / f"{cell.key}.pt").is_file():  # a new client: no earlier one's oracle layers
+            shutil.rmtree(self.work / "oracle" / cell.key, ignore_errors=True)
         tuned = tuned_cell(self.public, cell, self.params, self.data(cell), self.work, self.device)
         print(f"{cell.key}: tuned ({tuned.seconds:.0f} s of tuning)", flush=True)
         for measure in todo:
@@ -194,7 +194,8 @@ class Bench:
                               "seed": cell.seed, "measure": measure, "value": value,
                               "tune_seconds": tuned.seconds, "seconds": round(time.perf_counter() - t1, 1),
                               "probes_on": training_device().type,
-                              **({} if tuned.tuned_on == "cpu" else {"tuned_on": tuned.tuned_on})})
+                              **({} if tuned.tuned_on == "cpu" else {"tuned_on": tuned.tuned_on}),
+                              **({} if tuned.data_seed is None else {"data_seed": tuned.data_seed})})
             print(f"{cell.key}: {measure} done in {time.perf_counter() - t1:.0f} s", flush=True)
         print(f"{cell.key}: {time.perf_counter() - t0:.0f} s", flush=True)
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 from tiny_models import CODE_SNIPPETS, build_tiny_model_dir
 
-from umbra.attack_grid.frontier import VARIANTS, Cell, FrontierParams, cells, tune_config, tuned_cell
+from umbra.attack_grid.frontier import VARIANTS, Cell, CellData, FrontierParams, cells, tune_config, tuned_cell
 from umbra.attack_grid.measures import attacks, sent_prompts, utility
 from umbra.attacks.probe import ProbeConfig
 from umbra.attacks.public import CorpusSample, PublicModel
@@ -53,6 +53,31 @@ def test_cells_enumerate_variants_epsilons_and_seeds():
     assert grid[0].defence().indvocab_epsilon is None and not grid[0].defence().ltokenizer
     with pytest.raises(ConfigError):
         cells(["no-such-variant"], [1.0], [0])
+
+
+def _cell_data(world) -> CellData:
+    root, public, _, _, _ = world
+    return CellData(root / "corpus", root / "model", langs=("python",), vocab_size=public.vocab_size)
+
+
+def test_each_seed_tunes_on_its_own_data_order_in_one_process(world, tmp_path):
+    """A run over seeds 1 and 2 once handed seed 1's data order to seed 2 (the client-alone
+    control, whose only draw is the data order, came out identical at both): CellData keeps
+    one stream per seed, and tuned_cell refuses another seed's stream."""
+    _, public, data, _, _ = world
+    by_cell = _cell_data(world)
+    alone0, alone1 = Cell(VARIANTS["client_alone"], None, 0), Cell(VARIANTS["client_alone"], None, 1)
+    assert by_cell(alone0, PARAMS) is by_cell(Cell(VARIANTS["fclean"], None, 0), PARAMS)  # one stream per seed
+    first0, _, _ = by_cell(alone0, PARAMS).batch(0, 0, 4)
+    first1, _, _ = by_cell(alone1, PARAMS).batch(0, 0, 4)
+    assert not np.array_equal(first0, first1)
+    with pytest.raises(ConfigError, match="seed 0"):
+        tuned_cell(public, alone1, PARAMS, data, tmp_path)  # the fixture's stream is seed 0's
+    a = _weights(tuned_cell(public, alone0, PARAMS, by_cell(alone0, PARAMS), tmp_path).client)
+    tuned1 = tuned_cell(public, alone1, PARAMS, by_cell(alone1, PARAMS), tmp_path)
+    b = _weights(tuned1.client)
+    assert any(not torch.equal(a[k], b[k]) for k in a)
+    assert tuned1.data_seed == 1 and tuned_cell(public, alone1, PARAMS, None, tmp_path).data_seed == 1  # kept in the store
 
 
 def test_a_tuned_cell_is_stored_and_reloaded_unchanged(world, tmp_path):
@@ -105,7 +130,8 @@ def test_a_private_path_cell_sends_keyed_noise_and_keeps_its_path(world, tmp_pat
     basis = tuned.client.private_path.basis
     inside = sent[0].hidden @ basis @ basis.T
     torch.testing.assert_close(inside, sent[0].hidden, rtol=0, atol=1e-4)  # it lies in the rank-8 subspace
-    other = tuned_cell(public, Cell(VARIANTS["noir+path+rank8+noise1"], 64.0, 1), PARAMS, data, tmp_path)
+    seed1 = Cell(VARIANTS["noir+path+rank8+noise1"], 64.0, 1)
+    other = tuned_cell(public, seed1, PARAMS, _cell_data(world)(seed1, PARAMS), tmp_path)
     assert not torch.equal(other.client.private_path.basis, basis)  # the secret (and basis) is the seed's
     assert utility(public, tuned, evals)["languages"]["python"]["tokens"] > 0
 

@@ -25,7 +25,7 @@ import hashlib
 import io
 import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, astuple, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -231,6 +231,7 @@ class TunedCell:
     sent: tuple | None = field(default=None, repr=False)
     cloud: object | None = None  # the cloud's LoraLocalMiddle for this client (cloud-LoRA variants), frozen
     tuned_on: str = "cpu"  # the device type the tuning ran on (the client lives on the CPU afterwards)
+    data_seed: int | None = None  # the seed of the data order it tuned on (None: untuned, or stored before it was kept)
 
     def middle_blocks(self, public: PublicModel):
         """The middle as the cloud runs it for this client: the public blocks, through its LoRA if
@@ -252,8 +253,42 @@ def _store(path: Path, tuned: TunedCell) -> None:
                 "private_path": None if private is None else private.state_dict(),
                 "cloud_lora": None if tuned.cloud is None else tuned.cloud.adapter.state_dict(),
                 "training": tuned.training, "losses": tuned.losses, "seconds": tuned.seconds,
-                "tuned_on": tuned.tuned_on}, buf)
+                "tuned_on": tuned.tuned_on, "data_seed": tuned.data_seed}, buf)
     write_atomic(path, buf.getvalue(), 0o644)
+
+
+def _stream_key(config) -> tuple:
+    return config.seed, config.context_length, astuple(config.fim)
+
+
+def _check_stream(data, config) -> None:
+    """The seed draws the data order: a cell tunes only on its own seed's stream."""
+    spec = data.stream.spec
+    if (spec.seed, spec.context_length, astuple(spec.fim)) != _stream_key(config):
+        raise ConfigError(f"tuning data packed for seed {spec.seed}, context {spec.context_length}; the cell needs "
+                          f"seed {config.seed}, context {config.context_length} (CellData keys them per cell)")
+
+
+class CellData:
+    """The train split's tuning batches of each cell, one TuneData per stream (seed, context, FIM),
+    so a run over several seeds never hands one seed's data order to another."""
+
+    def __init__(self, corpus: Path, tokenizer_dir: Path, cache_dir: Path | None = None,
+                 vocab_size: int | None = None, langs: tuple[str, ...] | None = None):
+        self.corpus, self.tokenizer_dir, self.cache_dir = Path(corpus), Path(tokenizer_dir), cache_dir
+        self.vocab_size, self.langs = vocab_size, langs
+        self._streams: dict[tuple, object] = {}
+
+    def __call__(self, cell: Cell, params: FrontierParams):
+        from umbra.tuning import TuneData
+
+        config = tune_config(cell, params)
+        key = _stream_key(config)
+        if key not in self._streams:
+            extra = {} if self.langs is None else {"langs": self.langs}
+            self._streams[key] = TuneData.from_corpus(self.corpus, self.tokenizer_dir, config, split="train",
+                                                      cache_dir=self.cache_dir, vocab_size=self.vocab_size, **extra)
+        return self._streams[key]
 
 
 def _cloud_middle(public: PublicModel, cell: Cell):
@@ -289,11 +324,12 @@ def tuned_cell(public: PublicModel, cell: Cell, params: FrontierParams, data, wo
             cloud.adapter.load_state_dict(saved["cloud_lora"])
             cloud.adapter.touch()
         return TunedCell(cell, client, saved["training"], saved["losses"], saved["seconds"], cloud=cloud,
-                         tuned_on=saved.get("tuned_on", "cpu"))
+                         tuned_on=saved.get("tuned_on", "cpu"), data_seed=saved.get("data_seed"))
     tuned = TunedCell(cell, client, cloud=cloud)
     if cell.variant.stuning:
         t0 = time.perf_counter()
         config = tune_config(cell, params)
+        _check_stream(data, config)
         codebook = own_codebook(public, data, config.inversion_penalty) if config.inversion_penalty.enabled else None
         if cell.variant.middle == "skip":
             middle = SkipMiddle(public.spec.hidden_size)  # nothing leaves: no traffic to record
@@ -304,6 +340,7 @@ def tuned_cell(public: PublicModel, cell: Cell, params: FrontierParams, data, wo
             tuned.losses = asyncio.run(tuning_traffic(client, middle, data, config, record_last=params.gradient_steps,
                                                       noise_seed=cell.seed, codebook=codebook))
         tuned.tuned_on = "cpu" if device is None else device.type
+        tuned.data_seed = data.stream.spec.seed
         tuned.training = middle.sequences() if isinstance(middle, RecordingMiddle) else []
         tuned.seconds = round(time.perf_counter() - t0, 1)
     if cloud is not None:
