@@ -2,7 +2,7 @@
 embedded default model and the private domains of `umbra data private`.
 
     python benchmarks/noesis.py --table 2 --seeds 0 1 2          # train + evaluate, resumable
-    python benchmarks/noesis.py --table 3 | 5 | eps | long | sweep | mia --seeds 0 1 2
+    python benchmarks/noesis.py --table 3 | 5 | eps | long | sweep | mia | mia-fresh --seeds 0 1 2
     python benchmarks/noesis.py --write [BLOCK ...]              # tables and plots -> docs/noesis.md
 
 Each (table, row, seed) cell is trained once, evaluated per language (top-1 next-token accuracy
@@ -215,9 +215,17 @@ async def main_async(args) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     budget = QUICK if args.quick else Budget()
-    bench = Bench(Path(args.model), Path(args.corpus_dir), out, budget, resolve_device(args.device))
+    device = resolve_device(args.device)
     rows = None if args.rows is None else frozenset(args.rows)
     results = Results(out / "quick.jsonl" if args.quick else Path(args.results), rows)  # quick rows stay uncommitted
+    if args.table == "mia-fresh":  # each seed trains on its own draw of the training documents
+        from noesis_attack import FRESH_MODELS, FRESH_TABLE, attack
+
+        for seed in args.seeds:
+            bench = Bench(Path(args.model), Path(args.corpus_dir), out, budget, device, draw=seed)
+            await attack(bench, results, seed, FRESH_TABLE, FRESH_MODELS)
+        return
+    bench = Bench(Path(args.model), Path(args.corpus_dir), out, budget, device)
     run = {"2": table2, "3": table3, "5": table5, "eps": epsilons, "long": longer, "sweep": sweep}
     for seed in args.seeds:
         if args.table == "mia":
@@ -230,7 +238,7 @@ async def main_async(args) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--table", choices=("2", "3", "5", "eps", "long", "sweep", "mia"), default=None)
+    p.add_argument("--table", choices=("2", "3", "5", "eps", "long", "sweep", "mia", "mia-fresh"), default=None)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--rows", nargs="+", metavar="ROW", default=None,
                    help="only these rows of --table (several processes can share a table's cells)")
@@ -244,11 +252,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="where the model runs: auto (a CUDA accelerator when there is one), cpu, cuda, cuda:N")
     p.add_argument("--write", nargs="*", metavar="BLOCK", default=None,
                    help="render docs/noesis.md's tables from the results: all, or these blocks "
-                        "(table2 table3 table5 eps sweep attack); a block without rows is left as it is")
+                        "(table2 table3 table5 eps sweep attack attack-fresh); a block without rows is left as it is")
     p.add_argument("--quick", action="store_true", help="a tiny budget, to check the pipeline (not for the tables)")
     args = p.parse_args(argv)
     if args.rows is not None:
-        if args.table in (None, "mia"):
+        if args.table in (None, "mia", "mia-fresh"):
             p.error("--rows needs --table 2, 3, 5, eps, long or sweep")
         unknown = sorted(set(args.rows) - set(ROWS[args.table]))
         if unknown:

@@ -28,7 +28,13 @@ attack must be clearly above chance on some control, or its failure on NOESIS wo
 
 The first version of this attack (table "mia", rows kept in the results) scored only the block at
 each document's middle, on documents of any length: every model, the control included, was at
-chance there."""
+chance there.
+
+Fresh members (table "mia-fresh", FRESH_MODELS only): "mia-doc"'s members are the tables' fixed
+training subset, the same documents at every seed, so whatever the two sets happen to differ in is
+a floor no seed averages away (Go's 67 short members give the share-nothing floor 56-59 %). Here
+each seed trains its rows on its own draw of as many training documents (`Bench(draw=seed)`), so
+members and non-members are drawn afresh per seed and the seeds are replicates of the draw too."""
 
 from __future__ import annotations
 
@@ -46,6 +52,7 @@ from umbra.evaluation.membership import auc, membership_result, roc_curve, write
 from umbra.tuning.doc_blocks import DocumentBlocks
 
 TABLE = "mia-doc"
+FRESH_TABLE = "mia-fresh"  # members drawn afresh per seed (Bench(draw=seed))
 ATTACK_DOCS = 300  # at most this many members per target language (and as many non-members)
 MAX_DOC_TOKENS = 1024  # members and non-members: documents of at most this many tokens (EOS included)
 LONG_EPOCHS = 12.0  # stage-1 epochs of the longer-trained rows (seed 000 C.3 trains twelve)
@@ -72,6 +79,8 @@ MODELS = {  # in the order they run: the controls first (the sets' floor, the at
     "noesis": Attacked("soft_prompt", 1.0, {"prompt_length": 32}, EXPERTS["noesis"]),
     "noesis_nonprivate": Attacked("soft_prompt", math.inf, {"prompt_length": 32}, EXPERTS["noesis_nonprivate"]),
 }
+# what the fresh-members table trains per draw: the floor, the control the attack finds, and NOESIS
+FRESH_MODELS = ("share_nothing", "mixlora_rc64_nonprivate_12ep", "noesis_12ep")
 
 
 async def _model(bench, name: str, seed: int):
@@ -108,23 +117,24 @@ def attack_sets(bench) -> dict[str, tuple[WholeDocuments, WholeDocuments]]:
     return out
 
 
-def scores_path(out: Path, name: str, seed: int, budget_key: str) -> Path:
-    return out / "mia-doc-scores" / f"{name}-s{seed}-{budget_key}.npz"
+def scores_path(out: Path, name: str, seed: int, budget_key: str, table: str = TABLE) -> Path:
+    return out / f"{table}-scores" / f"{name}-s{seed}-{budget_key}.npz"
 
 
-async def attack(bench, results, seed: int) -> None:
-    """Every (target, via) pair of every model not done yet; the calibrated scores are kept in
-    OUT/mia-doc-scores/<model>-s<seed>-<budget>.npz (pair by pair, so a resumed run keeps them), from
-    which --write draws the ROC plots. The base model's scores are kept there too."""
+async def attack(bench, results, seed: int, table: str = TABLE, models=tuple(MODELS)) -> None:
+    """Every (target, via) pair of every model of `models` not done yet in `table`; the calibrated
+    scores are kept in OUT/<table>-scores/<model>-s<seed>-<budget>.npz (pair by pair, so a resumed
+    run keeps them), from which --write draws the ROC plots. The base model's scores are kept there
+    too. For FRESH_TABLE, `bench` is the seed's draw (Bench(draw=seed))."""
     sets = attack_sets(bench)
     key = bench.budget.key()
-    base = _Kept(scores_path(bench.out, "base", seed, key))  # the public base model's: the calibration
-    for name in MODELS:
-        pairs = [(t, v) for t in LANGS for v in LANGS if v != t and not results.done(TABLE, f"{name}:{t}<-{v}", seed)]
+    base = _Kept(scores_path(bench.out, "base", seed, key, table))  # the public base model's: the calibration
+    for name in models:
+        pairs = [(t, v) for t in LANGS for v in LANGS if v != t and not results.done(table, f"{name}:{t}<-{v}", seed)]
         if not pairs:
             continue
         shared, experts = await _model(bench, name, seed)
-        kept = _Kept(scores_path(bench.out, name, seed, key))
+        kept = _Kept(scores_path(bench.out, name, seed, key, table))
         for target, via in pairs:
             members, nonmembers = sets[target]
             calibration = [await base.get(f"{target}:{part}", lambda s=s: s.scores(bench, ()))
@@ -133,7 +143,7 @@ async def attack(bench, results, seed: int) -> None:
             m, n = raw[0] - calibration[0], raw[1] - calibration[1]
             r = membership_result(m, n, seed=seed)
             kept.put({f"{target}<-{via}:members": m, f"{target}<-{via}:nonmembers": n})
-            results.add({"table": TABLE, "row": f"{name}:{target}<-{via}", "seed": seed, "auc": r.auc,
+            results.add({"table": table, "row": f"{name}:{target}<-{via}", "seed": seed, "auc": r.auc,
                          "auc_ci": list(r.auc_ci), "tpr_at_1pct": r.tpr_at_1pct, "tpr_ci": list(r.tpr_ci),
                          "raw_auc": auc(raw[0], raw[1]), "members": r.members, "nonmembers": r.nonmembers,
                          "tiles": [len(members.doc), len(nonmembers.doc)], "budget": key, **ran_where(bench.device)})
@@ -158,17 +168,23 @@ class _Kept:
         return self.arrays[name]
 
 
-def write_plots(out: Path, plots: Path, seeds, budget_key: str) -> list[Path]:
-    """One ROC plot per (model, seed) whose scores were kept: plots/roc-<model>-s<seed>.svg."""
+def plot_name(name: str, seed: int, table: str = TABLE) -> str:
+    """roc-<model>-s<seed>.svg; the fresh-members table's: roc-fresh-<model>-s<seed>.svg."""
+    return f"roc-{'fresh-' if table == FRESH_TABLE else ''}{name}-s{seed}.svg"
+
+
+def write_plots(out: Path, plots: Path, seeds, budget_key: str, table: str = TABLE) -> list[Path]:
+    """One ROC plot per (model, seed) whose scores were kept: plots/<plot_name>."""
     written = []
+    fresh = " (members drawn afresh)" if table == FRESH_TABLE else ""
     for name in MODELS:
         for seed in seeds:
-            path = scores_path(out, name, seed, budget_key)
+            path = scores_path(out, name, seed, budget_key, table)
             if not path.exists():
                 continue
             kept = np.load(path)
             pairs = sorted({k.split(":")[0] for k in kept.files})
             curves = {p.replace("<-", " ← "): roc_curve(kept[f"{p}:members"], kept[f"{p}:nonmembers"]) for p in pairs}
-            written.append(write_roc_svg(curves, plots / f"roc-{name}-s{seed}.svg",
-                                         f"{name}, seed {seed}: cross-domain MIA, whole documents (calibrated)"))
+            written.append(write_roc_svg(curves, plots / plot_name(name, seed, table),
+                                         f"{name}, seed {seed}: cross-domain MIA, whole documents (calibrated){fresh}"))
     return written

@@ -56,25 +56,31 @@ class Budget:
         return hashlib.sha256(repr(sorted(asdict(self).items())).encode()).hexdigest()[:10]
 
 
-def subset(docs: list[Document], k: int | None) -> list[Document]:
-    """A fixed subset: the first k (all, for None) by a hash of the path (the same for every seed and row)."""
-    return sorted(docs, key=lambda d: hashlib.sha256(d.path.encode()).digest())[:k]
+def subset(docs: list[Document], k: int | None, draw: int | None = None) -> list[Document]:
+    """The first k (all, for None) by a hash of the path: the same for every seed and row, or, with
+    `draw`, a hash salted by it (another draw of the same documents: the fresh-members attack's)."""
+    salt = b"" if draw is None else f"draw{draw}:".encode()
+    return sorted(docs, key=lambda d: hashlib.sha256(salt + d.path.encode()).digest())[:k]
 
 
 class Bench:
     """The model, middle and data of one benchmark run; cells are its methods."""
 
-    def __init__(self, model_dir: Path, corpus_dir: Path, out: Path, budget: Budget, device: torch.device | None = None):
+    def __init__(self, model_dir: Path, corpus_dir: Path, out: Path, budget: Budget, device: torch.device | None = None,
+                 draw: int | None = None):
+        """`draw`: which training documents the rows train on — None, the tables' fixed subset; a
+        number, another draw of as many (its adapters kept apart, under OUT/adapters-draw<n>)."""
         self.model_dir, self.out, self.budget, self.device = model_dir, out, budget, device
+        self.adapters = out / ("adapters" if draw is None else f"adapters-draw{draw}")
         self.model = ClientModel.load(model_dir, device=device)  # the middle follows it (load_middle)
         self.middle = LocalMiddle(self.model.load_middle())
-        pool = {lang: subset(list(read_documents(corpus_dir, "train", lang)), None) for lang in LANGS}
+        pool = {lang: subset(list(read_documents(corpus_dir, "train", lang)), None, draw) for lang in LANGS}
         self.train = {lang: pool[lang][: budget.train_docs[lang]] for lang in LANGS}
         # the training split's documents that no row trains on: the attack's non-members, drawn
         # from the same distribution (the same projects) as the members
         self.unused = {lang: pool[lang][budget.train_docs[lang]:] for lang in LANGS}
         self.test = {lang: subset(list(read_documents(corpus_dir, "test", lang)), budget.test_docs) for lang in LANGS}
-        (out / "adapters").mkdir(parents=True, exist_ok=True)
+        self.adapters.mkdir(parents=True, exist_ok=True)
         self._eval = {lang: self.middle_blocks(self.test[lang]) for lang in LANGS}
 
     def middle_blocks(self, docs: list[Document]):
@@ -105,7 +111,7 @@ class Bench:
         `epochs` departs from the budget's (the attack's longer-trained rows only)."""
         config = self.stage_one(family, epsilon, seed, epochs, **shared)
         name = shared_name(config.shared, epsilon, seed, langs, epochs, config.dp.clip_norm, self.budget.clip_norm)
-        path = self.out / "adapters" / f"{name}.safetensors"
+        path = self.adapters / f"{name}.safetensors"
         spec, shape = self.model.spec, self.model.plan.shape(self.model.spec.num_layers)
         docs = [d for lang in langs for d in self.train[lang]]
         if family != "full" and path.exists():
@@ -123,7 +129,7 @@ class Bench:
         """Stage 2 per language beside `shared` (cached by name)."""
         b = self.budget
         spec, shape = self.model.spec, self.model.plan.shape(self.model.spec.num_layers)
-        paths = {lang: self.out / "adapters" / f"{name}-{lang}.safetensors" for lang in LANGS}
+        paths = {lang: self.adapters / f"{name}-{lang}.safetensors" for lang in LANGS}
         if all(p.exists() for p in paths.values()):
             return {lang: read_adapter(p, spec, shape, name=f"expert-{lang}").to(device=self.device)
                     for lang, p in paths.items()}

@@ -149,10 +149,13 @@ def _clip_norms(runs) -> str:
     return " / ".join(f"{c:g}" for c in norms) or "—"
 
 
-def attack(rows: list[dict]) -> list[str]:
-    from noesis_attack import MODELS, TABLE
+def attack(rows: list[dict], table: str | None = None) -> list[str]:
+    """The membership table of `table` (the fixed members' "mia-doc" by default), each row read
+    against the negative control's AUC on the same pair and seed."""
+    from noesis_attack import MODELS, TABLE, plot_name
 
-    cells = _by(rows, TABLE)
+    table = table or TABLE
+    cells = _by(rows, table)
     lines = ["| model | target ← via | AUC % (95 % CI) | AUC − floor (points) | TPR @ 1 % FPR % (95 % CI) | "
              "raw-score AUC % | members / non-members | seeds |", "|---|---|---|---|---|---|---|---|"]
     order = {name: i for i, name in enumerate(MODELS)}
@@ -176,8 +179,15 @@ def attack(rows: list[dict]) -> list[str]:
     first = min((r["seed"] for rs in cells.values() for r in rs), default=None)
     if first is not None:
         models = sorted({row.split(":", 1)[0] for row in cells}, key=lambda m: order.get(m, len(order)))
-        lines += ["", " ".join(f"![{m}, seed {first}](noesis/roc-{m}-s{first}.svg)" for m in models)]
+        lines += ["", " ".join(f"![{m}, seed {first}](noesis/{plot_name(m, first, table)})" for m in models)]
     return lines
+
+
+def attack_fresh(rows: list[dict]) -> list[str]:
+    """The membership table with members drawn afresh per seed."""
+    from noesis_attack import FRESH_TABLE
+
+    return attack(rows, FRESH_TABLE)
 
 
 def _above_floor(runs: list[dict], floor: dict[int, float]) -> str:
@@ -190,15 +200,16 @@ def _above_floor(runs: list[dict], floor: dict[int, float]) -> str:
     return _cell(diffs) + ("" if len(diffs) == len(runs) else f" ({len(diffs)} of {len(runs)} seeds)")
 
 
-BLOCKS = {"table2": table2, "table3": table3, "table5": table5, "eps": epsilons, "sweep": sweep, "attack": attack}
+BLOCKS = {"table2": table2, "table3": table3, "table5": table5, "eps": epsilons, "sweep": sweep, "attack": attack,
+          "attack-fresh": attack_fresh}
 
 
 def _tables(block: str) -> set[str]:
     """The results tables a block is drawn from."""
-    from noesis_attack import TABLE
+    from noesis_attack import FRESH_TABLE, TABLE
 
     return {"table2": {"2"}, "table3": {"3"}, "table5": {"5"}, "eps": {"eps", "2", "long"}, "sweep": {"sweep"},
-            "attack": {TABLE}}[block]
+            "attack": {TABLE}, "attack-fresh": {FRESH_TABLE}}[block]
 
 
 def write_report(results: Path, out: Path, doc: Path, budget: Budget, blocks=tuple(BLOCKS)) -> list[str]:
@@ -214,8 +225,10 @@ def write_report(results: Path, out: Path, doc: Path, budget: Budget, blocks=tup
             written.append(name)
     budget_txt = "```\n" + json.dumps(asdict(budget), indent=1) + f"\n```\nbudget key `{budget.key()}`"
     doc.write_text(replace_block(text, "noesis-budget", budget_txt))
-    if "attack" in written:
-        from noesis_attack import TABLE, write_plots
+    from noesis_attack import FRESH_TABLE, TABLE, write_plots
 
-        write_plots(out, doc.parent / "noesis", sorted({r["seed"] for r in rows if r["table"] == TABLE}), budget.key())
+    for block, table in (("attack", TABLE), ("attack-fresh", FRESH_TABLE)):
+        if block in written:
+            seeds = sorted({r["seed"] for r in rows if r["table"] == table})
+            write_plots(out, doc.parent / "noesis", seeds, budget.key(), table)
     return written
