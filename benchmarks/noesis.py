@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from noesis_attack import FRESH_MODELS  # noqa: E402
 from noesis_cells import EXPERTS, Bench, Budget, ran_where  # noqa: E402
 from umbra.data.corpus import LANGS  # noqa: E402
 from umbra.model.device import resolve_device  # noqa: E402
@@ -53,7 +54,8 @@ EPS_ROWS = (2.0, 4.0, 8.0, 16.0, 32.0)  # Table 2 holds ε = 1 and ∞
 ROWS = {"2": TABLE2_ROWS, "3": tuple(TABLE3), "5": ("noesis", "without_prompt", "without_experts"),
         "eps": tuple(f"noesis@{e:g}" for e in EPS_ROWS),
         "long": ("noesis_12ep", "noesis_nonprivate_12ep"),
-        "sweep": ("base", *(f"{f}@{_eps_row(e)}" for f in SWEEP_FAMILIES for e in EPSILONS))}
+        "sweep": ("base", *(f"{f}@{_eps_row(e)}" for f in SWEEP_FAMILIES for e in EPSILONS)),
+        "mia-fresh": FRESH_MODELS}  # its rows: the models attacked (each over every language pair)
 
 
 class Results:
@@ -221,9 +223,10 @@ async def main_async(args) -> None:
     if args.table == "mia-fresh":  # each seed trains on its own draw of the training documents
         from noesis_attack import FRESH_MODELS, FRESH_TABLE, attack
 
+        models = tuple(m for m in FRESH_MODELS if rows is None or m in rows)
         for seed in args.seeds:
             bench = Bench(Path(args.model), Path(args.corpus_dir), out, budget, device, draw=seed)
-            await attack(bench, results, seed, FRESH_TABLE, FRESH_MODELS)
+            await attack(bench, results, seed, FRESH_TABLE, models)
         return
     bench = Bench(Path(args.model), Path(args.corpus_dir), out, budget, device)
     run = {"2": table2, "3": table3, "5": table5, "eps": epsilons, "long": longer, "sweep": sweep}
@@ -256,8 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="a tiny budget, to check the pipeline (not for the tables)")
     args = p.parse_args(argv)
     if args.rows is not None:
-        if args.table in (None, "mia", "mia-fresh"):
-            p.error("--rows needs --table 2, 3, 5, eps, long or sweep")
+        if args.table in (None, "mia"):
+            p.error("--rows needs --table 2, 3, 5, eps, long, sweep or mia-fresh")
         unknown = sorted(set(args.rows) - set(ROWS[args.table]))
         if unknown:
             p.error(f"table {args.table} has no rows {unknown}; it has {list(ROWS[args.table])}")
