@@ -174,8 +174,7 @@ def attack(rows: list[dict], table: str | None = None) -> list[str]:
         tpr_txt = f"{tpr} [{100 * tci[0]:.1f}, {100 * tci[1]:.1f}]" if tci and len(runs) == 1 else tpr
         raw = _cell([100 * r["raw_auc"] for r in runs if "raw_auc" in r]) if any("raw_auc" in r for r in runs) else "—"
         lines.append(f"| {model} | {pair} | {auc_txt} | {above} | {tpr_txt} | {raw} | "
-                     f"{runs[0]['members']} / "
-                     f"{runs[0]['nonmembers']} | {len(runs)} |")
+                     f"{_span(runs, 'members')} / {_span(runs, 'nonmembers')} | {len(runs)} |")
     first = min((r["seed"] for rs in cells.values() for r in rs), default=None)
     if first is not None:
         models = sorted({row.split(":", 1)[0] for row in cells}, key=lambda m: order.get(m, len(order)))
@@ -188,6 +187,12 @@ def attack_fresh(rows: list[dict]) -> list[str]:
     from noesis_attack import FRESH_TABLE
 
     return attack(rows, FRESH_TABLE)
+
+
+def _span(runs: list[dict], key: str) -> str:
+    """A count over seeds: one number, or its range where the seeds differ (fresh draws)."""
+    lo, hi = min(r[key] for r in runs), max(r[key] for r in runs)
+    return f"{lo}" if lo == hi else f"{lo}–{hi}"
 
 
 def _above_floor(runs: list[dict], floor: dict[int, float]) -> str:

@@ -103,10 +103,11 @@ def test_the_fresh_tables_plots_and_block_are_its_own(tmp_path):
                 "members": 60, "nonmembers": 60, "budget": Budget().key()}
 
     rows = [row(TABLE, "share_nothing", 0, 0.6), row(FRESH_TABLE, "share_nothing", 0, 0.5),
-            row(FRESH_TABLE, "noesis_12ep", 0, 0.52)]
+            row(FRESH_TABLE, "noesis_12ep", 0, 0.52), {**row(FRESH_TABLE, "noesis_12ep", 1, 0.5), "members": 67}]
     lines = attack_fresh(rows)
     cells = [ln.split(" | ") for ln in lines[2:] if ln.startswith("| ")]
     assert [c[0].strip("| ") for c in cells] == ["share_nothing", "noesis_12ep"]  # the fixed table's row is not here
-    assert cells[1][3].startswith("2.00")  # read against the fresh draw's own floor (52 − 50), not the fixed one's
+    assert cells[1][3] == "2.00 (1 of 2 seeds)"  # read against the fresh draw's own floor (52 − 50), not the fixed one's
+    assert cells[1][6] == "60–67 / 60"  # each draw has its own count of short members
     assert "roc-fresh-share_nothing-s0.svg" in lines[-1]
     assert BLOCKS["attack-fresh"] is attack_fresh
