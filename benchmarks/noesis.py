@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from noesis_attack import FRESH_MODELS  # noqa: E402
+from noesis_attack import FRESH_MODELS, FRESH_TABLE, LONG_EPOCHS, attack  # noqa: E402
 from noesis_cells import EXPERTS, Bench, Budget, ran_where  # noqa: E402
 from umbra.data.corpus import LANGS  # noqa: E402
 from umbra.model.device import resolve_device  # noqa: E402
@@ -188,8 +188,6 @@ async def longer(bench: Bench, results: Results, seed: int) -> None:
     """NOESIS with stage 1 trained 12 epochs instead of the budget's 2 (seed 000 C.3's count), at
     ε = 1 and non-private: does a longer stage 1 let the shared prompt carry what the experts do not?
     (The ε = 1 run is the one the attack's `noesis_12ep` row uses.)"""
-    from noesis_attack import LONG_EPOCHS
-
     for row, eps in (("noesis_12ep", 1.0), ("noesis_nonprivate_12ep", math.inf)):
         async def make(eps=eps, name=_experts(row, seed)):
             p, facts = await bench.shared("soft_prompt", eps, seed, epochs=LONG_EPOCHS, prompt_length=32)
@@ -221,8 +219,6 @@ async def main_async(args) -> None:
     rows = None if args.rows is None else frozenset(args.rows)
     results = Results(out / "quick.jsonl" if args.quick else Path(args.results), rows)  # quick rows stay uncommitted
     if args.table == "mia-fresh":  # each seed trains on its own draw of the training documents
-        from noesis_attack import FRESH_MODELS, FRESH_TABLE, attack
-
         models = tuple(m for m in FRESH_MODELS if rows is None or m in rows)
         for seed in args.seeds:
             bench = Bench(Path(args.model), Path(args.corpus_dir), out, budget, device, draw=seed)
@@ -232,8 +228,6 @@ async def main_async(args) -> None:
     run = {"2": table2, "3": table3, "5": table5, "eps": epsilons, "long": longer, "sweep": sweep}
     for seed in args.seeds:
         if args.table == "mia":
-            from noesis_attack import attack
-
             await attack(bench, results, seed)
         else:
             await run[args.table](bench, results, seed)

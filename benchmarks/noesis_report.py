@@ -184,9 +184,14 @@ def attack(rows: list[dict], table: str | None = None) -> list[str]:
 
 def attack_fresh(rows: list[dict]) -> list[str]:
     """The membership table with members drawn afresh per seed."""
-    from noesis_attack import FRESH_TABLE
+    return attack(rows, _attack_tables()["attack-fresh"])
 
-    return attack(rows, FRESH_TABLE)
+
+def _attack_tables() -> dict[str, str]:
+    """The membership blocks and the results table each is drawn from (and its plots)."""
+    from noesis_attack import FRESH_TABLE, TABLE
+
+    return {"attack": TABLE, "attack-fresh": FRESH_TABLE}
 
 
 def _span(runs: list[dict], key: str) -> str:
@@ -211,10 +216,8 @@ BLOCKS = {"table2": table2, "table3": table3, "table5": table5, "eps": epsilons,
 
 def _tables(block: str) -> set[str]:
     """The results tables a block is drawn from."""
-    from noesis_attack import FRESH_TABLE, TABLE
-
-    return {"table2": {"2"}, "table3": {"3"}, "table5": {"5"}, "eps": {"eps", "2", "long"}, "sweep": {"sweep"},
-            "attack": {TABLE}, "attack-fresh": {FRESH_TABLE}}[block]
+    tables = {"table2": {"2"}, "table3": {"3"}, "table5": {"5"}, "eps": {"eps", "2", "long"}, "sweep": {"sweep"}}
+    return tables.get(block) or {_attack_tables()[block]}
 
 
 def write_report(results: Path, out: Path, doc: Path, budget: Budget, blocks=tuple(BLOCKS)) -> list[str]:
@@ -230,9 +233,9 @@ def write_report(results: Path, out: Path, doc: Path, budget: Budget, blocks=tup
             written.append(name)
     budget_txt = "```\n" + json.dumps(asdict(budget), indent=1) + f"\n```\nbudget key `{budget.key()}`"
     doc.write_text(replace_block(text, "noesis-budget", budget_txt))
-    from noesis_attack import FRESH_TABLE, TABLE, write_plots
+    from noesis_attack import write_plots
 
-    for block, table in (("attack", TABLE), ("attack-fresh", FRESH_TABLE)):
+    for block, table in _attack_tables().items():
         if block in written:
             seeds = sorted({r["seed"] for r in rows if r["table"] == table})
             write_plots(out, doc.parent / "noesis", seeds, budget.key(), table)

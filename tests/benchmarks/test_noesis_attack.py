@@ -78,15 +78,13 @@ def test_the_fresh_table_trains_per_draw_and_writes_its_own_rows(fim_qwen2_dir, 
 
 
 def test_the_fresh_table_runs_only_the_chosen_models_each_seed_on_its_own_draw(monkeypatch, tmp_path):
-    import noesis_attack
-
     ran: list = []
 
     async def attack(bench, results, seed, table, models):
         ran.append((bench.draw, seed, table, models))
 
     monkeypatch.setattr(noesis, "Bench", lambda *a, draw=None, **kw: SimpleNamespace(draw=draw))
-    monkeypatch.setattr(noesis_attack, "attack", attack)
+    monkeypatch.setattr(noesis, "attack", attack)
     noesis.main(["--table", "mia-fresh", "--rows", "noesis_12ep", "share_nothing", "--seeds", "1", "2",
                  "--out", str(tmp_path)])
     assert ran == [(s, s, FRESH_TABLE, ("share_nothing", "noesis_12ep")) for s in (1, 2)]  # the table's order
