@@ -5,7 +5,8 @@ controls, utility and attacks measured on the same tuned client, at several seed
         --epsilons 1024 --seeds 0 1 2                     # tune + measure what is missing
     python benchmarks/private_mode.py --write             # tables, plot, umbra/privacy/measured.json
 
-Resumable: a cell's tuned client is kept in WORK/tuned/ and each (cell, measurement) result is a
+Resumable: a cell's tuning checkpoints every 250 steps in WORK/tuning/ (the shadow client's beside
+it), its tuned client is kept in WORK/tuned/ and each (cell, measurement) result is a
 line of RESULTS (benchmarks/results/private_mode.jsonl, committed: the tables' raw rows outlive the
 machine) under the run key (model fingerprint + FrontierParams); a rerun skips what is there. Cells
 are tuned on the corpus train split; prompts and utility come from the test split

@@ -24,6 +24,7 @@ import functools
 import hashlib
 import io
 import math
+import shutil
 import time
 from dataclasses import asdict, astuple, dataclass, field, replace
 from pathlib import Path
@@ -198,6 +199,11 @@ def cells(variants: list[str], epsilons: list[float], seeds: list[int]) -> list[
     return out
 
 
+# steps between a tuning cell's checkpoints under WORK/tuning/ (a runtime setting: no result depends
+# on it), so a 3,000-step cell stopped with a session resumes instead of starting over
+CHECKPOINT_EVERY = 250
+
+
 def tune_config(cell: Cell, params: FrontierParams):
     from umbra.tuning import TuneConfig
 
@@ -205,7 +211,7 @@ def tune_config(cell: Cell, params: FrontierParams):
     steps = v.steps or params.tune_steps
     return TuneConfig(steps=steps, batch_size=params.batch_size, context_length=params.context_length,
                       lr=params.tune_lr, warmup_steps=min(params.warmup_steps, steps // 5), seed=cell.seed,
-                      checkpoint_every=steps, gradient_noise=GradientNoise(v.gradient_noise, params.gradient_clip),
+                      checkpoint_every=min(steps, CHECKPOINT_EVERY), gradient_noise=GradientNoise(v.gradient_noise, params.gradient_clip),
                       inversion_penalty=InversionPenalty(weight=v.inversion_penalty),
                       private_path=v.private_path, adversary=v.adversary, gate_lr=v.gate_lr,
                       cloud_backward=v.cloud_backward)
@@ -336,9 +342,11 @@ def tuned_cell(public: PublicModel, cell: Cell, params: FrontierParams, data, wo
         else:
             middle = RecordingMiddle(LocalMiddle(public.middle) if cloud is None else cloud)
         device = None if cloud is not None else device  # the cloud's adapters stay where they were merged
+        # resumable unless the cloud's LoRA tunes alongside (its adapters are not in the client's checkpoint)
+        progress = None if cloud is not None else Path(work) / "tuning" / cell.key
         with placed(device, client.encoder, client.decoder, client.private_path, public.middle):
             tuned.losses = asyncio.run(tuning_traffic(client, middle, data, config, record_last=params.gradient_steps,
-                                                      noise_seed=cell.seed, codebook=codebook))
+                                                      noise_seed=cell.seed, codebook=codebook, out_dir=progress))
         tuned.tuned_on = "cpu" if device is None else device.type
         tuned.data_seed = data.stream.spec.seed
         tuned.training = middle.sequences() if isinstance(middle, RecordingMiddle) else []
@@ -346,4 +354,5 @@ def tuned_cell(public: PublicModel, cell: Cell, params: FrontierParams, data, wo
     if cloud is not None:
         cloud.set_training(False)  # as `umbra tune --cloud-lora` leaves it: served, no longer trained
     _store(path, tuned)
+    shutil.rmtree(Path(work) / "tuning" / cell.key, ignore_errors=True)  # the stored cell supersedes its checkpoints
     return tuned

@@ -29,6 +29,7 @@ import asyncio
 import hashlib
 import io
 import json
+import shutil
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -92,7 +93,8 @@ class _AdaptedMiddle(LocalMiddle):
 def shadow_tune_config(defender, config: ShadowConfig):
     """The defender's TuneConfig with the attacker's seed and at least the defender's steps."""
     steps = max(defender.steps, config.steps or 0)
-    return replace(defender, steps=steps, seed=config.seed, stop_at_step=None, checkpoint_every=steps)
+    return replace(defender, steps=steps, seed=config.seed, stop_at_step=None,
+                   checkpoint_every=min(steps, defender.checkpoint_every))
 
 
 def _digest(middle: MiddleBlocks, adapters, public: PublicModel) -> str:
@@ -131,10 +133,13 @@ def _accelerators(tune, adapters, device: torch.device | None) -> tuple[str, ...
 
 
 def _tune(public: PublicModel, client: SimulatedClient, tcfg, corpus: CorpusSample, middle, adapters,
-          seed: int, device: torch.device | None = None) -> list[float]:
+          seed: int, device: torch.device | None = None, progress: Path | None = None) -> list[float]:
     """The shadow's STuning; on `device` (client and middle moved there and back) unless the
-    cloud's adapters are in the middle (they tune on the CPU, where their merged weights are)."""
+    cloud's adapters are in the middle (they tune on the CPU, where their merged weights are).
+    `progress`: a directory for its checkpoints (every `tcfg.checkpoint_every` steps), from which
+    a stopped run resumes; not with the cloud's adapters, which the client's checkpoint lacks."""
     from umbra.tuning import TuneData, tune
+    from umbra.tuning.checkpoint import CHECKPOINT_NAME
     from umbra.tuning.inversion_penalty import own_codebook
 
     data = TuneData.from_corpus(corpus.corpus_dir, public.dir, tcfg, split=corpus.split, langs=corpus.langs,
@@ -143,7 +148,11 @@ def _tune(public: PublicModel, client: SimulatedClient, tcfg, corpus: CorpusSamp
     link = LocalMiddle(middle) if adapters is None else _AdaptedMiddle(middle, adapters)
     device = None if adapters is not None else device  # the cloud's adapters stay where they were merged
     with placed(device, client.encoder, client.decoder, client.private_path, middle):
-        return asyncio.run(tune(client, link, data, tcfg, noise_seed=seed, codebook=codebook)).losses
+        out_dir = None if progress is None or adapters is not None else progress
+        resume = out_dir is not None and (out_dir / CHECKPOINT_NAME).is_file()
+        result = asyncio.run(tune(client, link, data, tcfg, noise_seed=seed, codebook=codebook, out_dir=out_dir,
+                                  resume=resume))
+        return result.loss_history
 
 
 def build_shadow(public: PublicModel, defence: Defence, tune, corpus: CorpusSample,
@@ -182,7 +191,8 @@ def build_shadow(public: PublicModel, defence: Defence, tune, corpus: CorpusSamp
             if client.private_path is not None:
                 client.private_path.load_state_dict(state["private_path"])
         else:
-            losses = _tune(public, client, tcfg, corpus, middle, adapters, config.seed, device)
+            losses = _tune(public, client, tcfg, corpus, middle, adapters, config.seed, device,
+                           None if home is None else home / "tuning")
             if saved is not None:
                 saved.parent.mkdir(parents=True, exist_ok=True)
                 path_state = None if client.private_path is None else client.private_path.state_dict()
@@ -190,6 +200,7 @@ def build_shadow(public: PublicModel, defence: Defence, tune, corpus: CorpusSamp
                 torch.save({"encoder": client.encoder.state_dict(), "decoder": client.decoder.state_dict(),
                             "private_path": path_state}, buf)
                 write_atomic(saved, buf.getvalue(), 0o644)  # one shadow per configuration: grids in parallel share it
+                shutil.rmtree(home / "tuning", ignore_errors=True)  # client.pt supersedes its checkpoints
     probes = None if home is None else LayerProbes.load(home / "probes", config.probe)
     if probes is None:
         blocks = public.sample_blocks(corpus)

@@ -58,6 +58,8 @@ LOG_NAME = "tune_log.csv"
 class TuneResult:
     state: TrainState  # position reached (step, data position, tokens, time)
     losses: list[float] = field(default_factory=list)  # training loss of each step of this run
+    # the training loss of every step since step 0: this run's after what a resumed checkpoint held
+    loss_history: list[float] = field(default_factory=list)
     step_seconds: list[float] = field(default_factory=list)  # wall time of each step of this run
     probe_accuracy: list[float] = field(default_factory=list)  # in-loop probe, each step (adversary on)
     finished: bool = False  # the whole schedule is done
@@ -167,6 +169,10 @@ class _Run:
         self.client, self.middle, self.data, self.config, self.out_dir = client, middle, data, config, out_dir
         self.device = device_of(client.encoder)  # the client's: the middle given must be on it too
         self.noise_generator = config.gradient_noise.generator(noise_seed) if config.gradient_noise.enabled else None
+        # a fixed noise seed (benchmarks) is resumed where it stopped; a CSPRNG-seeded one is never
+        # written down (whoever holds it could subtract the noise) and a resumed run draws afresh
+        self.keep_noise_state = noise_seed is not None and self.noise_generator is not None
+        self.loss_history: list[float] = []
         self.inversion = None
         if config.inversion_penalty.enabled:
             if codebook is None:
@@ -201,12 +207,23 @@ class _Run:
             if saved is None:
                 raise ConfigError("the checkpoint holds no in-loop adversary to resume")
             self.adversary.load_state_dict(saved)
+        extra = payload.get("extra", {})
+        self.loss_history = list(extra.get("losses", []))
+        if self.keep_noise_state:
+            if "noise_generator" not in extra:
+                raise ConfigError("the checkpoint holds no gradient-noise state to resume a seeded run from")
+            self.noise_generator.set_state(extra["noise_generator"])
 
     def checkpoint(self) -> None:
-        if self.out_dir is not None:
-            ckpt.save(self.ckpt_path, self.client, self.trainable, self.optimizer, self.state,
-                      self.config.to_dict(), self.fingerprints,
-                      extra={"adversary": self.adversary.state_dict()} if self.adversary is not None else None)
+        if self.out_dir is None:
+            return
+        extra = {"losses": list(self.loss_history)}
+        if self.adversary is not None:
+            extra["adversary"] = self.adversary.state_dict()
+        if self.keep_noise_state:
+            extra["noise_generator"] = self.noise_generator.get_state()
+        ckpt.save(self.ckpt_path, self.client, self.trainable, self.optimizer, self.state,
+                  self.config.to_dict(), self.fingerprints, extra=extra)
 
     async def step(self, session: str) -> StepReport:
         cfg, st = self.config, self.state
@@ -280,6 +297,7 @@ async def tune(client: Tunable, middle: Middle, data: TuneData, config: TuneConf
                 break
             report = await run.step(session)
             result.losses.append(report.loss)
+            run.loss_history.append(report.loss)
             result.step_seconds.append(report.seconds)
             if report.probe_accuracy is not None:
                 result.probe_accuracy.append(report.probe_accuracy)
@@ -301,6 +319,7 @@ async def tune(client: Tunable, middle: Middle, data: TuneData, config: TuneConf
             await middle.close(session)
         except UmbraError:  # the cloud already dropped it (or is gone); nothing else to release
             pass
+    result.loss_history = list(run.loss_history)
     result.finished = run.state.step >= config.steps
     return result
 
