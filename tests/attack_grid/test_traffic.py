@@ -1,5 +1,5 @@
 """tuning_traffic (umbra/attack_grid/traffic.py) made resumable: a benchmark's long tuning run
-stopped part-way — before the recorded window or inside it — and rerun with the same out_dir
+stopped part-way before the recorded window — or rerun over a window already run — with the same out_dir
 returns the same losses, records the same traffic and leaves the same weights as a run never
 stopped, gradient noise included (its seeded generator resumes where it stopped); the steps
 before the window leave nothing in the recorder."""

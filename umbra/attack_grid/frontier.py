@@ -320,6 +320,7 @@ def tuned_cell(public: PublicModel, cell: Cell, params: FrontierParams, data, wo
                             public.encoder.embed_tokens.weight)  # the clean table (clean residual only)
     cloud = _cloud_middle(public, cell)
     path = Path(work) / "tuned" / f"{cell.key}.pt"
+    checkpoints = Path(work) / "tuning" / cell.key  # while it tunes; superseded by `path` once stored
     if path.is_file():
         saved = torch.load(path, weights_only=False)
         client.encoder.load_state_dict(saved["encoder"])
@@ -343,7 +344,7 @@ def tuned_cell(public: PublicModel, cell: Cell, params: FrontierParams, data, wo
             middle = RecordingMiddle(LocalMiddle(public.middle) if cloud is None else cloud)
         device = None if cloud is not None else device  # the cloud's adapters stay where they were merged
         # resumable unless the cloud's LoRA tunes alongside (its adapters are not in the client's checkpoint)
-        progress = None if cloud is not None else Path(work) / "tuning" / cell.key
+        progress = None if cloud is not None else checkpoints
         with placed(device, client.encoder, client.decoder, client.private_path, public.middle):
             tuned.losses = asyncio.run(tuning_traffic(client, middle, data, config, record_last=params.gradient_steps,
                                                       noise_seed=cell.seed, codebook=codebook, out_dir=progress))
@@ -354,5 +355,5 @@ def tuned_cell(public: PublicModel, cell: Cell, params: FrontierParams, data, wo
     if cloud is not None:
         cloud.set_training(False)  # as `umbra tune --cloud-lora` leaves it: served, no longer trained
     _store(path, tuned)
-    shutil.rmtree(Path(work) / "tuning" / cell.key, ignore_errors=True)  # the stored cell supersedes its checkpoints
+    shutil.rmtree(checkpoints, ignore_errors=True)
     return tuned
