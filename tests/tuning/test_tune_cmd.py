@@ -166,8 +166,10 @@ def test_tune_records_its_stuning_in_the_manifest_and_the_mode_follows(bundles, 
     assert record["gradient_noise"]["noise_multiplier"] == 0.0 and record["inversion_penalty"]["weight"] == 0.0
     mode = mode_of_manifest(manifest)
     other = " · base model other than the measured umbra-code-tiny"  # a tiny model: no figures lent
-    assert mode.key == config_key(32.0, record) and mode.label == "NOIR ε=32 · STuned 3 steps" + other
-    assert mode.measured is None and mode.summary == "NOIR ε=32 · STuned 3 steps" + other + " · not measured"
+    assert record["private_path"]["residual"] == "clean"  # `umbra tune`'s default path
+    label = "NOIR ε=32 · STuned 3 steps, private path"
+    assert mode.key == config_key(32.0, record) and mode.label == label + other
+    assert mode.measured is None and mode.summary == label + other + " · not measured"
 
     save_client_weights(load_bundle(b1, store=keystore), dp={"epsilon": 1.0, "delta": 1e-6})  # NOESIS's path
     rewritten = Manifest.read(b1)

@@ -88,3 +88,41 @@ def test_tune_forward_only(bundle, corpus_dir, keystore, base_dir, capsys):
     assert main(["tune", "--bundle", str(bundle), *_flags(corpus_dir, keystore), "--out", str(bundle / "t2"),
                  "--forward-only", "--gradient-noise", "0.1"]) == 2
     assert "sends none" in capsys.readouterr().err
+
+
+def test_the_default_path_is_the_frontiers_choice(bundle, corpus_dir, keystore, tmp_path, base_dir, capsys):
+    """With no path flag `umbra tune` attaches DEFAULT_PRIVATE_PATH (the clean residual, keyed noise
+    s = 4, gate lr CLEAN_GATE_LR): the frontier grid's `noir+clean+noise4`, whose measured mode at the
+    product's ε and steps is defended. --no-private-path tunes plain STuning and refuses path flags."""
+    from umbra.attack_grid.frontier import VARIANTS
+    from umbra.privacy.mode import PrivacyMode, mode_of_manifest, stuning_record
+    from umbra.tuning.config import CLEAN_GATE_LR, DEFAULT_PRIVATE_PATH, TuneConfig
+    from umbra.tuning.gradient_noise import GradientNoise, default_sigma
+
+    measured = VARIANTS["noir+clean+noise4"]
+    assert (measured.private_path, measured.gate_lr) == (DEFAULT_PRIVATE_PATH, CLEAN_GATE_LR)
+    product = TuneConfig(gradient_noise=GradientNoise(default_sigma(1024.0)), private_path=DEFAULT_PRIVATE_PATH,
+                         gate_lr=CLEAN_GATE_LR)  # `umbra tune`'s defaults on an `umbra init` bundle (ε = 1 024)
+    mode = PrivacyMode.of(1024.0, stuning_record(product, cloud_lora=False))
+    assert mode.defended and "attacks held" in mode.summary
+
+    assert main(["tune", "--bundle", str(bundle), *_flags(corpus_dir, keystore)]) == 0
+    saved = ckpt.load(bundle / "tuning" / ckpt.CHECKPOINT_NAME)["config"]
+    assert saved["private_path"] == DEFAULT_PRIVATE_PATH.to_dict() and saved["gate_lr"] == CLEAN_GATE_LR
+    assert Manifest.read(bundle).privacy["stuning"]["private_path"] == DEFAULT_PRIVATE_PATH.to_dict()
+    assert ClientModel.from_bundle(bundle, store=keystore).private_path.config == DEFAULT_PRIVATE_PATH
+    assert main(["tune", "--bundle", str(bundle), *_flags(corpus_dir, keystore), "--out", str(bundle / "t2"),
+                 "--no-private-path"]) == 2  # a bundle's path stays
+    assert "cannot be changed in place" in capsys.readouterr().err
+
+    plain = tmp_path / "plain"
+    init_bundle(base_dir, BundleConfig(epsilon=32.0), plain, store=keystore)
+    for extra, why in ((["--path-noise", "1"], "drop the path flags"), (["--path-gate", "scalar"], "drop the path"),
+                       (["--gate-lr", "0.1"], "--gate-lr is a setting of the clean residual")):
+        assert main(["tune", "--bundle", str(plain), *_flags(corpus_dir, keystore), "--no-private-path", *extra]) == 2
+        assert why in capsys.readouterr().err
+    assert main(["tune", "--bundle", str(plain), *_flags(corpus_dir, keystore), "--no-private-path"]) == 0
+    saved = ckpt.load(plain / "tuning" / ckpt.CHECKPOINT_NAME)["config"]
+    assert saved["private_path"] == PrivatePathConfig().to_dict() and saved["gate_lr"] is None
+    assert "private_path" not in Manifest.read(plain).privacy
+    assert "private_path" not in mode_of_manifest(Manifest.read(plain)).key  # plain STuning's mode

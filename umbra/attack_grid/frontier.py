@@ -44,6 +44,7 @@ from umbra.middle.skip import SkipMiddle
 from umbra.model.device import placed
 from umbra.model.private_path_config import PrivatePathConfig
 from umbra.tuning.adversary import AdversaryConfig
+from umbra.tuning.config import CLEAN_GATE_LR
 from umbra.tuning.gradient_noise import DEFAULT_SIGMA, GradientNoise
 from umbra.tuning.inversion_penalty import InversionPenalty, own_codebook
 
@@ -83,7 +84,6 @@ class Variant:
 
 
 _CLEAN = PrivatePathConfig(enabled=True, residual="clean")
-CLEAN_GATE_LR = 1e-2  # the gate's peak lr: about ±2 over the 300-step schedule (the blocks' 3e-4: ±0.06)
 
 VARIANTS = {v.name: v for v in (
     Variant("base", "base model, untuned (no defence)", noir=False, stuning=False, control=True),

@@ -9,7 +9,11 @@ base model's middle blocks here. Data: the corpus train split, packed as in pret
 next-token + FIM). Checkpoints go to DIR/tuning (resume with --resume); when the schedule is
 done the tuned weights are written back into the bundle (vocab rows in public order).
 For a bundle with INDVocab noise the gradient at the middle's output is clipped and noised by
-default (σ = 0.1), in-process too: the measured defaults of docs/privacy/utility.md.
+default (σ = 0.1), in-process too: the measured defaults of docs/privacy/utility.md. And by
+default the bundle gets the clean-residual private path with keyed noise s = 4 (DEFAULT_PRIVATE_PATH):
+of the configurations that held every attack on the frontier, the adaptive ones included, it
+completes best at 300 steps (docs/privacy/frontier.md, "The defaults, and why");
+--no-private-path tunes plain STuning, which the decipherment reads.
 
 The tuned weights are recorded with their STuning record (manifest privacy `stuning`: the
 trajectory settings and whether the cloud trained a LoRA), which names the bundle's privacy
@@ -30,7 +34,7 @@ from pathlib import Path
 from umbra.cli.cloud_args import add_cloud_args, cloud_config, cloud_url
 from umbra.cli.device_args import add_device_arg
 from umbra.errors import ConfigError
-from umbra.tuning.config import TuneConfig
+from umbra.tuning.config import CLEAN_GATE_LR, DEFAULT_PRIVATE_PATH, TuneConfig
 from umbra.tuning.gradient_noise import DEFAULT_SIGMA, GradientNoise, default_sigma
 from umbra.tuning.adversary import AdversaryConfig
 from umbra.tuning.inversion_penalty import InversionPenalty
@@ -87,12 +91,13 @@ def register(sub) -> None:
                      help="weight of the simulated nearest-neighbour attacker's probability of the true token "
                           "(default: 0, off)")
     inv.add_argument("--penalty-temperature", type=float, default=_D.inversion_penalty.temperature, metavar="TAU")
-    pp = p.add_argument_group("private local path (the decoder also gets the client's own encoder output through a "
-                              "learned, zero-initialized projection; what is sent can be made lossy; "
-                              "umbra/model/private_path.py, docs/privacy/utility.md)")
+    pp = p.add_argument_group("private local path (the decoder also gets the client's own encoder output locally; "
+                              "what is sent can be made lossy; default without these flags: --clean-residual "
+                              "--path-noise 4, the frontier's choice; umbra/model/private_path.py, "
+                              "docs/privacy/frontier.md)")
     pp.add_argument("--private-path", action="store_true",
-                    help="add the local path (kept, with its settings, once the bundle has one)")
-    pp.add_argument("--path-noise", type=float, default=0.0, metavar="S",
+                    help="the local path y + W·h (kept, with its settings, once the bundle has one)")
+    pp.add_argument("--path-noise", type=float, default=None, metavar="S",
                     help="Gaussian noise on every sent position, std S × that position's RMS, keyed by the bundle's "
                          "secret and the prefix (a re-sent prefix gets the same noise); implies --private-path")
     pp.add_argument("--path-rank", type=int, default=None, metavar="R",
@@ -104,8 +109,11 @@ def register(sub) -> None:
                          "read once from the base model (--model); implies --private-path")
     pp.add_argument("--path-gate", choices=("channel", "scalar"), default="channel",
                     help="the clean residual's gate g: one per hidden channel or a single number (starts at 1)")
-    pp.add_argument("--gate-lr", type=float, default=_D.gate_lr, metavar="LR",
-                    help="peak learning rate of the clean residual's gate (default: --lr)")
+    pp.add_argument("--gate-lr", type=float, default=None, metavar="LR",
+                    help=f"peak learning rate of the clean residual's gate (default: {CLEAN_GATE_LR:g})")
+    pp.add_argument("--no-private-path", action="store_true",
+                    help="plain STuning: send the encoder's output as it is, no keyed noise, no clean residual "
+                         "(not defended: the decipherment reads it; docs/privacy/frontier.md)")
     adv = p.add_argument_group("adversary in the loop (a probe trained on the states the client sends; the encoder "
                                "is penalized for what it reads; umbra/tuning/adversary.py)")
     adv.add_argument("--adversary", type=float, default=_D.adversary.weight, metavar="LAMBDA",
@@ -130,6 +138,7 @@ def register(sub) -> None:
 
 
 def _config(args) -> TuneConfig:
+    path = _private_path(args)
     sigma = args.gradient_noise
     if sigma is None and args.forward_only:
         sigma = 0.0  # nothing is sent back to noise
@@ -141,26 +150,46 @@ def _config(args) -> TuneConfig:
                       warmup_steps=args.warmup_steps, seed=args.seed, train_embedding=args.train_embedding,
                       gradient_noise=GradientNoise(sigma, args.gradient_clip),
                       inversion_penalty=InversionPenalty(args.inversion_penalty, args.penalty_temperature),
-                      private_path=_private_path(args), gate_lr=args.gate_lr,
+                      private_path=path, gate_lr=_gate_lr(args, path),
                       adversary=AdversaryConfig(args.adversary, args.adversary_monitor, args.adversary_steps,
                                                 args.adversary_lr, args.adversary_hidden),
                       cloud_backward=not args.forward_only,
                       checkpoint_every=args.checkpoint_every, stop_at_step=args.stop_at_step).validate()
 
 
+def _gate_lr(args, path: PrivatePathConfig) -> float | None:
+    """--gate-lr, else the frontier's CLEAN_GATE_LR for a clean residual (a gate that must find its
+    scale in a few hundred steps); it is a setting of the clean residual only."""
+    if args.gate_lr is not None and not path.clean:
+        raise ConfigError("--gate-lr is a setting of the clean residual")
+    if args.gate_lr is not None:
+        return args.gate_lr
+    return CLEAN_GATE_LR if path.clean else None
+
+
 def _private_path(args) -> PrivatePathConfig:
-    """The flags' private path; a bundle that has one keeps it (its settings win, other ones are refused)."""
+    """The private path to tune with. A bundle that has one keeps it (its settings win; other flags
+    are refused); else the flags' path, or with no path flag the measured default
+    DEFAULT_PRIVATE_PATH (the clean residual, keyed noise s = 4), or none with --no-private-path."""
     from umbra.privacy.manifest import Manifest
 
-    on = args.private_path or args.path_noise > 0 or args.path_rank is not None or args.clean_residual
-    if args.path_gate != "channel" and not args.clean_residual:
+    flags = args.private_path or args.path_noise is not None or args.path_rank is not None or args.clean_residual
+    if args.no_private_path and (flags or args.path_gate != "channel"):
+        raise ConfigError("--no-private-path tunes without a private path: drop the path flags")
+    if args.no_private_path:
+        asked = PrivatePathConfig()
+    elif flags:
+        asked = PrivatePathConfig(True, args.path_noise or 0.0, args.path_rank,
+                                  "clean" if args.clean_residual else "local", args.path_gate)
+    else:
+        asked = replace(DEFAULT_PRIVATE_PATH, gate=args.path_gate)
+    if args.path_gate != "channel" and not asked.clean:
         raise ConfigError("--path-gate is a setting of --clean-residual")
-    asked = PrivatePathConfig(on, args.path_noise, args.path_rank, "clean" if args.clean_residual else "local",
-                              args.path_gate).validate()
+    asked.validate()
     have = Manifest.read(args.bundle).privacy.get("private_path")  # umbra/privacy/bundle_private_path.py
     if isinstance(have, dict):
         kept = PrivatePathConfig.from_dict(have.get("config"))
-        if on and asked != kept:
+        if (flags or args.no_private_path) and asked != kept:
             raise ConfigError(f"the bundle's private path is {kept}; it cannot be changed in place (make a new bundle)")
         return kept
     return asked
