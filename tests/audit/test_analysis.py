@@ -82,3 +82,30 @@ def test_without_the_bundle_the_oracle_says_what_it_needs(world, keystore, tmp_p
     # fitted on a part of the traffic (here one sequence), the decipherment still reads every position
     (part,) = run_audit(store, replace(config, decipher_fit_positions=1))
     assert part.suite.scores["decipher"].tokens_scored == plain.suite.scores["decipher"].tokens_scored > 0
+
+
+def test_audit_of_a_bundle_tuned_with_the_default_private_path(world, keystore, tmp_path):
+    """The product's default: `umbra tune` with no path flag gives the clean residual with keyed
+    noise; completion through a self-started cloud records what it sent, and `umbra audit --bundle`
+    tunes its shadow with the same path (its own secret) and runs the oracle through the bundle's."""
+    bundle = tmp_path / "bundle"
+    init_bundle(world / "model", BundleConfig(epsilon=13.0), bundle, store=keystore)
+    r = _umbra("tune", "--bundle", bundle, "--in-process", "--steps", "2", "--batch-size", "2", "--context-length",
+               "32", "--warmup-steps", "0", "--corpus-dir", world / "corpus", "--service", keystore.service,
+               "--threads", "1")
+    assert r.returncode == 0, r.stderr
+    env = {"UMBRA_AUDIT_SERVICE": keystore.service, "UMBRA_AUDIT": "1"}
+    r = _umbra("complete", f"{world / 'src.py'}:6:16", "--max-tokens", "4", "--threads", "1", "--bundle", bundle,
+               "--service", keystore.service, env=env)
+    assert r.returncode == 0, r.stderr
+    (record,) = AuditStore(store=keystore).records()
+    assert record.meta["stuning"]["private_path"]["residual"] == "clean"
+    out = tmp_path / "report.html"
+    r = _umbra("audit", "--out", out, "--corpus", world / "corpus", "--public-blocks", "32", "--probe-epochs", "2",
+               "--threads", "1", "--bundle", bundle, "--service", keystore.service, env=env)
+    assert r.returncode == 0, r.stderr
+    doc = out.read_text()
+    for title in ("(f) shadow client", "(g) oracle probe", "(h) decipherment"):
+        assert title in doc
+    assert "tuned like yours (2 STuning steps" in doc
+    assert "needs your bundle" not in doc and "not run" not in doc.split("Requests")[0].split("(f)")[1]
