@@ -128,6 +128,14 @@ def _clean_path(encoder, table=None, **kw) -> PrivatePath:
     return PrivatePath(config, encoder.spec.hidden_size, SECRET, clean_table=table)
 
 
+def test_a_config_describes_itself_in_words():
+    assert PrivatePathConfig().describe() == "off"
+    assert PrivatePathConfig(enabled=True).describe() == "local path y + W·h, lossless send"
+    assert PrivatePathConfig(enabled=True, noise=1.0, rank=8).describe() == "local path y + W·h, keyed noise s = 1 + rank 8"
+    assert (PrivatePathConfig(enabled=True, noise=4.0, residual="clean", gate="scalar").describe()
+            == "clean residual, keyed noise s = 4, one gate")
+
+
 def test_a_lossless_clean_residual_over_the_sent_table_is_bit_exactly_the_split_model(parts):
     # no noise, full rank, clean table = the table that is sent (ε = ∞): h_c = sent, and g = 1
     encoder, middle, decoder = parts

@@ -107,6 +107,7 @@ def test_the_default_path_is_the_frontiers_choice(bundle, corpus_dir, keystore, 
     assert mode.defended and "attacks held" in mode.summary
 
     assert main(["tune", "--bundle", str(bundle), *_flags(corpus_dir, keystore)]) == 0
+    assert "private path: clean residual, keyed noise s = 4" in capsys.readouterr().err
     saved = ckpt.load(bundle / "tuning" / ckpt.CHECKPOINT_NAME)["config"]
     assert saved["private_path"] == DEFAULT_PRIVATE_PATH.to_dict() and saved["gate_lr"] == CLEAN_GATE_LR
     assert Manifest.read(bundle).privacy["stuning"]["private_path"] == DEFAULT_PRIVATE_PATH.to_dict()
@@ -122,6 +123,7 @@ def test_the_default_path_is_the_frontiers_choice(bundle, corpus_dir, keystore, 
         assert main(["tune", "--bundle", str(plain), *_flags(corpus_dir, keystore), "--no-private-path", *extra]) == 2
         assert why in capsys.readouterr().err
     assert main(["tune", "--bundle", str(plain), *_flags(corpus_dir, keystore), "--no-private-path"]) == 0
+    assert "private path:" not in capsys.readouterr().err
     saved = ckpt.load(plain / "tuning" / ckpt.CHECKPOINT_NAME)["config"]
     assert saved["private_path"] == PrivatePathConfig().to_dict() and saved["gate_lr"] is None
     assert "private_path" not in Manifest.read(plain).privacy

@@ -102,6 +102,8 @@ def run(args) -> int:
         print(f"sent gradient: clipped to {config.gradient_noise.clip_norm:g} per sequence, noise σ = "
               f"{config.gradient_noise.noise_multiplier:g}; each message is ({config.gradient_noise.message_epsilon():.3g}, "
               "1e-05)-DP about its sequence given the client's weights (docs/privacy/attacks.md)", file=sys.stderr)
+    if config.private_path.enabled:
+        print(f"private path: {config.private_path.describe()} (docs/privacy/frontier.md)", file=sys.stderr)
     model = ClientModel.from_bundle(args.bundle, args.model, store=KeyStore(args.service or DEFAULT_SERVICE))
     from umbra.privacy.mode import PrivacyMode, stuning_record
 

@@ -69,6 +69,16 @@ class PrivatePathConfig:
             raise ConfigError("a gate is a setting of the clean residual (residual=\"clean\")")
         return self
 
+    def describe(self) -> str:
+        """In words, for a person: "clean residual, keyed noise s = 4", "local path y + W·h, rank 8"."""
+        if not self.enabled:
+            return "off"
+        kind = "clean residual" if self.clean else "local path y + W·h"
+        sent = [f"keyed noise s = {self.noise:g}"] if self.noise else []
+        sent += [f"rank {self.rank}"] if self.rank is not None else []
+        gate = ", one gate" if self.gate == "scalar" else ""
+        return f"{kind}, {' + '.join(sent) or 'lossless send'}{gate}"
+
     @property
     def clean(self) -> bool:
         """Whether the decoder reads the clean residual (and the path holds the clean table)."""
