@@ -130,6 +130,11 @@ VARIANTS = {v.name: v for v in (
             gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=1.0), gate_lr=CLEAN_GATE_LR, steps=1000),
     Variant("noir+clean+noise1@3000", "NOIR + clean residual (3,000 steps), keyed noise s = 1, noised gradient",
             gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=1.0), gate_lr=CLEAN_GATE_LR, steps=3000),
+    # `umbra tune`'s default path (DEFAULT_PRIVATE_PATH) tuned longer: what `--steps` buys a user
+    Variant("noir+clean+noise4@1000", "NOIR + clean residual (1,000 steps), keyed noise s = 4, noised gradient",
+            gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=4.0), gate_lr=CLEAN_GATE_LR, steps=1000),
+    Variant("noir+clean+noise4@3000", "NOIR + clean residual (3,000 steps), keyed noise s = 4, noised gradient",
+            gradient_noise=DEFAULT_SIGMA, private_path=replace(_CLEAN, noise=4.0), gate_lr=CLEAN_GATE_LR, steps=3000),
     Variant("noir+stuning+noise+cloudlora", "NOIR + STuning, noised gradient, the cloud's LoRA (rank 8) tuned alongside",
             gradient_noise=DEFAULT_SIGMA, cloud_lora=8),
     # the clean residual with nothing sent back (forward-only tuning): what the middle's gradient is
