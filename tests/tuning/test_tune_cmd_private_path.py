@@ -115,6 +115,9 @@ def test_the_default_path_is_the_frontiers_choice(bundle, corpus_dir, keystore, 
     assert main(["tune", "--bundle", str(bundle), *_flags(corpus_dir, keystore), "--out", str(bundle / "t2"),
                  "--no-private-path"]) == 2  # a bundle's path stays
     assert "cannot be changed in place" in capsys.readouterr().err
+    assert main(["tune", "--bundle", str(bundle), *_flags(corpus_dir, keystore), "--out", str(bundle / "t3"),
+                 "--path-gate", "scalar"]) == 2  # another gate is another path, not silently the bundle's
+    assert "cannot be changed in place" in capsys.readouterr().err
 
     plain = tmp_path / "plain"
     init_bundle(base_dir, BundleConfig(epsilon=32.0), plain, store=keystore)

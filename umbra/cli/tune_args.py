@@ -88,14 +88,15 @@ def add_tuning_args(p) -> None:
 
 def tune_config(args) -> TuneConfig:
     """The flags' TuneConfig, validated (a bundle's own private path wins over the default)."""
-    path = _private_path(args)
+    from umbra.privacy.manifest import Manifest
+
+    manifest = Manifest.read(args.bundle)
+    path = _private_path(args, manifest.privacy.get("private_path"))  # umbra/privacy/bundle_private_path.py
     sigma = args.gradient_noise
     if sigma is None and args.forward_only:
         sigma = 0.0  # nothing is sent back to noise
     if sigma is None:  # the product default follows the bundle's ε
-        from umbra.privacy.manifest import Manifest
-
-        sigma = default_sigma(Manifest.read(args.bundle).epsilon)
+        sigma = default_sigma(manifest.epsilon)
     return TuneConfig(steps=args.steps, batch_size=args.batch_size, context_length=args.context_length, lr=args.lr,
                       warmup_steps=args.warmup_steps, seed=args.seed, train_embedding=args.train_embedding,
                       gradient_noise=GradientNoise(sigma, args.gradient_clip),
@@ -117,12 +118,11 @@ def _gate_lr(args, path: PrivatePathConfig) -> float | None:
     return CLEAN_GATE_LR if path.clean else None
 
 
-def _private_path(args) -> PrivatePathConfig:
-    """The private path to tune with. A bundle that has one keeps it (its settings win; other flags
-    are refused); else the flags' path, or with no path flag the measured default
-    DEFAULT_PRIVATE_PATH (the clean residual, keyed noise s = 4), or none with --no-private-path."""
-    from umbra.privacy.manifest import Manifest
-
+def _private_path(args, have) -> PrivatePathConfig:
+    """The private path to tune with. A bundle that has one (`have`, its manifest entry) keeps it
+    (its settings win; contrary flags are refused); else the flags' path, or with no path flag the
+    measured default DEFAULT_PRIVATE_PATH (the clean residual, keyed noise s = 4), or none with
+    --no-private-path."""
     flags = args.private_path or args.path_noise is not None or args.path_rank is not None or args.clean_residual
     if args.no_private_path and (flags or args.path_gate != "channel"):
         raise ConfigError("--no-private-path tunes without a private path: drop the path flags")
@@ -136,10 +136,9 @@ def _private_path(args) -> PrivatePathConfig:
     if args.path_gate != "channel" and not asked.clean:
         raise ConfigError("--path-gate is a setting of --clean-residual")
     asked.validate()
-    have = Manifest.read(args.bundle).privacy.get("private_path")  # umbra/privacy/bundle_private_path.py
     if isinstance(have, dict):
         kept = PrivatePathConfig.from_dict(have.get("config"))
-        if (flags or args.no_private_path) and asked != kept:
+        if (flags or args.no_private_path or args.path_gate != "channel") and asked != kept:
             raise ConfigError(f"the bundle's private path is {kept}; it cannot be changed in place (make a new bundle)")
         return kept
     return asked
