@@ -2,7 +2,7 @@
 embedded default model and the private domains of `umbra data private`.
 
     python benchmarks/noesis.py --table 2 --seeds 0 1 2          # train + evaluate, resumable
-    python benchmarks/noesis.py --table 3 | 5 | eps | long | sweep | mia | mia-fresh --seeds 0 1 2
+    python benchmarks/noesis.py --table 3 | 5 | eps | long | sweep | mia | mia-fresh | full --seeds 0 1 2
     python benchmarks/noesis.py --write [BLOCK ...]              # tables and plots -> docs/noesis.md
 
 Each (table, row, seed) cell is trained once, evaluated per language (top-1 next-token accuracy
@@ -10,7 +10,8 @@ on the first 128-token block of 200 test documents per language) and appended to
 RESULTS (benchmarks/results/noesis.jsonl, committed, so the tables' raw rows outlive the machine);
 a rerun skips finished cells, so a long grid resumes across sessions. Trained
 adapters are kept under OUT/adapters for the cells that reuse them. The budget (noesis_cells.Budget)
-is the same for every row and written beside the tables."""
+is the same for every row and written beside the tables; the `full` table reruns Table 2's NOESIS rows
+and their controls on every training document (noesis_cells.FULL_DOMAINS), its adapters kept apart."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from noesis_attack import FRESH_MODELS, FRESH_TABLE, LONG_EPOCHS, attack  # noqa: E402
-from noesis_cells import EXPERTS, Bench, Budget, ran_where  # noqa: E402
+from noesis_cells import EXPERTS, FULL_DOMAINS, Bench, Budget, ran_where  # noqa: E402
 from umbra.data.corpus import LANGS  # noqa: E402
 from umbra.model.device import resolve_device  # noqa: E402
 
@@ -44,6 +45,8 @@ TABLE3 = {"pt8": ("soft_prompt", {"prompt_length": 8}), "pt32": ("soft_prompt", 
 
 TABLE2_ROWS = ("base", "share_nothing", "prompt_only_dp", "noesis", "noesis_nonprivate", "common_lora_dp",
                "monolithic_dp", "solo_dp")
+# Table 2's NOESIS rows and their controls on every training document (noesis_cells.FULL_DOMAINS)
+FULL_ROWS = ("base", "share_nothing", "prompt_only_dp", "noesis", "noesis_nonprivate")
 
 
 def _eps_row(eps: float) -> str:
@@ -55,7 +58,8 @@ ROWS = {"2": TABLE2_ROWS, "3": tuple(TABLE3), "5": ("noesis", "without_prompt", 
         "eps": tuple(f"noesis@{e:g}" for e in EPS_ROWS),
         "long": ("noesis_12ep", "noesis_nonprivate_12ep"),
         "sweep": ("base", *(f"{f}@{_eps_row(e)}" for f in SWEEP_FAMILIES for e in EPSILONS)),
-        "mia-fresh": FRESH_MODELS}  # its rows: the models attacked (each over every language pair)
+        "mia-fresh": FRESH_MODELS,  # its rows: the models attacked (each over every language pair)
+        "full": FULL_ROWS}
 
 
 class Results:
@@ -108,7 +112,8 @@ def _routed(shared=(), experts=None) -> dict:
     return {lang: tuple(shared) + ((experts[lang],) if experts else ()) for lang in LANGS}
 
 
-async def table2(bench: Bench, results: Results, seed: int) -> None:
+async def table2(bench: Bench, results: Results, seed: int, table: str = "2", rows=TABLE2_ROWS) -> None:
+    """Table 2's `rows` as results table `table` (the "full" table: some of them on another budget)."""
     b = bench
 
     async def base():
@@ -150,8 +155,15 @@ async def table2(bench: Bench, results: Results, seed: int) -> None:
     makers = {"base": base, "share_nothing": share_nothing, "prompt_only_dp": prompt_only, "noesis": noesis,
               "noesis_nonprivate": noesis_nonprivate, "common_lora_dp": common_lora, "monolithic_dp": monolithic,
               "solo_dp": solo}
-    for row in TABLE2_ROWS:
-        await cell(b, results, "2", row, seed, makers[row], same_as=twins.get(row))
+    for row in rows:
+        await cell(b, results, table, row, seed, makers[row], same_as=twins.get(row))
+
+
+async def full_domains(bench: Bench, results: Results, seed: int) -> None:
+    """NOESIS, its non-private twin and their controls with every training document of the private
+    domains (4.4 times Table 2's, Go still ten times scarcer than Python, the same ε and q): does
+    NOESIS's gain over Share Nothing appear once the DP noise per coordinate is 4.4 times smaller?"""
+    await table2(bench, results, seed, table="full", rows=FULL_ROWS)
 
 
 async def table3(bench: Bench, results: Results, seed: int) -> None:
@@ -214,7 +226,7 @@ async def main_async(args) -> None:
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    budget = QUICK if args.quick else Budget()
+    budget = QUICK if args.quick else FULL_DOMAINS if args.table == "full" else Budget()
     device = resolve_device(args.device)
     rows = None if args.rows is None else frozenset(args.rows)
     results = Results(out / "quick.jsonl" if args.quick else Path(args.results), rows)  # quick rows stay uncommitted
@@ -225,7 +237,7 @@ async def main_async(args) -> None:
             await attack(bench, results, seed, FRESH_TABLE, models)
         return
     bench = Bench(Path(args.model), Path(args.corpus_dir), out, budget, device)
-    run = {"2": table2, "3": table3, "5": table5, "eps": epsilons, "long": longer, "sweep": sweep}
+    run = {"2": table2, "3": table3, "5": table5, "eps": epsilons, "long": longer, "sweep": sweep, "full": full_domains}
     for seed in args.seeds:
         if args.table == "mia":
             await attack(bench, results, seed)
@@ -235,7 +247,7 @@ async def main_async(args) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--table", choices=("2", "3", "5", "eps", "long", "sweep", "mia", "mia-fresh"), default=None)
+    p.add_argument("--table", choices=("2", "3", "5", "eps", "long", "sweep", "mia", "mia-fresh", "full"), default=None)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--rows", nargs="+", metavar="ROW", default=None,
                    help="only these rows of --table (several processes can share a table's cells)")
@@ -249,12 +261,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="where the model runs: auto (a CUDA accelerator when there is one), cpu, cuda, cuda:N")
     p.add_argument("--write", nargs="*", metavar="BLOCK", default=None,
                    help="render docs/noesis.md's tables from the results: all, or these blocks "
-                        "(table2 table3 table5 eps sweep attack attack-fresh); a block without rows is left as it is")
+                        "(table2 table3 table5 eps sweep attack attack-fresh full); a block without rows is left as it is")
     p.add_argument("--quick", action="store_true", help="a tiny budget, to check the pipeline (not for the tables)")
     args = p.parse_args(argv)
     if args.rows is not None:
         if args.table in (None, "mia"):
-            p.error("--rows needs --table 2, 3, 5, eps, long, sweep or mia-fresh")
+            p.error("--rows needs --table 2, 3, 5, eps, long, sweep, mia-fresh or full")
         unknown = sorted(set(args.rows) - set(ROWS[args.table]))
         if unknown:
             p.error(f"table {args.table} has no rows {unknown}; it has {list(ROWS[args.table])}")

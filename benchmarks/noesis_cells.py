@@ -56,6 +56,13 @@ class Budget:
         return hashlib.sha256(repr(sorted(asdict(self).items())).encode()).hexdigest()[:10]
 
 
+# Every training document of the private domains (docs/data.md: 6,549 Python, 2,703 Java, 726 Go),
+# Go cut to a tenth of Python's so it stays the scarce language. The expected batch keeps the tables'
+# sampling rate (q = 128 / 2,250 = 563 / 9,906), so the accountant gives the same σ for the same ε
+# and steps: what 4.4 times the documents buys is the noise per coordinate, σC / B, 4.4 times smaller.
+FULL_DOMAINS = Budget(train_docs={"python": 6549, "java": 2703, "go": 654}, expected_batch=563)
+
+
 def subset(docs: list[Document], k: int | None, draw: int | None = None) -> list[Document]:
     """The first k (all, for None) by a hash of the path: the same for every seed and row, or, with
     `draw`, a hash salted by it (another draw of the same documents: the fresh-members attack's)."""
@@ -71,10 +78,15 @@ class Bench:
         """`draw`: which training documents the rows train on — None, the tables' fixed subset; a
         number, another draw of as many (its adapters kept apart, under OUT/adapters-draw<n>)."""
         self.model_dir, self.out, self.budget, self.device = model_dir, out, budget, device
-        self.adapters = out / ("adapters" if draw is None else f"adapters-draw{draw}")
+        self.adapters = adapters_dir(out, budget, draw)
         self.model = ClientModel.load(model_dir, device=device)  # the middle follows it (load_middle)
         self.middle = LocalMiddle(self.model.load_middle())
         pool = {lang: subset(list(read_documents(corpus_dir, "train", lang)), None, draw) for lang in LANGS}
+        short = {lang: (len(pool[lang]), budget.train_docs[lang]) for lang in LANGS
+                 if len(pool[lang]) < budget.train_docs[lang]}
+        if short:
+            raise ValueError("the corpus has fewer training documents than the budget asks: "
+                             + ", ".join(f"{lang} {have} < {want}" for lang, (have, want) in short.items()))
         self.train = {lang: pool[lang][: budget.train_docs[lang]] for lang in LANGS}
         # the training split's documents that no row trains on: the attack's non-members, drawn
         # from the same distribution (the same projects) as the members
@@ -144,6 +156,14 @@ class Bench:
     def fresh_model(self) -> ClientModel:
         """A private copy of the client's weights (the `full` family trains them in place)."""
         return ClientModel.load(self.model_dir, device=self.device)
+
+
+def adapters_dir(out: Path, budget: Budget, draw: int | None = None) -> Path:
+    """Where a run keeps its adapters: OUT/adapters for the tables' budget; another budget's (the full
+    domains', --quick's) apart, or a cell would reuse a cache trained on other documents; a draw's
+    beside its budget's."""
+    kept = "adapters" if budget == Budget() else f"adapters-{budget.key()}"
+    return out / (kept if draw is None else f"{kept}-draw{draw}")
 
 
 def stage_one_config(budget: Budget, family: str, epsilon: float, seed: int, epochs: float | None = None,

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from doc_markers import replace_block
-from noesis_cells import Budget
+from noesis_cells import FULL_DOMAINS, Budget
 from seed_stats import mean_ci
 from umbra.data.corpus import LANGS
 
@@ -56,8 +56,8 @@ def _acc_table(cells: dict[str, list[dict]], labels: dict[str, tuple[str, str]])
     return lines
 
 
-def table2(rows: list[dict]) -> list[str]:
-    cells = _by(rows, "2")
+def table2(rows: list[dict], table: str = "2") -> list[str]:
+    cells = _by(rows, table)
     lines = _acc_table(cells, ROWS2)
     seeds = {r["seed"] for r in cells.get("noesis", [])} & {r["seed"] for r in cells.get("share_nothing", [])} \
         & {r["seed"] for r in cells.get("noesis_nonprivate", [])}
@@ -77,6 +77,14 @@ def table2(rows: list[dict]) -> list[str]:
         lines.append("| NOESIS − Share Nothing (points) | | " + " | ".join(gains) + " | | |")
         lines.append("| share of the gap to non-private bridged | | " + " | ".join(bridged) + " | | |")
     return lines
+
+
+def full_domains(rows: list[dict]) -> list[str]:
+    """Table 2's NOESIS rows and their controls on every training document, and that budget."""
+    budget = "\n".join(["", "On this budget (key `" + FULL_DOMAINS.key() + "`; Table 2's but for these): "
+                         + ", ".join(f"{k} {v}" for k, v in sorted(asdict(FULL_DOMAINS).items())
+                                     if v != asdict(Budget())[k])])
+    return table2(rows, "full") + [budget]
 
 
 def table3(rows: list[dict]) -> list[str]:
@@ -143,8 +151,6 @@ def sweep(rows: list[dict]) -> list[str]:
 def _clip_norms(runs) -> str:
     """The DP clip bounds C the private rows of a family ran at, "—" without one (rows from before
     the per-family bound record none: they ran at the budget's)."""
-    from noesis_cells import Budget
-
     norms = sorted({r["facts"].get("clip_norm") or Budget().clip_norm for rs in runs for r in rs})
     return " / ".join(f"{c:g}" for c in norms) or "—"
 
@@ -211,25 +217,31 @@ def _above_floor(runs: list[dict], floor: dict[int, float]) -> str:
 
 
 BLOCKS = {"table2": table2, "table3": table3, "table5": table5, "eps": epsilons, "sweep": sweep, "attack": attack,
-          "attack-fresh": attack_fresh}
+          "attack-fresh": attack_fresh, "full": full_domains}
+BLOCK_BUDGETS = {"full": FULL_DOMAINS}  # a block drawn from rows of another budget than the tables'
 
 
 def _tables(block: str) -> set[str]:
     """The results tables a block is drawn from."""
-    tables = {"table2": {"2"}, "table3": {"3"}, "table5": {"5"}, "eps": {"eps", "2", "long"}, "sweep": {"sweep"}}
+    tables = {"table2": {"2"}, "table3": {"3"}, "table5": {"5"}, "eps": {"eps", "2", "long"}, "sweep": {"sweep"},
+              "full": {"full"}}
     return tables.get(block) or {_attack_tables()[block]}
 
 
 def write_report(results: Path, out: Path, doc: Path, budget: Budget, blocks=tuple(BLOCKS)) -> list[str]:
     """The tables of `blocks` from `results`; the ROC plots from the scores kept under `out` (where
     they are). A block with no rows of this budget is left as it is (so a run on another machine, or a
-    results file that lacks a table, never blanks a table already written). Returns the blocks written."""
-    rows = [r for r in _load(results) if r.get("budget") == budget.key()]
+    results file that lacks a table, never blanks a table already written). A block of BLOCK_BUDGETS is
+    drawn from its own budget's rows. Returns the blocks written."""
+    loaded = _load(results)
+    rows = [r for r in loaded if r.get("budget") == budget.key()]
     text = doc.read_text()
     written = []
     for name in blocks:
-        if any(r["table"] in _tables(name) for r in rows):
-            text = replace_block(text, f"noesis-{name}", "\n".join(BLOCKS[name](rows)))
+        own = BLOCK_BUDGETS.get(name)
+        block_rows = rows if own is None else [r for r in loaded if r.get("budget") == own.key()]
+        if any(r["table"] in _tables(name) for r in block_rows):
+            text = replace_block(text, f"noesis-{name}", "\n".join(BLOCKS[name](block_rows)))
             written.append(name)
     budget_txt = "```\n" + json.dumps(asdict(budget), indent=1) + f"\n```\nbudget key `{budget.key()}`"
     doc.write_text(replace_block(text, "noesis-budget", budget_txt))

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -15,7 +18,7 @@ import noesis
 from noesis_cells import Budget
 
 
-@pytest.mark.parametrize("table", ["2", "3", "eps", "long", "sweep"])
+@pytest.mark.parametrize("table", ["2", "3", "eps", "long", "sweep", "full"])
 def test_rows_are_the_rows_each_table_runs(table, monkeypatch):
     seen: list[str] = []
 
@@ -24,7 +27,7 @@ def test_rows_are_the_rows_each_table_runs(table, monkeypatch):
 
     monkeypatch.setattr(noesis, "cell", record)
     run = {"2": noesis.table2, "3": noesis.table3, "eps": noesis.epsilons, "long": noesis.longer,
-           "sweep": noesis.sweep}[table]
+           "sweep": noesis.sweep, "full": noesis.full_domains}[table]
     asyncio.run(run(SimpleNamespace(budget=Budget()), noesis.Results(None), 0))
     assert tuple(seen) == noesis.ROWS[table]
 
@@ -101,3 +104,32 @@ def test_the_attacks_negative_control_is_table_2s_share_nothing_experts_alone():
     assert shared == ("soft_prompt@1.0",)
     assert calls == [("shared", "soft_prompt", 1.0, noesis_attack.LONG_EPOCHS),
                      ("experts", "noesis-ep12-s2", ("soft_prompt@1.0",))]
+
+
+def test_the_full_table_runs_on_every_training_document_at_the_tables_sampling_rate(monkeypatch):
+    from noesis_cells import FULL_DOMAINS
+
+    budgets: list = []
+
+    class Recording:
+        def __init__(self, model_dir, corpus_dir, out, budget, device=None, draw=None):
+            budgets.append(budget)
+
+    async def nothing(bench, results, seed):
+        return None
+
+    monkeypatch.setattr(noesis, "Bench", Recording)
+    monkeypatch.setitem(noesis.main_async.__globals__, "full_domains", nothing)
+    monkeypatch.setitem(noesis.main_async.__globals__, "table2", nothing)
+    for table in ("full", "2"):
+        asyncio.run(noesis.main_async(SimpleNamespace(threads=1, out=str(Path(tempfile.mkdtemp())), quick=False,
+                                                      table=table, device="cpu", rows=None, results="r.jsonl",
+                                                      model="m", corpus_dir="c", seeds=[0])))
+    assert budgets == [FULL_DOMAINS, Budget()]
+    full, tables = FULL_DOMAINS, Budget()
+    docs = lambda b: sum(b.train_docs.values())  # noqa: E731
+    # the same sampling rate q = B / N (so the same σ for an ε), Go still a tenth of Python
+    assert abs(full.expected_batch / docs(full) - tables.expected_batch / docs(tables)) < 1e-4
+    assert full.train_docs["python"] >= 10 * full.train_docs["go"] > 0
+    assert {k: v for k, v in asdict(full).items() if k not in ("train_docs", "expected_batch")} == \
+        {k: v for k, v in asdict(tables).items() if k not in ("train_docs", "expected_batch")}

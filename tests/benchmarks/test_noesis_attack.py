@@ -12,7 +12,7 @@ import pytest
 
 import noesis
 from noesis_attack import FRESH_MODELS, FRESH_TABLE, TABLE, plot_name, scores_path
-from noesis_cells import Bench, Budget, subset
+from noesis_cells import FULL_DOMAINS, Bench, Budget, adapters_dir, subset
 from tiny_models import CODE_SNIPPETS
 from umbra.data.corpus import LANGS, Document, write_documents
 
@@ -57,7 +57,8 @@ def test_a_draws_rows_train_on_its_own_documents_and_keep_them_apart(fim_qwen2_d
             assert not trained[draw] & {d.path for d in b.unused[lang]}  # non-members: never trained on
         assert trained[0] != trained[1] and trained[0] != trained[None]
         assert [d.path for d in benches[0].test[lang]] == [d.path for d in benches[1].test[lang]]  # test fixed
-    assert {b.adapters.name for b in benches.values()} == {"adapters", "adapters-draw0", "adapters-draw1"}
+    kept = f"adapters-{QUICK.key()}"  # not the tables' budget: its adapters apart from theirs
+    assert {b.adapters.name for b in benches.values()} == {kept, f"{kept}-draw0", f"{kept}-draw1"}
 
 
 def test_the_fresh_table_trains_per_draw_and_writes_its_own_rows(fim_qwen2_dir, private_corpus, tmp_path):
@@ -70,11 +71,12 @@ def test_the_fresh_table_trains_per_draw_and_writes_its_own_rows(fim_qwen2_dir, 
     assert {(r["row"], r["seed"]) for r in rows} == {(f"{m}:{p}", s) for m in FRESH_MODELS for p in pairs for s in (0, 1)}
     assert all(0.0 <= r["auc"] <= 1.0 and r["members"] == r["nonmembers"] > 0 for r in rows)
     for seed in (0, 1):
-        assert any((out / f"adapters-draw{seed}").iterdir())
+        assert any((out / f"adapters-{QUICK.key()}-draw{seed}").iterdir())
         for m in FRESH_MODELS:
             assert scores_path(out, m, seed, QUICK.key(), FRESH_TABLE).exists()
             assert not scores_path(out, m, seed, QUICK.key(), TABLE).exists()
-    assert not (out / "adapters").exists() or not any((out / "adapters").iterdir())
+    fixed = out / f"adapters-{QUICK.key()}"
+    assert not fixed.exists() or not any(fixed.iterdir())
 
 
 def test_the_fresh_table_runs_only_the_chosen_models_each_seed_on_its_own_draw(monkeypatch, tmp_path):
@@ -109,3 +111,20 @@ def test_the_fresh_tables_plots_and_block_are_its_own(tmp_path):
     assert cells[1][6] == "60–67 / 60"  # each draw has its own count of short members
     assert "roc-fresh-share_nothing-s0.svg" in lines[-1]
     assert BLOCKS["attack-fresh"] is attack_fresh
+
+
+def test_only_the_tables_budget_keeps_the_plain_adapters_folder(tmp_path):
+    """A cell caches its adapters by configuration name: a budget trained on other documents (--quick's,
+    the full domains') must not read or overwrite the tables' caches, nor a draw its budget's."""
+    budgets = {"tables": Budget(), "quick": QUICK, "full": FULL_DOMAINS}
+    names = {(b, draw): adapters_dir(tmp_path, budget, draw).name for b, budget in budgets.items() for draw in (None, 0)}
+    assert names[("tables", None)] == "adapters" and names[("tables", 0)] == "adapters-draw0"
+    assert names[("quick", None)] == f"adapters-{QUICK.key()}"
+    assert names[("full", 0)] == f"adapters-{FULL_DOMAINS.key()}-draw0"
+    assert len(set(names.values())) == len(names)
+
+
+def test_a_budget_asking_for_more_documents_than_the_corpus_has_is_refused(fim_qwen2_dir, private_corpus, tmp_path):
+    greedy = Budget(train_docs={**QUICK.train_docs, "go": QUICK.train_docs["go"] + UNUSED + 1}, test_docs=4)
+    with pytest.raises(ValueError, match=f"go {QUICK.train_docs['go'] + UNUSED} < {QUICK.train_docs['go'] + UNUSED + 1}"):
+        Bench(fim_qwen2_dir, private_corpus, tmp_path, greedy)

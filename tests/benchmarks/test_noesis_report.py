@@ -106,3 +106,27 @@ def test_the_attack_table_reads_each_row_against_the_negative_control_paired_by_
     assert cols["noesis"][3].startswith("0.50 ± ") and cols["noesis"][3].endswith("(2 of 3 seeds)")
     assert cols["noesis_12ep"][3] == "—"  # no seed in common with the floor
     assert lines.index(next(ln for ln in lines if ln.startswith("| share_nothing"))) == 2  # listed first
+
+
+def _acc_row(table: str, row: str, seed: int, budget: str, acc: dict) -> dict:
+    return {"table": table, "row": row, "seed": seed, "accuracy": acc, "facts": {}, "budget": budget}
+
+
+def test_the_full_domains_block_is_drawn_from_its_own_budgets_rows_only(tmp_path):
+    from noesis_cells import FULL_DOMAINS
+
+    doc = tmp_path / "noesis.md"
+    doc.write_text(DOC + "<!-- noesis-full:begin -->\nold full\n<!-- noesis-full:end -->\n")
+    full, tables = FULL_DOMAINS.key(), Budget().key()
+    acc = lambda p, j, g: {"python": p, "java": j, "go": g}  # noqa: E731
+    rows = [_acc_row("full", "share_nothing", s, full, acc(45.0, 56.0, 53.0)) for s in (0, 1)]
+    rows += [_acc_row("full", "noesis", s, full, acc(45.5 + s / 10, 56.0, 53.0)) for s in (0, 1)]
+    rows += [_acc_row("full", "noesis_nonprivate", s, full, acc(46.0, 56.0, 53.0)) for s in (0, 1)]
+    rows += [_acc_row("full", "noesis", 2, tables, acc(99.0, 99.0, 99.0))]  # another budget's: not drawn
+    written, text = _write(tmp_path, rows)
+    assert written == ["full"] and "kept table 2" in text and "old full" not in text and "99.00" not in text
+    assert "| NOESIS (pt32 DP + experts) | 1 | 45.55 ± 0.64 | 56.00 ± 0.00 | 53.00 ± 0.00 |" in text
+    assert "| NOESIS − Share Nothing (points) | | 0.55 ± 0.64 |" in text
+    assert "| share of the gap to non-private bridged | | 55 % |" in text
+    assert f"key `{full}`" in text and "expected_batch 563" in text
+    assert Budget().key() in text  # the budget block still states the tables' budget
