@@ -128,5 +128,15 @@ def test_the_full_domains_block_is_drawn_from_its_own_budgets_rows_only(tmp_path
     assert "| NOESIS (pt32 DP + experts) | 1 | 45.55 ± 0.64 | 56.00 ± 0.00 | 53.00 ± 0.00 |" in text
     assert "| NOESIS − Share Nothing (points) | | 0.55 ± 0.64 |" in text
     assert "| share of the gap to non-private bridged | | 55 % |" in text
-    assert f"key `{full}`" in text and "expected_batch 563" in text
+    assert f"key `{full}`" in text and "(python 6,549 / java 2,703 / go 654) and the expected batch (563)" in text
     assert Budget().key() in text  # the budget block still states the tables' budget
+
+
+def test_with_one_seed_a_non_private_run_below_share_nothing_is_no_gap_not_noise():
+    from noesis_report import table2
+
+    acc = lambda g: {"python": 45.0, "java": 56.0, "go": g}  # noqa: E731
+    rows = [_acc_row("2", "share_nothing", 0, "k", acc(53.0)), _acc_row("2", "noesis", 0, "k", acc(53.1)),
+            _acc_row("2", "noesis_nonprivate", 0, "k", acc(52.8))]
+    bridged = table2(rows)[-1]
+    assert "— (no gap: non-private -0.20, one seed) |" in bridged and "within noise" not in bridged
