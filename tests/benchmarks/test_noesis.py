@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import tempfile
 from dataclasses import asdict
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -106,7 +104,7 @@ def test_the_attacks_negative_control_is_table_2s_share_nothing_experts_alone():
                      ("experts", "noesis-ep12-s2", ("soft_prompt@1.0",))]
 
 
-def test_the_full_table_runs_on_every_training_document_at_the_tables_sampling_rate(monkeypatch):
+def test_the_full_table_runs_on_every_training_document_at_the_tables_sampling_rate(monkeypatch, tmp_path):
     from noesis_cells import FULL_DOMAINS
 
     budgets: list = []
@@ -119,10 +117,10 @@ def test_the_full_table_runs_on_every_training_document_at_the_tables_sampling_r
         return None
 
     monkeypatch.setattr(noesis, "Bench", Recording)
-    monkeypatch.setitem(noesis.main_async.__globals__, "full_domains", nothing)
-    monkeypatch.setitem(noesis.main_async.__globals__, "table2", nothing)
+    monkeypatch.setattr(noesis, "full_domains", nothing)
+    monkeypatch.setattr(noesis, "table2", nothing)
     for table in ("full", "2"):
-        asyncio.run(noesis.main_async(SimpleNamespace(threads=1, out=str(Path(tempfile.mkdtemp())), quick=False,
+        asyncio.run(noesis.main_async(SimpleNamespace(threads=1, out=str(tmp_path), quick=False,
                                                       table=table, device="cpu", rows=None, results="r.jsonl",
                                                       model="m", corpus_dir="c", seeds=[0])))
     assert budgets == [FULL_DOMAINS, Budget()]
