@@ -2,7 +2,7 @@
 embedded default model and the private domains of `umbra data private`.
 
     python benchmarks/noesis.py --table 2 --seeds 0 1 2          # train + evaluate, resumable
-    python benchmarks/noesis.py --table 3 | 5 | eps | long | sweep | mia | mia-fresh | full --seeds 0 1 2
+    python benchmarks/noesis.py --table 3 | 5 | eps | long | sweep | mia | mia-fresh | full | stripped --seeds 0 1 2
     python benchmarks/noesis.py --write [BLOCK ...]              # tables and plots -> docs/noesis.md
 
 Each (table, row, seed) cell is trained once, evaluated per language (top-1 next-token accuracy
@@ -11,7 +11,9 @@ RESULTS (benchmarks/results/noesis.jsonl, committed, so the tables' raw rows out
 a rerun skips finished cells, so a long grid resumes across sessions. Trained
 adapters are kept under OUT/adapters for the cells that reuse them. The budget (noesis_cells.Budget)
 is the same for every row and written beside the tables; the `full` table reruns Table 2's NOESIS rows
-and their controls on every training document (noesis_cells.FULL_DOMAINS), its adapters kept apart."""
+and their controls on every training document (noesis_cells.FULL_DOMAINS), the `stripped` table on
+Table 2's documents in the stripped and tokenized form of seed 000's data (noesis_cells.STRIPPED),
+each with its adapters kept apart."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import json
 import math
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -30,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from noesis_attack import FRESH_MODELS, FRESH_TABLE, LONG_EPOCHS, attack  # noqa: E402
-from noesis_cells import EXPERTS, FULL_DOMAINS, Bench, Budget, ran_where  # noqa: E402
+from noesis_cells import EXPERTS, FULL_DOMAINS, STRIPPED, Bench, Budget, ran_where  # noqa: E402
 from umbra.data.corpus import LANGS  # noqa: E402
 from umbra.model.device import resolve_device  # noqa: E402
 
@@ -45,8 +48,10 @@ TABLE3 = {"pt8": ("soft_prompt", {"prompt_length": 8}), "pt32": ("soft_prompt", 
 
 TABLE2_ROWS = ("base", "share_nothing", "prompt_only_dp", "noesis", "noesis_nonprivate", "common_lora_dp",
                "monolithic_dp", "solo_dp")
-# Table 2's NOESIS rows and their controls on every training document (noesis_cells.FULL_DOMAINS)
+# Table 2's NOESIS rows and their controls, as the tables that rerun them on another budget have them
 FULL_ROWS = ("base", "share_nothing", "prompt_only_dp", "noesis", "noesis_nonprivate")
+# the tables run on a budget other than Table 2's (noesis_cells.Budget())
+TABLE_BUDGETS = {"full": FULL_DOMAINS, "stripped": STRIPPED}
 
 
 def _eps_row(eps: float) -> str:
@@ -59,7 +64,7 @@ ROWS = {"2": TABLE2_ROWS, "3": tuple(TABLE3), "5": ("noesis", "without_prompt", 
         "long": ("noesis_12ep", "noesis_nonprivate_12ep"),
         "sweep": ("base", *(f"{f}@{_eps_row(e)}" for f in SWEEP_FAMILIES for e in EPSILONS)),
         "mia-fresh": FRESH_MODELS,  # its rows: the models attacked (each over every language pair)
-        "full": FULL_ROWS}
+        "full": FULL_ROWS, "stripped": FULL_ROWS}
 
 
 class Results:
@@ -166,6 +171,13 @@ async def full_domains(bench: Bench, results: Results, seed: int) -> None:
     await table2(bench, results, seed, table="full", rows=FULL_ROWS)
 
 
+async def stripped_form(bench: Bench, results: Results, seed: int) -> None:
+    """The same rows on Table 2's documents in the form of seed 000's data (comments and layout
+    dropped, literals <STR_LIT> / <NUM_LIT>, tokens spaced): does a surface form that every language
+    shares, and the base model never saw, give the shared prompt something to carry across languages?"""
+    await table2(bench, results, seed, table="stripped", rows=FULL_ROWS)
+
+
 async def table3(bench: Bench, results: Results, seed: int) -> None:
     for row, (family, shape) in TABLE3.items():
         async def make(row=row, family=family, shape=shape):
@@ -226,7 +238,9 @@ async def main_async(args) -> None:
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    budget = QUICK if args.quick else FULL_DOMAINS if args.table == "full" else Budget()
+    budget = TABLE_BUDGETS.get(args.table, Budget())
+    if args.quick:  # the tiny budget, in the table's document form
+        budget = replace(QUICK, form=budget.form)
     device = resolve_device(args.device)
     rows = None if args.rows is None else frozenset(args.rows)
     results = Results(out / "quick.jsonl" if args.quick else Path(args.results), rows)  # quick rows stay uncommitted
@@ -237,7 +251,8 @@ async def main_async(args) -> None:
             await attack(bench, results, seed, FRESH_TABLE, models)
         return
     bench = Bench(Path(args.model), Path(args.corpus_dir), out, budget, device)
-    run = {"2": table2, "3": table3, "5": table5, "eps": epsilons, "long": longer, "sweep": sweep, "full": full_domains}
+    run = {"2": table2, "3": table3, "5": table5, "eps": epsilons, "long": longer, "sweep": sweep, "full": full_domains,
+           "stripped": stripped_form}
     for seed in args.seeds:
         if args.table == "mia":
             await attack(bench, results, seed)
@@ -247,7 +262,8 @@ async def main_async(args) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--table", choices=("2", "3", "5", "eps", "long", "sweep", "mia", "mia-fresh", "full"), default=None)
+    p.add_argument("--table", choices=("2", "3", "5", "eps", "long", "sweep", "mia", "mia-fresh", *TABLE_BUDGETS),
+                   default=None)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--rows", nargs="+", metavar="ROW", default=None,
                    help="only these rows of --table (several processes can share a table's cells)")
@@ -261,12 +277,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="where the model runs: auto (a CUDA accelerator when there is one), cpu, cuda, cuda:N")
     p.add_argument("--write", nargs="*", metavar="BLOCK", default=None,
                    help="render docs/noesis.md's tables from the results: all, or these blocks "
-                        "(table2 table3 table5 eps sweep attack attack-fresh full); a block without rows is left as it is")
+                        "(table2 table3 table5 eps sweep attack attack-fresh full stripped); "
+                        "a block without rows is left as it is")
     p.add_argument("--quick", action="store_true", help="a tiny budget, to check the pipeline (not for the tables)")
     args = p.parse_args(argv)
     if args.rows is not None:
         if args.table in (None, "mia"):
-            p.error("--rows needs --table 2, 3, 5, eps, long, sweep, mia-fresh or full")
+            p.error("--rows needs --table 2, 3, 5, eps, long, sweep, mia-fresh, full or stripped")
         unknown = sorted(set(args.rows) - set(ROWS[args.table]))
         if unknown:
             p.error(f"table {args.table} has no rows {unknown}; it has {list(ROWS[args.table])}")

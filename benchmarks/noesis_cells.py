@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
+from stripped_form import stripped
 
 from umbra.data.corpus import LANGS, Document, read_documents
 from umbra.engine import ClientModel
@@ -51,9 +52,13 @@ class Budget:
     expert_epochs: int = 2
     expert_lr: float = 2e-3
     expert_doc_chars: int = 1000  # stage 2: this many characters around each document's middle (~250 tokens)
+    form: str = "raw"  # the documents' text: "raw" files, or "stripped" (seed 000's data form: stripped_form.py)
 
     def key(self) -> str:
-        return hashlib.sha256(repr(sorted(asdict(self).items())).encode()).hexdigest()[:10]
+        """A hash of the fields; `form` counts only off its default, so the keys of the rows recorded
+        before it existed (all raw) stay what they were."""
+        fields = {k: v for k, v in asdict(self).items() if not (k == "form" and v == "raw")}
+        return hashlib.sha256(repr(sorted(fields.items())).encode()).hexdigest()[:10]
 
 
 # Every training document of the private domains (docs/data.md: 6,549 Python, 2,703 Java, 726 Go),
@@ -61,6 +66,9 @@ class Budget:
 # sampling rate (q = 128 / 2,250 = 563 / 9,906), so the accountant gives the same σ for the same ε
 # and steps: what 4.4 times the documents buys is the noise per coordinate, σC / B, 4.4 times smaller.
 FULL_DOMAINS = Budget(train_docs={"python": 6549, "java": 2703, "go": 654}, expected_batch=563)
+# Table 2's budget on the same documents in the form of seed 000's data (stripped and tokenized,
+# stripped_form.py): a surface form every language shares and the base model never saw.
+STRIPPED = Budget(form="stripped")
 
 
 def subset(docs: list[Document], k: int | None, draw: int | None = None) -> list[Document]:
@@ -81,7 +89,8 @@ class Bench:
         self.adapters = adapters_dir(out, budget, draw)
         self.model = ClientModel.load(model_dir, device=device)  # the middle follows it (load_middle)
         self.middle = LocalMiddle(self.model.load_middle())
-        pool = {lang: subset(list(read_documents(corpus_dir, "train", lang)), None, draw) for lang in LANGS}
+        pool = {lang: subset(_in_form(read_documents(corpus_dir, "train", lang), budget.form), None, draw)
+                for lang in LANGS}
         short = {lang: (len(pool[lang]), budget.train_docs[lang]) for lang in LANGS
                  if len(pool[lang]) < budget.train_docs[lang]}
         if short:
@@ -91,7 +100,8 @@ class Bench:
         # the training split's documents that no row trains on: the attack's non-members, drawn
         # from the same distribution (the same projects) as the members
         self.unused = {lang: pool[lang][budget.train_docs[lang]:] for lang in LANGS}
-        self.test = {lang: subset(list(read_documents(corpus_dir, "test", lang)), budget.test_docs) for lang in LANGS}
+        self.test = {lang: subset(_in_form(read_documents(corpus_dir, "test", lang), budget.form), budget.test_docs)
+                     for lang in LANGS}
         self.adapters.mkdir(parents=True, exist_ok=True)
         self._eval = {lang: self.middle_blocks(self.test[lang]) for lang in LANGS}
 
@@ -156,6 +166,17 @@ class Bench:
     def fresh_model(self) -> ClientModel:
         """A private copy of the client's weights (the `full` family trains them in place)."""
         return ClientModel.load(self.model_dir, device=self.device)
+
+
+def _in_form(docs, form: str) -> list[Document]:
+    """The documents with their text in `form`; in the stripped form, those left with no code token
+    (a file of comments only) are dropped, as they have nothing to predict."""
+    if form == "raw":
+        return list(docs)
+    if form != "stripped":
+        raise ValueError(f"unknown document form {form!r}: raw or stripped")
+    kept = (replace(d, text=stripped(d.text, d.lang)) for d in docs)
+    return [d for d in kept if d.text]
 
 
 def adapters_dir(out: Path, budget: Budget, draw: int | None = None) -> Path:

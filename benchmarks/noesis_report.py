@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from doc_markers import replace_block
-from noesis_cells import FULL_DOMAINS, Budget
+from noesis_cells import FULL_DOMAINS, STRIPPED, Budget
 from seed_stats import mean_ci
 from umbra.data.corpus import LANGS
 
@@ -86,6 +86,12 @@ def full_domains(rows: list[dict]) -> list[str]:
     docs = " / ".join(f"{lang} {FULL_DOMAINS.train_docs[lang]:,}" for lang in LANGS)
     return table2(rows, "full") + ["", f"Budget key `{FULL_DOMAINS.key()}`: Table 2's but for the training documents "
                                        f"({docs}) and the expected batch ({FULL_DOMAINS.expected_batch})."]
+
+
+def stripped_form(rows: list[dict]) -> list[str]:
+    """Table 2's NOESIS rows and their controls on the documents in seed 000's data form."""
+    return table2(rows, "stripped") + ["", f"Budget key `{STRIPPED.key()}`: Table 2's, the documents' text in the "
+                                           "stripped form (benchmarks/stripped_form.py)."]
 
 
 def table3(rows: list[dict]) -> list[str]:
@@ -218,14 +224,14 @@ def _above_floor(runs: list[dict], floor: dict[int, float]) -> str:
 
 
 BLOCKS = {"table2": table2, "table3": table3, "table5": table5, "eps": epsilons, "sweep": sweep, "attack": attack,
-          "attack-fresh": attack_fresh, "full": full_domains}
-BLOCK_BUDGETS = {"full": FULL_DOMAINS}  # a block drawn from rows of another budget than the tables'
+          "attack-fresh": attack_fresh, "full": full_domains, "stripped": stripped_form}
+BLOCK_BUDGETS = {"full": FULL_DOMAINS, "stripped": STRIPPED}  # a block drawn from rows of another budget than the tables'
 
 
 def _tables(block: str) -> set[str]:
     """The results tables a block is drawn from."""
     tables = {"table2": {"2"}, "table3": {"3"}, "table5": {"5"}, "eps": {"eps", "2", "long"}, "sweep": {"sweep"},
-              "full": {"full"}}
+              "full": {"full"}, "stripped": {"stripped"}}
     return tables.get(block) or {_attack_tables()[block]}
 
 
