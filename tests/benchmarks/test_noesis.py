@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from types import SimpleNamespace
 
 import pytest
@@ -16,7 +16,7 @@ import noesis
 from noesis_cells import Budget
 
 
-@pytest.mark.parametrize("table", ["2", "3", "eps", "long", "sweep", "full"])
+@pytest.mark.parametrize("table", ["2", "3", "eps", "long", "sweep", "full", "stripped"])
 def test_rows_are_the_rows_each_table_runs(table, monkeypatch):
     seen: list[str] = []
 
@@ -25,7 +25,7 @@ def test_rows_are_the_rows_each_table_runs(table, monkeypatch):
 
     monkeypatch.setattr(noesis, "cell", record)
     run = {"2": noesis.table2, "3": noesis.table3, "eps": noesis.epsilons, "long": noesis.longer,
-           "sweep": noesis.sweep, "full": noesis.full_domains}[table]
+           "sweep": noesis.sweep, "full": noesis.full_domains, "stripped": noesis.stripped_form}[table]
     asyncio.run(run(SimpleNamespace(budget=Budget()), noesis.Results(None), 0))
     assert tuple(seen) == noesis.ROWS[table]
 
@@ -104,8 +104,8 @@ def test_the_attacks_negative_control_is_table_2s_share_nothing_experts_alone():
                      ("experts", "noesis-ep12-s2", ("soft_prompt@1.0",))]
 
 
-def test_the_full_table_runs_on_every_training_document_at_the_tables_sampling_rate(monkeypatch, tmp_path):
-    from noesis_cells import FULL_DOMAINS
+def test_each_table_runs_on_its_budget_the_full_one_on_every_document_at_the_tables_sampling_rate(monkeypatch, tmp_path):
+    from noesis_cells import FULL_DOMAINS, STRIPPED
 
     budgets: list = []
 
@@ -117,13 +117,13 @@ def test_the_full_table_runs_on_every_training_document_at_the_tables_sampling_r
         return None
 
     monkeypatch.setattr(noesis, "Bench", Recording)
-    monkeypatch.setattr(noesis, "full_domains", nothing)
-    monkeypatch.setattr(noesis, "table2", nothing)
-    for table in ("full", "2"):
+    for name in ("full_domains", "stripped_form", "table2"):
+        monkeypatch.setattr(noesis, name, nothing)
+    for table in ("full", "2", "stripped"):
         asyncio.run(noesis.main_async(SimpleNamespace(threads=1, out=str(tmp_path), quick=False,
                                                       table=table, device="cpu", rows=None, results="r.jsonl",
                                                       model="m", corpus_dir="c", seeds=[0])))
-    assert budgets == [FULL_DOMAINS, Budget()]
+    assert budgets == [FULL_DOMAINS, Budget(), STRIPPED]
     full, tables = FULL_DOMAINS, Budget()
     docs = lambda b: sum(b.train_docs.values())  # noqa: E731
     # the same sampling rate q = B / N (so the same σ for an ε), Go still a tenth of Python
@@ -131,3 +131,25 @@ def test_the_full_table_runs_on_every_training_document_at_the_tables_sampling_r
     assert full.train_docs["python"] >= 10 * full.train_docs["go"] > 0
     assert {k: v for k, v in asdict(full).items() if k not in ("train_docs", "expected_batch")} == \
         {k: v for k, v in asdict(tables).items() if k not in ("train_docs", "expected_batch")}
+
+
+def test_quick_keeps_the_tables_document_form(monkeypatch, tmp_path):
+    from noesis_cells import STRIPPED
+
+    budgets: list = []
+
+    class Recording:
+        def __init__(self, model_dir, corpus_dir, out, budget, device=None, draw=None):
+            budgets.append(budget)
+
+    async def nothing(bench, results, seed):
+        return None
+
+    monkeypatch.setattr(noesis, "Bench", Recording)
+    for name in ("stripped_form", "table2"):
+        monkeypatch.setattr(noesis, name, nothing)
+    for table in ("stripped", "2"):
+        asyncio.run(noesis.main_async(SimpleNamespace(threads=1, out=str(tmp_path), quick=True, table=table,
+                                                      device="cpu", rows=None, results="r.jsonl", model="m",
+                                                      corpus_dir="c", seeds=[0])))
+    assert budgets == [replace(noesis.QUICK, form=STRIPPED.form), noesis.QUICK]

@@ -140,3 +140,23 @@ def test_with_one_seed_a_non_private_run_below_share_nothing_is_no_gap_not_noise
             _acc_row("2", "noesis_nonprivate", 0, "k", acc(52.8))]
     bridged = table2(rows)[-1]
     assert "— (no gap: non-private -0.20, one seed) |" in bridged and "within noise" not in bridged
+
+
+def test_the_stripped_block_is_drawn_from_its_own_budgets_rows_only(tmp_path):
+    from noesis_cells import FULL_DOMAINS, STRIPPED
+
+    doc = tmp_path / "noesis.md"
+    doc.write_text(DOC + "<!-- noesis-stripped:begin -->\nold\n<!-- noesis-stripped:end -->\n"
+                   "<!-- noesis-full:begin -->\nkept full\n<!-- noesis-full:end -->\n")
+    acc = lambda p, j, g: {"python": p, "java": j, "go": g}  # noqa: E731
+    rows = [_acc_row("stripped", "share_nothing", 0, STRIPPED.key(), acc(60.0, 70.0, 50.0)),
+            _acc_row("stripped", "noesis", 0, STRIPPED.key(), acc(60.5, 70.5, 53.0)),
+            _acc_row("stripped", "noesis_nonprivate", 0, STRIPPED.key(), acc(61.0, 71.0, 54.0)),
+            _acc_row("stripped", "noesis", 1, FULL_DOMAINS.key(), acc(99.0, 99.0, 99.0)),  # another budget's
+            _acc_row("stripped", "noesis", 2, Budget().key(), acc(98.0, 98.0, 98.0))]  # the tables'
+    written, text = _write(tmp_path, rows)
+    assert written == ["stripped"] and "kept full" in text and "kept table 2" in text and "old\n" not in text
+    assert "99.00" not in text and "98.00" not in text
+    assert "| NOESIS − Share Nothing (points) | | 0.50 | 0.50 | 3.00 | | |" in text
+    assert "| share of the gap to non-private bridged | | 50 % | 50 % | 75 % | | |" in text
+    assert f"Budget key `{STRIPPED.key()}`" in text and "benchmarks/stripped_form.py" in text
