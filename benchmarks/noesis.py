@@ -2,7 +2,8 @@
 embedded default model and the private domains of `umbra data private`.
 
     python benchmarks/noesis.py --table 2 --seeds 0 1 2          # train + evaluate, resumable
-    python benchmarks/noesis.py --table 3 | 5 | eps | long | sweep | mia | mia-fresh | full | stripped --seeds 0 1 2
+    python benchmarks/noesis.py --table 3 | 5 | eps | long | sweep | mia | mia-fresh --seeds 0 1 2
+    python benchmarks/noesis.py --table full | stripped | stripped-scarce --seeds 0 1 2
     python benchmarks/noesis.py --write [BLOCK ...]              # tables and plots -> docs/noesis.md
 
 Each (table, row, seed) cell is trained once, evaluated per language (top-1 next-token accuracy
@@ -10,10 +11,10 @@ on the first 128-token block of 200 test documents per language) and appended to
 RESULTS (benchmarks/results/noesis.jsonl, committed, so the tables' raw rows outlive the machine);
 a rerun skips finished cells, so a long grid resumes across sessions. Trained
 adapters are kept under OUT/adapters for the cells that reuse them. The budget (noesis_cells.Budget)
-is the same for every row and written beside the tables; the `full` table reruns Table 2's NOESIS rows
-and their controls on every training document (noesis_cells.FULL_DOMAINS), the `stripped` table on
-Table 2's documents in the stripped and tokenized form of seed 000's data (noesis_cells.STRIPPED),
-each with its adapters kept apart."""
+is the same for every row and written beside the tables. The tables of noesis_cells.TABLE_BUDGETS rerun
+Table 2's NOESIS rows and their controls on another budget, each with its adapters kept apart: `full`
+on every training document, `stripped` on Table 2's documents in the stripped and tokenized form of
+seed 000's data, `stripped-scarce` so and with Go 50 times scarcer than Python, as in the paper."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from noesis_attack import FRESH_MODELS, FRESH_TABLE, LONG_EPOCHS, attack  # noqa: E402
-from noesis_cells import EXPERTS, FULL_DOMAINS, STRIPPED, Bench, Budget, ran_where  # noqa: E402
+from noesis_cells import EXPERTS, TABLE_BUDGETS, Bench, Budget, ran_where  # noqa: E402
 from umbra.data.corpus import LANGS  # noqa: E402
 from umbra.model.device import resolve_device  # noqa: E402
 
@@ -48,10 +49,8 @@ TABLE3 = {"pt8": ("soft_prompt", {"prompt_length": 8}), "pt32": ("soft_prompt", 
 
 TABLE2_ROWS = ("base", "share_nothing", "prompt_only_dp", "noesis", "noesis_nonprivate", "common_lora_dp",
                "monolithic_dp", "solo_dp")
-# Table 2's NOESIS rows and their controls, as the tables that rerun them on another budget have them
-FULL_ROWS = ("base", "share_nothing", "prompt_only_dp", "noesis", "noesis_nonprivate")
-# the tables run on a budget other than Table 2's (noesis_cells.Budget())
-TABLE_BUDGETS = {"full": FULL_DOMAINS, "stripped": STRIPPED}
+# Table 2's NOESIS rows and their controls: the rows of the tables of another budget (TABLE_BUDGETS)
+BUDGET_ROWS = ("base", "share_nothing", "prompt_only_dp", "noesis", "noesis_nonprivate")
 
 
 def _eps_row(eps: float) -> str:
@@ -64,7 +63,7 @@ ROWS = {"2": TABLE2_ROWS, "3": tuple(TABLE3), "5": ("noesis", "without_prompt", 
         "long": ("noesis_12ep", "noesis_nonprivate_12ep"),
         "sweep": ("base", *(f"{f}@{_eps_row(e)}" for f in SWEEP_FAMILIES for e in EPSILONS)),
         "mia-fresh": FRESH_MODELS,  # its rows: the models attacked (each over every language pair)
-        "full": FULL_ROWS, "stripped": FULL_ROWS}
+        **dict.fromkeys(TABLE_BUDGETS, BUDGET_ROWS)}
 
 
 class Results:
@@ -118,7 +117,7 @@ def _routed(shared=(), experts=None) -> dict:
 
 
 async def table2(bench: Bench, results: Results, seed: int, table: str = "2", rows=TABLE2_ROWS) -> None:
-    """Table 2's `rows` as results table `table` (the "full" table: some of them on another budget)."""
+    """Table 2's `rows` as results table `table` (the tables of TABLE_BUDGETS: some of them on another budget)."""
     b = bench
 
     async def base():
@@ -164,18 +163,12 @@ async def table2(bench: Bench, results: Results, seed: int, table: str = "2", ro
         await cell(b, results, table, row, seed, makers[row], same_as=twins.get(row))
 
 
-async def full_domains(bench: Bench, results: Results, seed: int) -> None:
-    """NOESIS, its non-private twin and their controls with every training document of the private
-    domains (4.4 times Table 2's, Go still ten times scarcer than Python, the same ε and q): does
-    NOESIS's gain over Share Nothing appear once the DP noise per coordinate is 4.4 times smaller?"""
-    await table2(bench, results, seed, table="full", rows=FULL_ROWS)
-
-
-async def stripped_form(bench: Bench, results: Results, seed: int) -> None:
-    """The same rows on Table 2's documents in the form of seed 000's data (comments and layout
-    dropped, literals <STR_LIT> / <NUM_LIT>, tokens spaced): does a surface form that every language
-    shares, and the base model never saw, give the shared prompt something to carry across languages?"""
-    await table2(bench, results, seed, table="stripped", rows=FULL_ROWS)
+async def on_budget(bench: Bench, results: Results, seed: int, table: str) -> None:
+    """Table 2's NOESIS rows and their controls as results table `table`, on its budget (TABLE_BUDGETS):
+    does NOESIS's gain over Share Nothing appear with every training document (4.4 times less DP
+    noise per coordinate), in the paper's data form (which every language shares and the base model
+    never saw), or in that form with the scarce language as scarce as the paper's?"""
+    await table2(bench, results, seed, table=table, rows=BUDGET_ROWS)
 
 
 async def table3(bench: Bench, results: Results, seed: int) -> None:
@@ -251,11 +244,12 @@ async def main_async(args) -> None:
             await attack(bench, results, seed, FRESH_TABLE, models)
         return
     bench = Bench(Path(args.model), Path(args.corpus_dir), out, budget, device)
-    run = {"2": table2, "3": table3, "5": table5, "eps": epsilons, "long": longer, "sweep": sweep, "full": full_domains,
-           "stripped": stripped_form}
+    run = {"2": table2, "3": table3, "5": table5, "eps": epsilons, "long": longer, "sweep": sweep}
     for seed in args.seeds:
         if args.table == "mia":
             await attack(bench, results, seed)
+        elif args.table in TABLE_BUDGETS:
+            await on_budget(bench, results, seed, args.table)
         else:
             await run[args.table](bench, results, seed)
 
@@ -277,13 +271,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="where the model runs: auto (a CUDA accelerator when there is one), cpu, cuda, cuda:N")
     p.add_argument("--write", nargs="*", metavar="BLOCK", default=None,
                    help="render docs/noesis.md's tables from the results: all, or these blocks "
-                        "(table2 table3 table5 eps sweep attack attack-fresh full stripped); "
+                        "(table2 table3 table5 eps sweep attack attack-fresh full stripped stripped-scarce); "
                         "a block without rows is left as it is")
     p.add_argument("--quick", action="store_true", help="a tiny budget, to check the pipeline (not for the tables)")
     args = p.parse_args(argv)
     if args.rows is not None:
         if args.table in (None, "mia"):
-            p.error("--rows needs --table 2, 3, 5, eps, long, sweep, mia-fresh, full or stripped")
+            p.error("--rows needs a table of rows: " + ", ".join(ROWS))
         unknown = sorted(set(args.rows) - set(ROWS[args.table]))
         if unknown:
             p.error(f"table {args.table} has no rows {unknown}; it has {list(ROWS[args.table])}")

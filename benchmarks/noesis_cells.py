@@ -69,6 +69,12 @@ FULL_DOMAINS = Budget(train_docs={"python": 6549, "java": 2703, "go": 654}, expe
 # Table 2's budget on the same documents in the form of seed 000's data (stripped and tokenized,
 # stripped_form.py): a surface form every language shares and the base model never saw.
 STRIPPED = Budget(form="stripped")
+# ... and with Go as scarce as in the paper (50 times fewer documents than Python: 30, not 150), the
+# expected batch scaled to keep q (121 / 2,130 ≈ 128 / 2,250): can an expert that sees too little of
+# the form to learn it take it from the shared prompt?
+STRIPPED_SCARCE = Budget(train_docs={"python": 1500, "java": 600, "go": 30}, expected_batch=121, form="stripped")
+# The tables that rerun Table 2's NOESIS rows and their controls on a budget other than Table 2's.
+TABLE_BUDGETS = {"full": FULL_DOMAINS, "stripped": STRIPPED, "stripped-scarce": STRIPPED_SCARCE}
 
 
 def subset(docs: list[Document], k: int | None, draw: int | None = None) -> list[Document]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from doc_markers import replace_block
-from noesis_cells import FULL_DOMAINS, STRIPPED, Budget
+from noesis_cells import TABLE_BUDGETS, Budget
 from seed_stats import mean_ci
 from umbra.data.corpus import LANGS
 
@@ -81,17 +81,24 @@ def table2(rows: list[dict], table: str = "2") -> list[str]:
     return lines
 
 
-def full_domains(rows: list[dict]) -> list[str]:
-    """Table 2's NOESIS rows and their controls on every training document, and that budget."""
-    docs = " / ".join(f"{lang} {FULL_DOMAINS.train_docs[lang]:,}" for lang in LANGS)
-    return table2(rows, "full") + ["", f"Budget key `{FULL_DOMAINS.key()}`: Table 2's but for the training documents "
-                                       f"({docs}) and the expected batch ({FULL_DOMAINS.expected_batch})."]
+def on_budget(table: str):
+    """The block of a table of TABLE_BUDGETS: Table 2's NOESIS rows and their controls, and how that
+    table's budget departs from Table 2's."""
+    budget = TABLE_BUDGETS[table]
+
+    def block(rows: list[dict]) -> list[str]:
+        return table2(rows, table) + ["", f"Budget key `{budget.key()}`: Table 2's but for {_departures(budget)}."]
+    return block
 
 
-def stripped_form(rows: list[dict]) -> list[str]:
-    """Table 2's NOESIS rows and their controls on the documents in seed 000's data form."""
-    return table2(rows, "stripped") + ["", f"Budget key `{STRIPPED.key()}`: Table 2's, the documents' text in the "
-                                           "stripped form (benchmarks/stripped_form.py)."]
+def _departures(budget: Budget) -> str:
+    """What `budget` changes of Table 2's, in words: "the training documents (python 6,549 / ...) and ..."."""
+    said = {"train_docs": lambda v: "the training documents (" + " / ".join(f"{k} {v[k]:,}" for k in LANGS) + ")",
+            "expected_batch": lambda v: f"the expected batch ({v})",
+            "form": lambda v: f"the documents' form ({v}, benchmarks/stripped_form.py)"}
+    tables = asdict(Budget())
+    changed = [said.get(k, lambda v, k=k: f"{k} ({v})")(v) for k, v in asdict(budget).items() if v != tables[k]]
+    return ", ".join(changed[:-1]) + (" and " if len(changed) > 1 else "") + changed[-1]
 
 
 def table3(rows: list[dict]) -> list[str]:
@@ -224,14 +231,14 @@ def _above_floor(runs: list[dict], floor: dict[int, float]) -> str:
 
 
 BLOCKS = {"table2": table2, "table3": table3, "table5": table5, "eps": epsilons, "sweep": sweep, "attack": attack,
-          "attack-fresh": attack_fresh, "full": full_domains, "stripped": stripped_form}
-BLOCK_BUDGETS = {"full": FULL_DOMAINS, "stripped": STRIPPED}  # a block drawn from rows of another budget than the tables'
+          "attack-fresh": attack_fresh, **{table: on_budget(table) for table in TABLE_BUDGETS}}
+BLOCK_BUDGETS = TABLE_BUDGETS  # a block drawn from rows of another budget than the tables'
 
 
 def _tables(block: str) -> set[str]:
     """The results tables a block is drawn from."""
     tables = {"table2": {"2"}, "table3": {"3"}, "table5": {"5"}, "eps": {"eps", "2", "long"}, "sweep": {"sweep"},
-              "full": {"full"}, "stripped": {"stripped"}}
+              **{table: {table} for table in TABLE_BUDGETS}}
     return tables.get(block) or {_attack_tables()[block]}
 
 

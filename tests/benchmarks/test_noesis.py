@@ -5,6 +5,7 @@ off the CPU records its device."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from dataclasses import asdict, replace
 from types import SimpleNamespace
@@ -13,10 +14,10 @@ import pytest
 import torch
 
 import noesis
-from noesis_cells import Budget
+from noesis_cells import TABLE_BUDGETS, Budget
 
 
-@pytest.mark.parametrize("table", ["2", "3", "eps", "long", "sweep", "full", "stripped"])
+@pytest.mark.parametrize("table", ["2", "3", "eps", "long", "sweep", *TABLE_BUDGETS])
 def test_rows_are_the_rows_each_table_runs(table, monkeypatch):
     seen: list[str] = []
 
@@ -25,7 +26,7 @@ def test_rows_are_the_rows_each_table_runs(table, monkeypatch):
 
     monkeypatch.setattr(noesis, "cell", record)
     run = {"2": noesis.table2, "3": noesis.table3, "eps": noesis.epsilons, "long": noesis.longer,
-           "sweep": noesis.sweep, "full": noesis.full_domains, "stripped": noesis.stripped_form}[table]
+           "sweep": noesis.sweep, **{t: functools.partial(noesis.on_budget, table=t) for t in TABLE_BUDGETS}}[table]
     asyncio.run(run(SimpleNamespace(budget=Budget()), noesis.Results(None), 0))
     assert tuple(seen) == noesis.ROWS[table]
 
@@ -42,7 +43,7 @@ def test_rows_need_a_table_of_rows(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         noesis.main(argv)
     assert exc.value.code == 2
-    assert "--rows needs --table" in capsys.readouterr().err
+    assert "--rows needs a table of rows: 2, 3, 5, eps, long, sweep, mia-fresh, full" in capsys.readouterr().err
 
 
 def test_only_the_chosen_rows_run(tmp_path):
@@ -104,52 +105,49 @@ def test_the_attacks_negative_control_is_table_2s_share_nothing_experts_alone():
                      ("experts", "noesis-ep12-s2", ("soft_prompt@1.0",))]
 
 
-def test_each_table_runs_on_its_budget_the_full_one_on_every_document_at_the_tables_sampling_rate(monkeypatch, tmp_path):
-    from noesis_cells import FULL_DOMAINS, STRIPPED
-
+@pytest.fixture
+def budgets_run(monkeypatch, tmp_path):
+    """main_async with a Bench that records its budget and tables that run nothing: (table, quick) -> budget."""
     budgets: list = []
 
     class Recording:
         def __init__(self, model_dir, corpus_dir, out, budget, device=None, draw=None):
             budgets.append(budget)
 
-    async def nothing(bench, results, seed):
+    async def nothing(bench, results, seed, table=None):
         return None
 
     monkeypatch.setattr(noesis, "Bench", Recording)
-    for name in ("full_domains", "stripped_form", "table2"):
+    for name in ("on_budget", "table2"):
         monkeypatch.setattr(noesis, name, nothing)
-    for table in ("full", "2", "stripped"):
-        asyncio.run(noesis.main_async(SimpleNamespace(threads=1, out=str(tmp_path), quick=False,
-                                                      table=table, device="cpu", rows=None, results="r.jsonl",
-                                                      model="m", corpus_dir="c", seeds=[0])))
-    assert budgets == [FULL_DOMAINS, Budget(), STRIPPED]
-    full, tables = FULL_DOMAINS, Budget()
-    docs = lambda b: sum(b.train_docs.values())  # noqa: E731
-    # the same sampling rate q = B / N (so the same σ for an ε), Go still a tenth of Python
-    assert abs(full.expected_batch / docs(full) - tables.expected_batch / docs(tables)) < 1e-4
-    assert full.train_docs["python"] >= 10 * full.train_docs["go"] > 0
-    assert {k: v for k, v in asdict(full).items() if k not in ("train_docs", "expected_batch")} == \
-        {k: v for k, v in asdict(tables).items() if k not in ("train_docs", "expected_batch")}
 
-
-def test_quick_keeps_the_tables_document_form(monkeypatch, tmp_path):
-    from noesis_cells import STRIPPED
-
-    budgets: list = []
-
-    class Recording:
-        def __init__(self, model_dir, corpus_dir, out, budget, device=None, draw=None):
-            budgets.append(budget)
-
-    async def nothing(bench, results, seed):
-        return None
-
-    monkeypatch.setattr(noesis, "Bench", Recording)
-    for name in ("stripped_form", "table2"):
-        monkeypatch.setattr(noesis, name, nothing)
-    for table in ("stripped", "2"):
-        asyncio.run(noesis.main_async(SimpleNamespace(threads=1, out=str(tmp_path), quick=True, table=table,
+    def run(table: str, quick: bool = False) -> Budget:
+        asyncio.run(noesis.main_async(SimpleNamespace(threads=1, out=str(tmp_path), quick=quick, table=table,
                                                       device="cpu", rows=None, results="r.jsonl", model="m",
                                                       corpus_dir="c", seeds=[0])))
-    assert budgets == [replace(noesis.QUICK, form=STRIPPED.form), noesis.QUICK]
+        return budgets[-1]
+    return run
+
+
+def test_each_table_runs_on_its_own_budget_at_the_tables_sampling_rate(budgets_run):
+    tables = Budget()
+    assert budgets_run("2") == tables
+    for table, budget in TABLE_BUDGETS.items():
+        assert budgets_run(table) == budget != tables
+    docs = lambda b: sum(b.train_docs.values())  # noqa: E731
+    q = lambda b: b.expected_batch / docs(b)  # noqa: E731
+    rest = lambda b: {k: v for k, v in asdict(b).items() if k not in ("train_docs", "expected_batch", "form")}  # noqa: E731
+    # the same sampling rate q = B / N (so the same σ for an ε), every other field Table 2's
+    for budget in TABLE_BUDGETS.values():
+        assert abs(q(budget) - q(tables)) < 1e-4 and rest(budget) == rest(tables)
+    full, stripped, scarce = (TABLE_BUDGETS[t] for t in ("full", "stripped", "stripped-scarce"))
+    assert full.form == "raw" and full.train_docs["python"] >= 10 * full.train_docs["go"] > 0
+    assert stripped == replace(tables, form="stripped")
+    # the paper's scarcity: Go 50 times scarcer than Python, Python and Java as in Table 2
+    assert scarce.form == "stripped" and scarce.train_docs == {**tables.train_docs, "go": 30}
+    assert scarce.train_docs["python"] == 50 * scarce.train_docs["go"]
+
+
+def test_quick_keeps_the_tables_document_form(budgets_run):
+    assert budgets_run("stripped", quick=True) == replace(noesis.QUICK, form="stripped")
+    assert budgets_run("2", quick=True) == noesis.QUICK

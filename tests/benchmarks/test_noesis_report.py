@@ -128,7 +128,8 @@ def test_the_full_domains_block_is_drawn_from_its_own_budgets_rows_only(tmp_path
     assert "| NOESIS (pt32 DP + experts) | 1 | 45.55 ± 0.64 | 56.00 ± 0.00 | 53.00 ± 0.00 |" in text
     assert "| NOESIS − Share Nothing (points) | | 0.55 ± 0.64 |" in text
     assert "| share of the gap to non-private bridged | | 55 % |" in text
-    assert f"key `{full}`" in text and "(python 6,549 / java 2,703 / go 654) and the expected batch (563)" in text
+    assert f"key `{full}`: Table 2's but for the training documents (python 6,549 / java 2,703 / go 654) and the " \
+        "expected batch (563)." in text
     assert Budget().key() in text  # the budget block still states the tables' budget
 
 
@@ -159,4 +160,5 @@ def test_the_stripped_block_is_drawn_from_its_own_budgets_rows_only(tmp_path):
     assert "99.00" not in text and "98.00" not in text
     assert "| NOESIS − Share Nothing (points) | | 0.50 | 0.50 | 3.00 | | |" in text
     assert "| share of the gap to non-private bridged | | 50 % | 50 % | 75 % | | |" in text
-    assert f"Budget key `{STRIPPED.key()}`" in text and "benchmarks/stripped_form.py" in text
+    assert f"Budget key `{STRIPPED.key()}`: Table 2's but for the documents' form (stripped, " \
+        "benchmarks/stripped_form.py)." in text
