@@ -71,7 +71,7 @@ def table2(rows: list[dict], table: str = "2") -> list[str]:
             gains.append(_cell(g))
             gm, gh = mean_ci(gap)
             if gm > 0 and (math.isnan(gh) or gm > gh):  # a gap to bridge: non-private clearly above Share Nothing
-                bridged.append(f"{100 * float(np.mean(g)) / gm:.0f} %")
+                bridged.append(f"{100 * float(np.mean(g)) / gm:.0f} %" + (f" (of {gm:.2f}, one seed)" if math.isnan(gh) else ""))
             elif math.isnan(gh):  # one seed, non-private at or below Share Nothing: no interval to be within
                 bridged.append(f"— (no gap: non-private {gm:+.2f}, one seed)")
             else:

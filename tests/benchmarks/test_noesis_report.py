@@ -159,6 +159,16 @@ def test_the_stripped_block_is_drawn_from_its_own_budgets_rows_only(tmp_path):
     assert written == ["stripped"] and "kept full" in text and "kept table 2" in text and "old\n" not in text
     assert "99.00" not in text and "98.00" not in text
     assert "| NOESIS − Share Nothing (points) | | 0.50 | 0.50 | 3.00 | | |" in text
-    assert "| share of the gap to non-private bridged | | 50 % | 50 % | 75 % | | |" in text
+    assert "| share of the gap to non-private bridged | | 50 % (of 1.00, one seed) | 50 % (of 1.00, one seed) | " \
+        "75 % (of 4.00, one seed) | | |" in text
     assert f"Budget key `{STRIPPED.key()}`: Table 2's but for the documents' form (stripped, " \
         "benchmarks/stripped_form.py)." in text
+
+
+def test_with_one_seed_a_share_bridged_names_the_gap_and_the_seed():
+    from noesis_report import table2
+
+    acc = lambda p: {"python": p, "java": 56.0, "go": 53.0}  # noqa: E731
+    rows = [_acc_row("2", "share_nothing", 0, "k", acc(45.0)), _acc_row("2", "noesis", 0, "k", acc(45.3)),
+            _acc_row("2", "noesis_nonprivate", 0, "k", acc(45.1))]
+    assert "| share of the gap to non-private bridged | | 300 % (of 0.10, one seed) |" in table2(rows)[-1]
