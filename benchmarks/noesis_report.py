@@ -232,7 +232,6 @@ def _above_floor(runs: list[dict], floor: dict[int, float]) -> str:
 
 BLOCKS = {"table2": table2, "table3": table3, "table5": table5, "eps": epsilons, "sweep": sweep, "attack": attack,
           "attack-fresh": attack_fresh, **{table: on_budget(table) for table in TABLE_BUDGETS}}
-BLOCK_BUDGETS = TABLE_BUDGETS  # a block drawn from rows of another budget than the tables'
 
 
 def _tables(block: str) -> set[str]:
@@ -245,14 +244,14 @@ def _tables(block: str) -> set[str]:
 def write_report(results: Path, out: Path, doc: Path, budget: Budget, blocks=tuple(BLOCKS)) -> list[str]:
     """The tables of `blocks` from `results`; the ROC plots from the scores kept under `out` (where
     they are). A block with no rows of this budget is left as it is (so a run on another machine, or a
-    results file that lacks a table, never blanks a table already written). A block of BLOCK_BUDGETS is
+    results file that lacks a table, never blanks a table already written). A block of TABLE_BUDGETS is
     drawn from its own budget's rows. Returns the blocks written."""
     loaded = _load(results)
     rows = [r for r in loaded if r.get("budget") == budget.key()]
     text = doc.read_text()
     written = []
     for name in blocks:
-        own = BLOCK_BUDGETS.get(name)
+        own = TABLE_BUDGETS.get(name)  # a block drawn from rows of another budget than the tables'
         block_rows = rows if own is None else [r for r in loaded if r.get("budget") == own.key()]
         if any(r["table"] in _tables(name) for r in block_rows):
             text = replace_block(text, f"noesis-{name}", "\n".join(BLOCKS[name](block_rows)))
