@@ -172,3 +172,16 @@ def test_with_one_seed_a_share_bridged_names_the_gap_and_the_seed():
     rows = [_acc_row("2", "share_nothing", 0, "k", acc(45.0)), _acc_row("2", "noesis", 0, "k", acc(45.3)),
             _acc_row("2", "noesis_nonprivate", 0, "k", acc(45.1))]
     assert "| share of the gap to non-private bridged | | 300 % (of 0.10, one seed) |" in table2(rows)[-1]
+
+
+def test_what_dp_costs_is_noesis_minus_its_non_private_twin_paired_by_seed():
+    from noesis_report import table2
+
+    acc = lambda p: {"python": p, "java": 56.0, "go": 53.0}  # noqa: E731
+    rows = [_acc_row("2", "share_nothing", s, "k", acc(45.0 + s)) for s in (0, 1)]
+    rows += [_acc_row("2", "noesis", 0, "k", acc(45.2)), _acc_row("2", "noesis", 1, "k", acc(46.4))]
+    rows += [_acc_row("2", "noesis_nonprivate", 0, "k", acc(45.5)), _acc_row("2", "noesis_nonprivate", 1, "k", acc(46.5))]
+    cost = next(ln for ln in table2(rows) if ln.startswith("| NOESIS − non-private"))
+    # seed 0: 45.2 − 45.5 = −0.3; seed 1: 46.4 − 46.5 = −0.1 → mean −0.2; Java and Go cost nothing
+    assert cost.startswith("| NOESIS − non-private (points: what DP costs) | | -0.20 ± ")
+    assert "| 0.00 ± 0.00 | 0.00 ± 0.00 | | |" in cost
