@@ -3,7 +3,7 @@ embedded default model and the private domains of `umbra data private`.
 
     python benchmarks/noesis.py --table 2 --seeds 0 1 2          # train + evaluate, resumable
     python benchmarks/noesis.py --table 3 | 5 | eps | long | sweep | mia | mia-fresh --seeds 0 1 2
-    python benchmarks/noesis.py --table full | stripped | stripped-scarce --seeds 0 1 2
+    python benchmarks/noesis.py --table full | stripped | stripped-scarce | stripped-scarce-java --seeds 0 1 2
     python benchmarks/noesis.py --write [BLOCK ...]              # tables and plots -> docs/noesis.md
 
 Each (table, row, seed) cell is trained once, evaluated per language (top-1 next-token accuracy
@@ -14,7 +14,8 @@ adapters are kept under OUT/adapters for the cells that reuse them. The budget (
 is the same for every row and written beside the tables. The tables of noesis_cells.TABLE_BUDGETS rerun
 Table 2's NOESIS rows and their controls on another budget, each with its adapters kept apart: `full`
 on every training document, `stripped` on Table 2's documents in the stripped and tokenized form of
-seed 000's data, `stripped-scarce` so and with Go 50 times scarcer than Python, as in the paper."""
+seed 000's data, `stripped-scarce` so and with Go 50 times scarcer than Python, as in the paper, `stripped-scarce-java`
+so and with Java as scarce as Go."""
 
 from __future__ import annotations
 
@@ -271,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="where the model runs: auto (a CUDA accelerator when there is one), cpu, cuda, cuda:N")
     p.add_argument("--write", nargs="*", metavar="BLOCK", default=None,
                    help="render docs/noesis.md's tables from the results: all, or these blocks "
-                        "(table2 table3 table5 eps sweep attack attack-fresh full stripped stripped-scarce); "
+                        "(table2 table3 table5 eps sweep attack attack-fresh full stripped stripped-scarce "
+                        "stripped-scarce-java); "
                         "a block without rows is left as it is")
     p.add_argument("--quick", action="store_true", help="a tiny budget, to check the pipeline (not for the tables)")
     args = p.parse_args(argv)

@@ -73,8 +73,12 @@ STRIPPED = Budget(form="stripped")
 # expected batch scaled to keep q (121 / 2,130 ≈ 128 / 2,250): can an expert that sees too little of
 # the form to learn it take it from the shared prompt?
 STRIPPED_SCARCE = Budget(train_docs={"python": 1500, "java": 600, "go": 30}, expected_batch=121, form="stripped")
+# ... and Java cut to Go's 30 too (the expected batch 89: q = 89 / 1,560 ≈ 128 / 2,250): does the
+# language that gains nothing from 600 documents of its own gain once its expert is starved as Go's?
+STRIPPED_SCARCE_JAVA = Budget(train_docs={"python": 1500, "java": 30, "go": 30}, expected_batch=89, form="stripped")
 # The tables that rerun Table 2's NOESIS rows and their controls on a budget other than Table 2's.
-TABLE_BUDGETS = {"full": FULL_DOMAINS, "stripped": STRIPPED, "stripped-scarce": STRIPPED_SCARCE}
+TABLE_BUDGETS = {"full": FULL_DOMAINS, "stripped": STRIPPED, "stripped-scarce": STRIPPED_SCARCE,
+                 "stripped-scarce-java": STRIPPED_SCARCE_JAVA}
 
 
 def subset(docs: list[Document], k: int | None, draw: int | None = None) -> list[Document]:
