@@ -21,8 +21,15 @@ for pkg in "${SYSTEM_PACKAGES[@]}"; do
 done
 if ((${#missing[@]})); then
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+    # A fresh Debian machine often has apt busy (unattended-upgrades, another bootstrap): wait for
+    # the dpkg lock, and retry the lists update, which takes no lock timeout, for a few minutes.
+    for attempt in 1 2 3 4 5 6; do
+        $SUDO apt-get update -qq && break
+        [ "$attempt" -lt 6 ] || exit 1
+        sleep 30
+    done
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -o DPkg::Lock::Timeout=600 -y -qq \
+        "${missing[@]}" >/dev/null
 fi
 
 if [ "${1:-}" = dev ]; then

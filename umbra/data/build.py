@@ -6,6 +6,7 @@ import logging
 import os
 import shutil
 import subprocess
+import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 
@@ -33,9 +34,19 @@ def ensure_system_sources(install: bool) -> None:
         return
     if not install or shutil.which("apt-get") is None:
         raise ConfigError(f"missing Debian packages {missing}; run apt-get install {' '.join(missing)}")
-    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", *missing]):
-        if subprocess.run(cmd, check=False).returncode != 0:
-            raise ConfigError(f"`{' '.join(cmd)}` failed")
+    # apt is often busy on a fresh machine (unattended-upgrades): the install waits for the dpkg
+    # lock, and the lists update, which takes no lock timeout, is retried for a few minutes.
+    _run_apt(["apt-get", "update"], attempts=6)
+    _run_apt(["apt-get", "install", "-o", "DPkg::Lock::Timeout=600", "-y", *missing], attempts=1)
+
+
+def _run_apt(cmd: list[str], attempts: int, pause_s: float = 30.0) -> None:
+    for attempt in range(attempts):
+        if subprocess.run(cmd, check=False).returncode == 0:
+            return
+        if attempt + 1 < attempts:
+            time.sleep(pause_s)
+    raise ConfigError(f"`{' '.join(cmd)}` failed")
 
 
 def candidate_files(cfg: DataConfig, archives: dict) -> Iterator[tuple[collect.SourceFile, str]]:
