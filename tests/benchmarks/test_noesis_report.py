@@ -158,9 +158,9 @@ def test_the_stripped_block_is_drawn_from_its_own_budgets_rows_only(tmp_path):
     written, text = _write(tmp_path, rows)
     assert written == ["stripped"] and "kept full" in text and "kept table 2" in text and "old\n" not in text
     assert "99.00" not in text and "98.00" not in text
-    assert "| NOESIS − Share Nothing (points) | | 0.50 | 0.50 | 3.00 | | |" in text
+    assert "| NOESIS − Share Nothing (points) | | 0.50 | 0.50 | 3.00 | | 1 |" in text
     assert "| share of the gap to non-private bridged | | 50 % (of 1.00, one seed) | 50 % (of 1.00, one seed) | " \
-        "75 % (of 4.00, one seed) | | |" in text
+        "75 % (of 4.00, one seed) | | 1 |" in text
     assert f"Budget key `{STRIPPED.key()}`: Table 2's but for the documents' form (stripped, " \
         "benchmarks/stripped_form.py)." in text
 
@@ -184,4 +184,29 @@ def test_what_dp_costs_is_noesis_minus_its_non_private_twin_paired_by_seed():
     cost = next(ln for ln in table2(rows) if ln.startswith("| NOESIS − non-private"))
     # seed 0: 45.2 − 45.5 = −0.3; seed 1: 46.4 − 46.5 = −0.1 → mean −0.2; Java and Go cost nothing
     assert cost.startswith("| NOESIS − non-private (points: what DP costs) | | -0.20 ± ")
-    assert "| 0.00 ± 0.00 | 0.00 ± 0.00 | | |" in cost
+    assert "| 0.00 ± 0.00 | 0.00 ± 0.00 | | 2 |" in cost
+
+
+def test_the_gain_pairs_every_seed_with_both_runs_even_where_the_non_private_run_lags():
+    from noesis_report import table2
+
+    acc = lambda p: {"python": p, "java": 56.0, "go": 53.0}  # noqa: E731
+    rows = [_acc_row("2", "share_nothing", s, "k", acc(45.0)) for s in (0, 1, 2)]
+    rows += [_acc_row("2", "noesis", s, "k", acc(45.0 + (s + 1) / 10)) for s in (0, 1, 2)]
+    rows += [_acc_row("2", "noesis_nonprivate", 0, "k", acc(45.4))]  # seeds 1 and 2 still training
+    lines = table2(rows)
+    gain = next(ln for ln in lines if ln.startswith("| NOESIS − Share Nothing"))
+    bridged = next(ln for ln in lines if ln.startswith("| share of the gap"))
+    assert gain.startswith("| NOESIS − Share Nothing (points) | | 0.20 ± ") and gain.endswith("| | 3 |")
+    assert bridged == "| share of the gap to non-private bridged | | 25 % (of 0.40, one seed) | " \
+        "— (no gap: non-private +0.00, one seed) | — (no gap: non-private +0.00, one seed) | | 1 |"
+
+
+def test_without_any_non_private_run_the_gain_still_shows_and_nothing_is_bridged():
+    from noesis_report import table2
+
+    acc = lambda p: {"python": p, "java": 56.0, "go": 53.0}  # noqa: E731
+    rows = [_acc_row("2", "share_nothing", 0, "k", acc(45.0)), _acc_row("2", "noesis", 0, "k", acc(45.3))]
+    lines = table2(rows)
+    assert lines[-1] == "| NOESIS − Share Nothing (points) | | 0.30 | 0.00 | 0.00 | | 1 |"
+    assert not any("bridged" in ln or "what DP costs" in ln for ln in lines)
