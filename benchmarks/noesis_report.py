@@ -65,17 +65,17 @@ def table2(rows: list[dict], table: str = "2") -> list[str]:
     paired = sorted(seeds_of["noesis"].keys() & seeds_of["share_nothing"].keys())
     with_np = [s for s in paired if s in seeds_of["noesis_nonprivate"]]
 
-    def gain(lang: str, seeds: list[int], over: str = "share_nothing") -> list[float]:
-        return [seeds_of["noesis" if over == "share_nothing" else over][s]["accuracy"][lang]
-                - seeds_of["share_nothing"][s]["accuracy"][lang] for s in seeds]
+    def over_share_nothing(row: str, lang: str, seeds: list[int]) -> list[float]:
+        return [seeds_of[row][s]["accuracy"][lang] - seeds_of["share_nothing"][s]["accuracy"][lang] for s in seeds]
 
     if paired:
-        lines.append("| NOESIS − Share Nothing (points) | | " + " | ".join(_cell(gain(lang, paired)) for lang in LANGS)
+        lines.append("| NOESIS − Share Nothing (points) | | "
+                     + " | ".join(_cell(over_share_nothing("noesis", lang, paired)) for lang in LANGS)
                      + f" | | {len(paired)} |")
     if with_np:
         costs, bridged = [], []
         for lang in LANGS:
-            g, gap = gain(lang, with_np), gain(lang, with_np, over="noesis_nonprivate")
+            g, gap = (over_share_nothing(row, lang, with_np) for row in ("noesis", "noesis_nonprivate"))
             costs.append(_cell([a - b for a, b in zip(g, gap)]))  # NOESIS − non-private, paired by seed
             gm, gh = mean_ci(gap)
             if gm > 0 and (math.isnan(gh) or gm > gh):  # a gap to bridge: non-private clearly above Share Nothing
