@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from umbra.engine.config import PromptConfig
+from umbra.engine.healing import healed_tokens
 from umbra.engine.tokenizer import ClientTokenizer
 from umbra.errors import ConfigError
 
@@ -113,7 +114,7 @@ class FimPrompt:
     prefix_cut: int  # characters dropped from the start of the prefix
     prefix_tokens: int  # context tokens of each side in the prompt
     suffix_tokens: int
-    heal: str = ""  # text of the prefix's last token, left out for the model to regenerate
+    heal: str = ""  # text of the prefix's last tokens, left out for the model to re-create (healing.py)
 
 
 def build_prompt(tok: ClientTokenizer, fmt: FimFormat, prefix: str, suffix: str,
@@ -136,10 +137,10 @@ def build_prompt(tok: ClientTokenizer, fmt: FimFormat, prefix: str, suffix: str,
     cut, p_ids = _cut_prefix(tok, prefix, tail_start, p_ids, p_offs, p_alloc, cfg.cut_slack, cut_hint)
     s_ids = _cut_suffix(tok, s_head, s_ids, s_offs, s_alloc)
     heal = ""
-    if cfg.token_healing and p_ids:
-        last = tok.decode(p_ids[-1:])
-        if last and "\ufffd" not in last and prefix.endswith(last):  # whole characters only
-            heal, p_ids = last, p_ids[:-1]
+    if cfg.token_healing and p_ids:  # leave the cursor's unfinished text to the model (healing.py)
+        k = healed_tokens(tok, prefix, p_ids)
+        if k:
+            heal, p_ids = tok.decode(p_ids[-k:]), p_ids[:-k]
     head = [fmt.bos_id] if fmt.bos_id is not None else []
     if fmt.uses_spm(cfg.order):
         ids = head + [fmt.prefix_id, fmt.suffix_id, *s_ids, fmt.middle_id, *p_ids]

@@ -6,6 +6,12 @@ middle session) to it and runs only the rest — typing one character re-runs th
 the edit point, not the whole file. `CompletionResult.recomputed_tokens` reports how many
 prompt tokens were run.
 
+At the cursor the engine continues the buffer exactly: the prompt ends on a boundary the
+model's tokenizer would make and the model re-creates the cursor's unfinished text first (token
+healing, healing.py), so a completion never repeats the blanks or the partial word before the
+cursor; the buffer is read as LF and the completion written back in its line ends and
+indentation unit (file_style.py).
+
 Each request names its adapters (`adapters=`, an AdapterSet; none = the plain model). The runner
 keeps the caches valid for that set (see runner.py), and a soft prompt's positions come out of
 the context budget.
@@ -32,8 +38,10 @@ from dataclasses import dataclass, replace
 import torch
 
 from umbra.engine.config import EngineConfig, PromptConfig
+from umbra.engine.file_style import FileStyle
 from umbra.engine.fim import FimFormat, build_prompt
 from umbra.engine.completion_text import CompletionText, TextStream
+from umbra.engine.healing import HealingConstraint
 from umbra.engine.repetition import loop_cut
 from umbra.engine.runner import Runner
 from umbra.engine.sampling import Sampler
@@ -64,7 +72,7 @@ class CancelToken:
 
 @dataclass(frozen=True)
 class CompletionResult:
-    text: str  # what the editor inserts at the cursor
+    text: str  # what the editor inserts at the cursor (the buffer's line ends and indentation unit)
     tokens: tuple[int, ...]  # generated ids (stop token excluded), before text stop rules
     # "eos" | "max_tokens" | "newline" | "block_end" | "blank_line" | "stop_string" | "repetition" | "deadline"
     stop_reason: str
@@ -117,7 +125,9 @@ class CompletionSession:
             raise ConfigError("a streamed completion takes no deadline and no repetition stop")
         cancel = cancel or CancelToken()
         adapters = adapters if adapters is not None else EMPTY
-        stream = TextStream(on_text) if on_text is not None else None
+        style = FileStyle.of(prefix, suffix)  # the model reads LF and writes its own indentation
+        prefix, suffix = style.read(prefix), style.read(suffix)
+        stream = TextStream(style.stream(on_text)) if on_text is not None else None
         async with self._lock:
             if self.closed:
                 raise SessionError("completion session is closed")
@@ -134,7 +144,7 @@ class CompletionSession:
                 await self.runner.use(adapters)  # `use` itself may have been what found the session gone
                 result = _replace_evicted(await self._generate(prompt.ids, prompt.heal, prefix, suffix, cfg, cancel,
                                                                stream, deadline))
-            return replace(result, adapters=adapters.names)
+            return replace(result, text=style.render(result.text), adapters=adapters.names)
 
     async def close(self) -> None:
         async with self._lock:
@@ -165,8 +175,8 @@ class CompletionSession:
                         cancel: CancelToken, stream: TextStream | None = None,
                         deadline: float | None = None) -> CompletionResult:
         """Run the prompt, then sample. With token healing, the prompt lacks the prefix's last
-        token (text `heal`): the first sampled token must start with `heal`, and the completion
-        is the generated text after it."""
+        tokens (text `heal`): the first sampled tokens re-create `heal`, and the completion is
+        the generated text after it."""
         t0 = time.perf_counter()
         self._cached = self._cached[: self.runner.length]  # after a failed step
         common = _common_prefix(self._cached, ids)
@@ -180,13 +190,14 @@ class CompletionSession:
         t1 = time.perf_counter()
 
         sampler = Sampler(cfg.sampling, self.allowed)
-        # Under healing the first token must re-create the healed text (the document holds it):
-        # only tokens extending it are eligible, not even a stop.
-        first = self.allowed & self.tokenizer.ids_starting_with(heal, self.allowed.numel()) if heal else None
+        # Under healing the first tokens must re-create the healed text (the document holds it):
+        # only tokens consistent with it are eligible, not even a stop (healing.py).
+        healing = HealingConstraint(self.tokenizer, heal, self.allowed)
         completion = CompletionText(prefix, suffix, cfg.stop, stream)
         generated: list[int] = []
+        produced = ""  # the generated text, healed text included
         while True:
-            next_id = sampler(logits, first if not generated else None)
+            next_id = sampler(logits, healing.mask(produced))
             if next_id in self.fim.stop_ids:
                 reason = "eos"
                 break
@@ -195,7 +206,8 @@ class CompletionSession:
             if loop is not None:  # keep one copy of the repeated unit
                 reason = completion.feed(self.tokenizer.decode(generated[:loop])[len(heal):]) or "repetition"
                 break
-            reason = completion.feed(self.tokenizer.decode(generated)[len(heal):],
+            produced = self.tokenizer.decode(generated)
+            reason = completion.feed(produced[len(heal):],
                                      at_limit=len(generated) >= cfg.stop.max_tokens)
             if reason is not None:
                 break

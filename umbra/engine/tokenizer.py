@@ -39,6 +39,8 @@ class ClientTokenizer:
         self.eos_ids = frozenset(i for i in map(self.token_id, eos_tokens) if i is not None)
         self.bos_id = self.token_id(bos_token) if bos_token else None
         self._by_first: dict[str, list[tuple[int, str]]] | None = None  # token healing's index, built on use
+        self._by_text: dict[str, list[int]] | None = None  # token text -> client ids, built with it
+        self._first_chars: dict[str, list[int]] = {}  # first character -> ids, partial characters included
         self._heal_masks: dict[tuple[str, int], torch.Tensor] = {}  # (text, vocab size) -> mask
 
     @property
@@ -121,7 +123,7 @@ class ClientTokenizer:
 
     def ids_starting_with(self, text: str, vocab_size: int) -> torch.Tensor:
         """bool [vocab_size]: the (non-special) ids whose own text starts with `text` — token
-        healing's constraint on the first generated token."""
+        healing's constraint while the healed text is re-created (healing.py)."""
         key = (text, vocab_size)
         mask = self._heal_masks.get(key)
         if mask is None:  # the same few texts (a space, an indent, a dot) come back every keystroke
@@ -134,19 +136,39 @@ class ClientTokenizer:
             self._heal_masks[key] = mask
         return mask
 
+    def ids_of_prefixes(self, text: str, vocab_size: int) -> list[int]:
+        """The (non-special) ids whose own text is a non-empty prefix of `text` (`text` itself
+        included) — the tokens that re-create part of a healed text."""
+        self._texts_by_first_char()
+        return [i for n in range(1, len(text) + 1) for i in self._by_text.get(text[:n], ()) if i < vocab_size]
+
+    def ids_with_first_char(self, chars: str, vocab_size: int) -> torch.Tensor:
+        """bool [vocab_size]: the (non-special) ids whose text starts with one of `chars`,
+        those ending in part of a multi-byte character included (" \\xe2" starts with a blank)."""
+        self._texts_by_first_char()
+        mask = torch.zeros(vocab_size, dtype=torch.bool)
+        ids = [i for ch in chars for i in self._first_chars.get(ch, ()) if i < vocab_size]
+        if ids:
+            mask[ids] = True
+        return mask
+
     def _texts_by_first_char(self) -> dict[str, list[tuple[int, str]]]:
         """First character -> [(client id, token text)] over every non-special token whose text
         is whole characters (byte pieces of a multi-byte character are left out). Built once."""
         if self._by_first is None:
             by_first: dict[str, list[tuple[int, str]]] = {}
+            by_text: dict[str, list[int]] = {}
             specials = {i for i, t in self._tok.get_added_tokens_decoder().items() if t.special}
             for public_id in range(self.size):
                 if public_id in specials:
                     continue
                 text = self._tok.decode([public_id], skip_special_tokens=True)
+                if text:
+                    self._first_chars.setdefault(text[0], []).append(self._out(public_id))
                 if text and "\ufffd" not in text:
                     by_first.setdefault(text[0], []).append((self._out(public_id), text))
-            self._by_first = by_first
+                    by_text.setdefault(text, []).append(self._out(public_id))
+            self._by_first, self._by_text = by_first, by_text
         return self._by_first
 
     def decode(self, ids: list[int]) -> str:
