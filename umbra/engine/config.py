@@ -87,17 +87,52 @@ class StopConfig:
             raise ConfigError("stop strings must be non-empty strings")
 
 
+SPECULATION_MODES = ("off", "on", "auto")
+
+
+@dataclass(frozen=True)
+class SpeculationConfig:
+    """Speculative split decoding (speculative.py): greedy requests only; the output is the same."""
+
+    # "off": one cloud round trip per token; "on": speculate on every greedy request; "auto":
+    # speculate once a decode trip is measured to cost at least `min_trip_ms` (a slow link)
+    mode: str = "auto"
+    k: int = 4  # drafted positions per verify frame; every frame carries k + 1 positions, whatever the acceptance
+    lookup: bool = True  # draft from the prompt's own tokens (the latest earlier match of the last n-gram)
+    ngram: int = 3  # longest n-gram prompt lookup matches (it tries ngram .. min_ngram)
+    min_ngram: int = 2  # shortest one
+    draft_model: bool = True  # draft the rest with the client's own blocks, the middle skipped
+    min_trip_ms: float = 12.0  # auto: the measured decode trip from which speculation pays
+    # the draft model drafts position j only while its measured acceptance p has p**j >= this
+    # (at least one position); the frame is padded to k drafts all the same
+    min_acceptance: float = 0.2
+
+    def validate(self) -> None:
+        if self.mode not in SPECULATION_MODES:
+            raise ConfigError(f"speculation mode must be one of {', '.join(SPECULATION_MODES)}, got {self.mode!r}")
+        if not 1 <= self.k <= 16:
+            raise ConfigError(f"speculation k must lie in [1, 16], got {self.k}")
+        if not 1 <= self.min_ngram <= self.ngram:
+            raise ConfigError(f"need 1 <= min_ngram <= ngram, got {self.min_ngram} and {self.ngram}")
+        if self.min_trip_ms < 0:
+            raise ConfigError(f"min_trip_ms must be >= 0, got {self.min_trip_ms}")
+        if not 0 < self.min_acceptance < 1:
+            raise ConfigError(f"min_acceptance must lie in (0, 1), got {self.min_acceptance}")
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     prompt: PromptConfig = field(default_factory=PromptConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     stop: StopConfig = field(default_factory=StopConfig)
     prefill_chunk: int = 256  # prompt tokens per forward; cancellation is checked between chunks
+    speculation: SpeculationConfig = field(default_factory=SpeculationConfig)
 
     def validate(self) -> "EngineConfig":
         self.prompt.validate()
         self.sampling.validate()
         self.stop.validate()
+        self.speculation.validate()
         if self.prefill_chunk < 1:
             raise ConfigError(f"prefill_chunk must be >= 1, got {self.prefill_chunk}")
         return self

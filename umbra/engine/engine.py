@@ -24,6 +24,8 @@ from umbra.engine.routing import Route
 from umbra.engine.runner import MonolithicRunner, Runner, SplitRunner
 from umbra.engine.sampling import allowed_mask
 from umbra.engine.session import CancelToken, CompletionResult, CompletionSession
+from umbra.engine.draft import DraftModel
+from umbra.engine.speculative import LinkClock, Speculator
 from umbra.errors import ConfigError
 from umbra.middle.protocol import Middle
 from umbra.model.adapters.selection import AdapterSet
@@ -40,6 +42,7 @@ class CompletionEngine:
         self.mode = mode  # "split" | "monolithic"
         self.config = (config or EngineConfig()).validate()
         self.allowed = allowed_mask(model.spec.vocab_size, model.tokenizer, model.fim)
+        self.link = LinkClock()  # measured decode-trip latency, shared by the sessions (speculation)
 
     @classmethod
     def split(cls, model: ClientModel, middle: Middle, config: EngineConfig | None = None,
@@ -61,8 +64,9 @@ class CompletionEngine:
 
     def new_session(self, config: EngineConfig | None = None) -> CompletionSession:
         m = self.model
+        speculator = Speculator(DraftModel(m.encoder, m.decoder, self.allowed), self.link)
         return CompletionSession(self.new_runner(), m.tokenizer, m.fim, self.allowed, config or self.config,
-                                 self.context_length)
+                                 self.context_length, speculator)
 
     @asynccontextmanager
     async def session(self, config: EngineConfig | None = None):

@@ -40,7 +40,7 @@ from typing import Protocol
 import torch
 
 from umbra.errors import UmbraError
-from umbra.middle.protocol import Middle
+from umbra.middle.protocol import Middle, round_trips
 from umbra.model.adapters.selection import EMPTY, AdapterSet
 from umbra.model.parts import ClientDecoder, ClientEncoder, MiddleBlocks
 from umbra.model.prefix_noise import embed_entries
@@ -51,12 +51,18 @@ class Runner(Protocol):
     length: int  # tokens cached consistently by every part of the model (after the soft prompt)
     prompt_length: int  # positions the active soft prompt occupies before them
 
+    @property
+    def round_trips(self) -> int:
+        """Round trips to the cloud over this runner's life (every middle session it used)."""
+        ...
+
     async def use(self, adapters: AdapterSet) -> None:
         """Serve the next calls with `adapters`, invalidating the caches they change."""
         ...
 
-    async def run(self, ids: list[int]) -> torch.Tensor:
-        """Feed `ids` after the cached tokens; return the last position's logits [V] (fp32)."""
+    async def run(self, ids: list[int], every: bool = False) -> torch.Tensor:
+        """Feed `ids` after the cached tokens; return the last position's logits [V] (fp32), or
+        every position's [T, V] when `every` (speculative verification)."""
         ...
 
     async def truncate(self, length: int) -> None:
@@ -170,8 +176,10 @@ class _Parts(abc.ABC):
                 self.decoder.stack(self.mid_out.view(), pos, self.dec_cache, adapters=adapters)
         self.adapters, self._enc_key, self._dec_key = adapters, enc_key, dec_key
 
-    async def _step(self, hidden_in: torch.Tensor | None, ids: list[int] | None, start: int) -> torch.Tensor:
-        """Run positions [start, start+T) through every part; the last position's logits [1,1,V]."""
+    async def _step(self, hidden_in: torch.Tensor | None, ids: list[int] | None, start: int,
+                    every: bool = False) -> torch.Tensor:
+        """Run positions [start, start+T) through every part; the last position's logits [1,1,V]
+        (every position's [1,T,V] when `every`)."""
         n = hidden_in.shape[1] if hidden_in is not None else len(ids)
         pos = _positions(start, n)
         with torch.no_grad():
@@ -185,7 +193,7 @@ class _Parts(abc.ABC):
             dec_in = out if self.path is None else self.path.decoder_input(out, hidden, sent=sent, clean=clean)
         self.mid_out.write(start, dec_in)
         with torch.no_grad():
-            return self.decoder(dec_in, pos, self.dec_cache, last_only=True, adapters=self.adapters)
+            return self.decoder(dec_in, pos, self.dec_cache, last_only=not every, adapters=self.adapters)
 
     def _noise(self, hidden_in: torch.Tensor | None, ids: list[int] | None, start: int) -> torch.Tensor | None:
         """The keyed noise of positions [start, start+T) ([1,T,width]); None without noise."""
@@ -201,17 +209,17 @@ class _Parts(abc.ABC):
             z = self.noise.extend(embed_entries(digest, hidden_in.shape[1]))
         return torch.from_numpy(z).float()[None]
 
-    async def run(self, ids: list[int]) -> torch.Tensor:
+    async def run(self, ids: list[int], every: bool = False) -> torch.Tensor:
         await self._sync()
         self._dirty = True
         soft = self.adapters.soft_prompt
         if soft is not None and self.prompt_length == 0:  # first use of this prompt: run it once
             await self._step(soft[None].to(self.encoder.embed_tokens.weight.dtype), None, 0)
             self.prompt_length = soft.shape[0]
-        logits = await self._step(None, ids, self._total())
+        logits = await self._step(None, ids, self._total(), every)
         self.length += len(ids)
         self._dirty = False
-        return logits[0, -1].float()
+        return logits[0].float() if every else logits[0, -1].float()
 
     async def truncate(self, length: int) -> None:
         await self._sync()
@@ -240,6 +248,11 @@ class SplitRunner(_Parts):
         super().__init__(encoder, decoder, private_path)
         self.middle = middle
         self.session: str | None = None
+        self._past_trips = 0  # round trips of the middle sessions this runner no longer holds
+
+    @property
+    def round_trips(self) -> int:
+        return self._past_trips + round_trips(self.middle, self.session)
 
     async def _mid_ready(self) -> None:
         if self.session is None:
@@ -252,6 +265,7 @@ class SplitRunner(_Parts):
         await self.middle.truncate(self.session, total)
 
     async def reset(self) -> None:
+        self._past_trips = self.round_trips
         old, self.session = self.session, None
         self._forget()
         if old is not None:
@@ -272,6 +286,7 @@ class MonolithicRunner(_Parts):
         super().__init__(encoder, decoder, private_path)
         self.middle = middle
         self.mid_cache = middle.stack.new_cache()
+        self.round_trips = 0  # nothing leaves the process
 
     async def _mid_forward(self, hidden, pos):
         with torch.no_grad():

@@ -23,6 +23,10 @@ completion_text.py). The prompt always runs in full, so its caches serve the nex
 `StopConfig.repetition` stops a degenerate loop (repetition.py; stop reason "repetition").
 Neither is for streaming callers: both can take back text a stream would have sent.
 
+Decoding runs step by step (decoding.py: one cloud round trip per token) or, for a greedy
+request on a slow link, speculatively (speculative.py: k drafted tokens verified in one round
+trip, the same tokens). `CompletionResult.round_trips` counts the request's trips to the cloud.
+
 Requests are serialised per session. Between prefill chunks and decode steps the session
 yields to the event loop and checks its CancelToken: asyncio cancellation (task.cancel()) and
 `CancelToken.cancel()` both stop the request there (the latter raises umbra.errors.Cancelled);
@@ -38,13 +42,12 @@ from dataclasses import dataclass, replace
 import torch
 
 from umbra.engine.config import EngineConfig, PromptConfig
+from umbra.engine.decoding import Continuation, decode_plain
 from umbra.engine.file_style import FileStyle
 from umbra.engine.fim import FimFormat, build_prompt
-from umbra.engine.completion_text import CompletionText, TextStream
-from umbra.engine.healing import HealingConstraint
-from umbra.engine.repetition import loop_cut
+from umbra.engine.completion_text import TextStream
 from umbra.engine.runner import Runner
-from umbra.engine.sampling import Sampler
+from umbra.engine.speculative import SpeculationCounts, Speculator
 from umbra.engine.tokenizer import ClientTokenizer
 from umbra.errors import Cancelled, CloudUnavailable, ConfigError, SessionError
 from umbra.model.adapters.selection import EMPTY, AdapterSet
@@ -87,6 +90,8 @@ class CompletionResult:
     language: str | None = None  # the request's canonical language, if given (routing.py)
     expert: str | None = None  # the expert adapter that served it (None: shared adapters only)
     access: str = "secure"  # SecureGate: "secure", or "revealing: NAME" when an access key unlocked NAME
+    round_trips: int = 0  # trips to the cloud for this request (0 in process; see Middle.round_trips)
+    speculation: SpeculationCounts | None = None  # drafts and frames, when the request speculated
 
     @property
     def generated_tokens(self) -> int:
@@ -95,8 +100,10 @@ class CompletionResult:
 
 class CompletionSession:
     def __init__(self, runner: Runner, tokenizer: ClientTokenizer, fim: FimFormat,
-                 allowed: torch.Tensor, config: EngineConfig, context_length: int):
+                 allowed: torch.Tensor, config: EngineConfig, context_length: int,
+                 speculator: Speculator | None = None):
         self.runner = runner
+        self.speculator = speculator  # None: always step by step
         self.context_length = context_length  # most positions the model (and the middle) accept
         self.tokenizer = tokenizer
         self.fim = fim
@@ -135,16 +142,19 @@ class CompletionSession:
             prompt = build_prompt(self.tokenizer, self.fim, prefix, suffix,
                                   self._prompt_config(cfg, adapters.prompt_length), self._cut_hint)
             self._cut_hint = prompt.prefix_cut
+            trips = self.runner.round_trips
             try:
                 await self.runner.use(adapters)
-                result = await self._generate(prompt.ids, prompt.heal, prefix, suffix, cfg, cancel, stream, deadline)
+                result = await self._generate(prompt.ids, prompt.heal, prefix, suffix, cfg, cancel, stream, deadline,
+                                              adapters)
             except SessionError:  # evicted or lost by the cloud: start over once, in full
                 await self.runner.reset()
                 self._cached = []
                 await self.runner.use(adapters)  # `use` itself may have been what found the session gone
                 result = _replace_evicted(await self._generate(prompt.ids, prompt.heal, prefix, suffix, cfg, cancel,
-                                                               stream, deadline))
-            return replace(result, text=style.render(result.text), adapters=adapters.names)
+                                                               stream, deadline, adapters))
+            return replace(result, text=style.render(result.text), adapters=adapters.names,
+                           round_trips=self.runner.round_trips - trips)
 
     async def close(self) -> None:
         async with self._lock:
@@ -166,16 +176,25 @@ class CompletionSession:
                               + (f" after the {soft_prompt}-vector soft prompt" if soft_prompt else ""))
         return cfg.prompt if cfg.prompt.budget <= limit else replace(cfg.prompt, budget=limit)
 
-    async def _run(self, ids: list[int]) -> torch.Tensor:
-        logits = await self.runner.run(ids)
+    async def _run(self, ids: list[int], every: bool = False) -> torch.Tensor:
+        logits = await self.runner.run(ids, every) if every else await self.runner.run(ids)
         self._cached.extend(ids)
         return logits
 
+    async def _drop(self, n: int) -> None:
+        """Forget the last n cached positions (rejected drafts), in every cache."""
+        await self.runner.truncate(len(self._cached) - n)
+        del self._cached[len(self._cached) - n :]
+
+    def _room(self) -> int:
+        """Positions left in the context window."""
+        return self.context_length - self.runner.prompt_length - len(self._cached)
+
     async def _generate(self, ids: list[int], heal: str, prefix: str, suffix: str, cfg: EngineConfig,
                         cancel: CancelToken, stream: TextStream | None = None,
-                        deadline: float | None = None) -> CompletionResult:
-        """Run the prompt, then sample. With token healing, the prompt lacks the prefix's last
-        tokens (text `heal`): the first sampled tokens re-create `heal`, and the completion is
+                        deadline: float | None = None, adapters: AdapterSet = EMPTY) -> CompletionResult:
+        """Run the prompt, then decode. With token healing, the prompt lacks the prefix's last
+        tokens (text `heal`): the first chosen tokens re-create `heal`, and the completion is
         the generated text after it."""
         t0 = time.perf_counter()
         self._cached = self._cached[: self.runner.length]  # after a failed step
@@ -189,38 +208,23 @@ class CompletionSession:
             logits = await self._run(ids[start : start + cfg.prefill_chunk])
         t1 = time.perf_counter()
 
-        sampler = Sampler(cfg.sampling, self.allowed)
-        # Under healing the first tokens must re-create the healed text (the document holds it):
-        # only tokens consistent with it are eligible, not even a stop (healing.py).
-        healing = HealingConstraint(self.tokenizer, heal, self.allowed)
-        completion = CompletionText(prefix, suffix, cfg.stop, stream)
-        generated: list[int] = []
-        produced = ""  # the generated text, healed text included
-        while True:
-            next_id = sampler(logits, healing.mask(produced))
-            if next_id in self.fim.stop_ids:
-                reason = "eos"
-                break
-            generated.append(next_id)
-            loop = loop_cut(generated, cfg.stop.repetition) if cfg.stop.repetition else None
-            if loop is not None:  # keep one copy of the repeated unit
-                reason = completion.feed(self.tokenizer.decode(generated[:loop])[len(heal):]) or "repetition"
-                break
-            produced = self.tokenizer.decode(generated)
-            reason = completion.feed(produced[len(heal):],
-                                     at_limit=len(generated) >= cfg.stop.max_tokens)
-            if reason is not None:
-                break
-            if deadline is not None and time.monotonic() >= deadline:
-                reason = "deadline"
-                break
-            await _checkpoint(cancel)
-            logits = await self._run([next_id])
-        text = completion.end(reason)
+        cont = Continuation(self.tokenizer, self.fim.stop_ids, self.allowed, heal, prefix, suffix, cfg, stream,
+                            deadline)
+        checkpoint = lambda: _checkpoint(cancel)  # noqa: E731
+        counts = None
+        spec = self.speculator
+        if spec is not None and spec.wanted(cfg.speculation, cfg.sampling.greedy):
+            counts = SpeculationCounts()
+            reason = await spec.decode(cfg.speculation, cont, logits, ids, adapters, self._run, self._drop,
+                                       self._room, checkpoint, counts)
+        else:
+            clock = spec.clock if spec is not None else None
+            reason = await decode_plain(cont, logits, self._timed_run(clock), checkpoint)
+        text = cont.end(reason)
         t2 = time.perf_counter()
         return CompletionResult(
             text=text,
-            tokens=tuple(generated),
+            tokens=tuple(cont.generated),
             stop_reason=reason,
             prompt_tokens=len(ids),
             reused_tokens=common,
@@ -228,7 +232,21 @@ class CompletionSession:
             template=self.fim.name,
             prefill_seconds=t1 - t0,
             decode_seconds=t2 - t1,
+            speculation=counts,
         )
+
+    def _timed_run(self, clock):
+        """`_run` of one decode step, its latency observed by the link clock (if any)."""
+        if clock is None:
+            return self._run
+
+        async def run(step: list[int]) -> torch.Tensor:
+            t0 = time.perf_counter()
+            logits = await self._run(step)
+            clock.observe(time.perf_counter() - t0)
+            return logits
+
+        return run
 
 
 async def _checkpoint(cancel: CancelToken) -> None:

@@ -30,5 +30,9 @@ class LocalMiddle:
     async def close(self, session: str) -> None:
         self.runtime.close(session)
 
+    def round_trips(self, session: str) -> int:
+        """In process: no trip ever leaves the machine."""
+        return 0
+
     async def aclose(self) -> None:
         self.runtime.sessions.clear()

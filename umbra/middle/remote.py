@@ -115,6 +115,7 @@ class RemoteMiddle:
         headers = {"Content-Type": wire.MEDIA_TYPE if body is None else "application/json"}
         if s is not None:
             headers[ROUTING_HEADER] = s.route
+            s.trips += 1
         self._count("sent", content or b"")
         self.stats.http_requests += 1
         try:
@@ -174,6 +175,7 @@ class RemoteMiddle:
     # -- stream ------------------------------------------------------------------------------------
     async def _ws_open(self, s: RemoteSession) -> ClientConnection:
         url = "ws" + self.base_url[len("http"):] + f"/v1/sessions/{s.remote}/stream"
+        s.trips += 1  # the upgrade is an HTTP request and its answer
         try:
             s.ws = await connect(url, additional_headers={**self._auth, ROUTING_HEADER: s.route},
                                  ssl=self._ssl if url.startswith("wss") else None,
@@ -204,6 +206,7 @@ class RemoteMiddle:
         ws = s.ws or await self._ws_open(s)
         self._count("sent", data)
         self.stats.ws_messages += 1
+        s.trips += 1
         try:
             await ws.send(data)
             async with asyncio.timeout(self.timeout):
@@ -364,6 +367,11 @@ class RemoteMiddle:
                 raise ValidationError(f"cannot truncate a session of {s.length} positions to {length}")
             s.keep(length)
             await self._resync(s)  # also clears a pending `dirty`
+
+    def round_trips(self, session: str) -> int:
+        """Round trips this session has made so far (open, every forward frame, stream upgrade,
+        truncate and re-prefill; see remote_session.RemoteSession.trips)."""
+        return self._session(session).trips
 
     async def close(self, session: str) -> None:
         s = self._sessions.pop(session, None)

@@ -36,6 +36,7 @@ class RemoteSession:
     dirty: bool = False  # a step was cancelled in flight: the cloud may hold more than `length`
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     length: int = 0  # positions in `chunks`
+    trips: int = 0  # round trips to the cloud: HTTP requests, stream upgrades and stream steps
 
     def append(self, hidden: torch.Tensor, positions: torch.Tensor) -> None:
         self.chunks.append((hidden, positions))

@@ -1,0 +1,74 @@
+"""The draft model of speculative decoding: the client's own blocks with the middle skipped.
+
+The encoder's output goes straight into the decoder (the "client blocks alone" control of
+DESIGN.md §5, umbra/middle/skip.py) on caches of its own, in process: drafting sends nothing
+anywhere. Its caches follow the session's ids by common prefix, like the session's own, so a
+draft after an accepted frame or a new keystroke runs only the new ids. It runs without the
+private path's noise (nothing is sent, and a draft only has to be often right)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import torch
+
+from umbra.engine.runner import _Parts
+from umbra.model.adapters.selection import AdapterSet
+from umbra.model.parts import ClientDecoder, ClientEncoder
+
+
+class _SkipRunner(_Parts):
+    """Encoder -> decoder, the middle the identity."""
+
+    async def _mid_forward(self, hidden, pos):
+        return hidden
+
+    async def _mid_truncate(self, total: int) -> None:
+        pass
+
+    async def reset(self) -> None:
+        self._forget()
+
+    async def close(self) -> None:
+        self._forget()
+
+
+class DraftModel:
+    def __init__(self, encoder: ClientEncoder, decoder: ClientDecoder, allowed: torch.Tensor,
+                 chunk: int = 256):
+        self.runner = _SkipRunner(encoder, decoder)
+        self.allowed = allowed  # bool [V]: ids a completion may contain
+        self.chunk = chunk  # ids per forward while catching up (a cancellation point between)
+        self._cached: list[int] = []  # ids whose KV the draft caches hold
+
+    async def extend(self, seq: list[int], n: int, adapters: AdapterSet,
+                     checkpoint: Callable[[], Awaitable[None]]) -> list[int]:
+        """n greedy ids continuing `seq` (n >= 1, seq non-empty)."""
+        await self.runner.use(adapters)
+        self._cached = self._cached[: self.runner.length]  # after a cancelled step
+        common = min(_common_prefix(self._cached, seq), len(seq) - 1)
+        await self.runner.truncate(common)
+        del self._cached[common:]
+        logits = None
+        for start in range(common, len(seq), self.chunk):
+            await checkpoint()
+            logits = await self._run(seq[start : start + self.chunk])
+        out: list[int] = []
+        while True:
+            out.append(int(torch.argmax(logits.masked_fill(~self.allowed, float("-inf")))))
+            if len(out) == n:
+                return out
+            logits = await self._run(out[-1:])
+
+    async def _run(self, ids: list[int]) -> torch.Tensor:
+        logits = await self.runner.run(ids)
+        self._cached.extend(ids)
+        return logits
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
