@@ -1,4 +1,5 @@
-"""`umbra data ...`: build the corpus and the private domains, train the tokenizer, report token counts."""
+"""`umbra data ...`: build the corpus, the private domains and the held-out set, train the tokenizer,
+report token counts."""
 
 from __future__ import annotations
 
@@ -26,6 +27,25 @@ def _private(args: argparse.Namespace) -> int:
 
     summary = build_private_domains(_cfg(args))
     print(json.dumps({lang: v["splits"] for lang, v in summary["languages"].items()}, indent=1))
+    return 0
+
+
+def _heldout(args: argparse.Namespace) -> int:
+    from umbra.data.contamination import check_disjoint
+    from umbra.data.heldout import HeldoutConfig, build_heldout
+
+    cfg = _cfg(args)
+    if args.corpus_dir is not None:
+        cfg.corpus_dir = Path(args.corpus_dir)
+    hcfg = HeldoutConfig(near_dup=not args.no_near_dup, private_archives=not args.no_private_archives)
+    if args.check_only:
+        check_disjoint(cfg.path(cfg.corpus_dir), cfg.path(hcfg.out_dir), manifest_dir=cfg.path(cfg.manifest_dir),
+                       near_dup=hcfg.near_dup, minhash=cfg.private.minhash)
+        print(f"the held-out set in {cfg.path(hcfg.out_dir)} is disjoint from the corpus")
+        return 0
+    summary = build_heldout(cfg, hcfg)
+    print(json.dumps({lang: {"files": v["files"], "bytes": v["bytes"]} for lang, v in summary["languages"].items()},
+                     indent=1))
     return 0
 
 
@@ -59,6 +79,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser("private", parents=[common],
                        help="build the per-language private domains (needs the pretraining corpus for dedup)")
     p.set_defaults(func=_private)
+
+    h = sub.add_parser("heldout", parents=[common],
+                       help="build the held-out third-party set (data/heldout) and check it is disjoint from the corpus")
+    h.add_argument("--corpus-dir", default=None,
+                   help="corpus text to check against besides the manifests (default: data/corpus, if built)")
+    h.add_argument("--no-near-dup", action="store_true", help="skip the MinHash check against the corpus text")
+    h.add_argument("--no-private-archives", action="store_true",
+                   help="without data/corpus/private, do not check against the private domains' pinned archives")
+    h.add_argument("--check-only", action="store_true",
+                   help="only check the existing held-out set against the manifests and corpus text")
+    h.set_defaults(func=_heldout)
 
     t = sub.add_parser("tokenizer", parents=[common], help="train the byte-level BPE tokenizer")
     t.add_argument("--vocab-size", type=int, default=8192)
