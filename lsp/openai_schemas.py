@@ -149,6 +149,7 @@ class Usage(BaseModel):
     prompt_tokens: int  # tokens of each prompt as the model ran it (prefix, suffix, FIM markers)
     completion_tokens: int  # tokens generated, over every choice
     total_tokens: int
+    umbra_round_trips: int = 0  # Umbra's extra: trips to the cloud over every choice (0 in process)
 
 
 class Completion(BaseModel):

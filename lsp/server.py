@@ -143,9 +143,11 @@ class UmbraLanguageServer(LanguageServer):
             return None
         budget = self.options.inline.deadline_s
         try:
-            return await self.backend.complete(uri, prefix, suffix, self.backend.inline_config,
-                                               language=language or None, typeahead=True,
-                                               deadline=None if budget is None else arrived_at + budget)
+            result = await self.backend.complete(uri, prefix, suffix, self.backend.inline_config,
+                                                 language=language or None, typeahead=True,
+                                                 deadline=None if budget is None else arrived_at + budget)
+            log.debug("completion: %s", _stats(result))  # counts only, never text or ids
+            return result
         except CloudUnavailable:
             return None  # the status notification said so; an error per keystroke would be noise
         except Exception as exc:  # noqa: BLE001 — mapped in one place
@@ -260,4 +262,4 @@ def _stats(result: CompletionResult) -> dict:
     """Token statistics of one completion (counts only: never token ids or text)."""
     return {"promptTokens": result.prompt_tokens, "reusedTokens": result.reused_tokens,
             "recomputedTokens": result.recomputed_tokens, "generatedTokens": result.generated_tokens,
-            "stopReason": result.stop_reason, "evicted": result.evicted}
+            "stopReason": result.stop_reason, "evicted": result.evicted, "roundTrips": result.round_trips}

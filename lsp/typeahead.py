@@ -64,7 +64,7 @@ def served_rest(result: CompletionResult, rest: str) -> CompletionResult:
     """`result` shortened to `rest`, as a request that ran nothing reports it: no prompt tokens,
     none generated, no time (stop reason, template, language, expert and access are the shown one's)."""
     return replace(result, text=rest, tokens=(), prompt_tokens=0, reused_tokens=0, recomputed_tokens=0,
-                   prefill_seconds=0.0, decode_seconds=0.0, evicted=False)
+                   prefill_seconds=0.0, decode_seconds=0.0, evicted=False, round_trips=0, speculation=None)
 
 
 class TypeAhead:

@@ -61,6 +61,7 @@ def response_body(result: CompletionResult, session: str | None) -> dict:
         "prefillSeconds": round(result.prefill_seconds, 6),
         "decodeSeconds": round(result.decode_seconds, 6),
         "evicted": result.evicted,
+        "roundTrips": result.round_trips,  # trips to the cloud for this completion (0 in process)
         "session": session,
         "language": result.language,
         "expert": result.expert,

@@ -117,7 +117,8 @@ def finish_reason(result: CompletionResult) -> str:
 def usage(results: list[CompletionResult], n: int) -> Usage:
     prompt = sum(r.prompt_tokens for r in results[::n])  # each prompt once, however many choices
     generated = sum(r.generated_tokens for r in results)
-    return Usage(prompt_tokens=prompt, completion_tokens=generated, total_tokens=prompt + generated)
+    return Usage(prompt_tokens=prompt, completion_tokens=generated, total_tokens=prompt + generated,
+                 umbra_round_trips=sum(r.round_trips for r in results))
 
 
 class ChoiceEvents:

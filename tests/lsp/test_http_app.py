@@ -79,6 +79,8 @@ async def test_completion_equals_the_monolithic_result_and_sessions_reuse_the_pr
     assert body["session"] == "s-reuse" and body["reusedTokens"] == 0
     assert body["recomputedTokens"] == body["promptTokens"] > 5 and body["generatedTokens"] > 0
     assert not {"tokens", "ids", "token_ids"} & set(body)
+    # the cloud's round trips: the session's open and the prompt at least, one per token at most
+    assert 2 <= body["roundTrips"] <= 4 + body["generatedTokens"]
 
     typed = PREFIX + "t"  # one keystroke
     second = (await http.post("/v1/infill", json={"prefix": typed, "suffix": SUFFIX, "session": "s-reuse",
@@ -86,6 +88,7 @@ async def test_completion_equals_the_monolithic_result_and_sessions_reuse_the_pr
     assert second["completion"] == await mono.complete(typed, SUFFIX, CompletionOptions(max_tokens=8))
     assert second["reusedTokens"] > second["promptTokens"] // 2
     assert 0 < second["recomputedTokens"] < second["promptTokens"] // 2
+    assert 1 <= second["roundTrips"] <= 3 + second["generatedTokens"]  # a warm session: no open
 
     health = await http.get("/healthz")
     assert health.status_code == 200

@@ -300,3 +300,31 @@ async def test_cloud_killed_mid_decode_raises_cloud_unavailable(tiny_model_dirs,
         with pytest.raises(CloudUnavailable, match="cloud unreachable"):
             await middle.open_session()
         await middle.aclose()
+
+
+async def test_round_trips_count_every_request_and_stream_step(tiny_model_dirs, clients):
+    """Middle.round_trips: the open, each HTTP frame, the stream's upgrade and each of its steps,
+    a truncate; a re-prefill after an eviction counts its requests too. In process: none."""
+    d = tiny_model_dirs["qwen2-untied"]
+    ids = torch.randint(0, 512, (1, 20), generator=torch.Generator().manual_seed(5))
+    with local_cloud_thread(d, settings=ONE_THREAD) as cloud:
+        async with RemoteMiddle(cloud.base_url, cloud.token) as middle:
+            c = await SplitClient(clients["qwen2-untied"], middle).open()
+            assert middle.round_trips(c.session) == 1  # POST /v1/sessions
+            await c.run(ids[:, :10])  # the prefill: one HTTP frame
+            assert middle.round_trips(c.session) == 2
+            await c.run(ids[:, 10:11])  # the first step opens the stream: upgrade + step
+            assert middle.round_trips(c.session) == 4
+            for t in range(11, 14):
+                await c.run(ids[:, t : t + 1])
+            assert middle.round_trips(c.session) == 7
+            await c.run(ids[:, 14:19])  # five positions in one frame: one trip
+            assert middle.round_trips(c.session) == 8
+            await c.truncate(12)
+            assert middle.round_trips(c.session) == 9
+            other = await SplitClient(clients["qwen2-untied"], middle).open()
+            assert middle.round_trips(other.session) == 1 and middle.round_trips(c.session) == 9
+    local = LocalMiddle(load_middle(d))
+    sid = await local.open_session()
+    await local.forward(torch.zeros(1, 3, local.hidden_size), torch.arange(3)[None], sid)
+    assert local.round_trips(sid) == 0

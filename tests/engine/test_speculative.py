@@ -1,0 +1,181 @@
+"""Speculative split decoding (umbra/engine/speculative.py) on the default model through the real
+middle blocks: the completion of every request equals step-by-step decoding's — over many cursors
+in this repository's Python and TypeScript, with each draft source alone and both, FIM suffixes,
+stop strings, max_tokens budgets and token healing — while frames of k + 1 positions verify
+drafts that really are accepted; every frame has k + 1 positions whatever the acceptance; a
+verify cancelled in flight and a session evicted mid-request leave the next result unchanged;
+sampled requests and a fast link decode step by step."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from umbra.engine import CancelToken, ClientModel, CompletionEngine, EngineConfig, SamplingConfig, StopConfig
+from umbra.engine.config import SpeculationConfig
+from umbra.engine.speculative import prompt_lookup
+from umbra.errors import Cancelled
+from umbra.middle.local import LocalMiddle
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_MODEL = ROOT / "models" / "umbra-code-tiny"
+SOURCES = ["umbra/engine/stops.py", "umbra/engine/fim.py", "umbra/wire.py", "vscode-extension/src/debounce.ts",
+           "vscode-extension/src/languages.ts"]
+DRAFTS = {"lookup": dict(lookup=True, draft_model=False), "model": dict(lookup=False, draft_model=True),
+          "both": dict(lookup=True, draft_model=True)}
+
+
+class ShapedMiddle(LocalMiddle):
+    """The real in-process middle, recording each forward's position count; optionally slow (a
+    link's delay), or holding multi-position forwards until released (a verify in flight)."""
+
+    def __init__(self, blocks, delay: float = 0.0):
+        super().__init__(blocks)
+        self.delay, self.frames = delay, []
+        self.hold: asyncio.Event | None = None
+        self.held = asyncio.Event()
+        self.evict_at: int | None = None  # evict the session at this many verify frames
+
+    async def forward(self, hidden, positions, session, key_padding=None):
+        self.frames.append(hidden.shape[1])
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.hold is not None and hidden.shape[1] > 1 and len(self.frames) > 1:
+            self.held.set()
+            await self.hold.wait()
+        if self.evict_at is not None and sum(t > 1 for t in self.frames[1:]) >= self.evict_at:
+            self.evict_at = None
+            self.runtime.close(session)  # the cloud dropped it: the next call raises SessionError
+        return await super().forward(hidden, positions, session, key_padding)
+
+
+@pytest.fixture(scope="module")
+def model() -> ClientModel:
+    return ClientModel.load(DEFAULT_MODEL)
+
+
+def _cursors(n: int, seed: int = 0) -> list[tuple[str, str]]:
+    """n cursors in real source files: mid-identifier, after blanks, at line starts (healing)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        text = (ROOT / SOURCES[i % len(SOURCES)]).read_text()
+        at = rng.randrange(200, len(text) - 50)
+        out.append((text[max(0, at - 1500) : at], text[at : at + rng.choice((0, 80, 400))]))
+    return out
+
+
+def _config(spec: dict, mode: str, **stop) -> EngineConfig:
+    return EngineConfig(stop=StopConfig(**stop), speculation=SpeculationConfig(mode=mode, **spec))
+
+
+STOPS = [dict(max_tokens=16, multiline=True), dict(max_tokens=16, multiline=False), dict(max_tokens=1),
+         dict(max_tokens=3, multiline=True), dict(max_tokens=12, multiline=True, strings=(")", "\n\n"))]
+
+
+async def test_speculation_equals_step_by_step_decoding_for_every_request(model):
+    engine = CompletionEngine.split(model, LocalMiddle(model.load_middle()))
+    accepted = {"lookup": 0, "model": 0}
+    more_per_frame = 0
+    for i, (prefix, suffix) in enumerate(_cursors(30)):
+        stop = STOPS[i % len(STOPS)]
+        plain = await engine.complete(prefix, suffix, _config({}, "off", **stop))
+        assert plain.speculation is None
+        for name, spec in DRAFTS.items():
+            fast = await engine.complete(prefix, suffix, _config(spec, "on", **stop))
+            assert (fast.text, fast.tokens, fast.stop_reason) == (plain.text, plain.tokens, plain.stop_reason), (i, name)
+            counts = fast.speculation
+            accepted["lookup"] += counts.lookup_accepted
+            accepted["model"] += counts.model_accepted
+            more_per_frame += counts.frames < fast.generated_tokens - 1
+    assert accepted["lookup"] > 0 and accepted["model"] > 0  # both sources really drafted the output
+    assert more_per_frame >= 10  # frames that carried more than one token
+
+
+async def test_every_frame_has_k_plus_one_positions_whatever_the_acceptance(model):
+    middle = ShapedMiddle(model.load_middle())
+    engine = CompletionEngine.split(model, middle)
+    for k in (2, 4):
+        for prefix, suffix in _cursors(6, seed=1):
+            middle.frames.clear()
+            cfg = replace(_config(DRAFTS["both"], "on", max_tokens=16, multiline=True),
+                          speculation=SpeculationConfig(mode="on", k=k))
+            result = await engine.complete(prefix, suffix, cfg)
+            chunks = -(-result.recomputed_tokens // cfg.prefill_chunk)  # the prompt's frames
+            decode = middle.frames[chunks:]
+            assert len(decode) == result.speculation.frames > 0 and set(decode) == {k + 1}, (k, middle.frames)
+
+
+async def test_a_verify_cancelled_in_flight_leaves_the_next_result_unchanged(model):
+    prefix, suffix = _cursors(1, seed=2)[0]
+    cfg = _config(DRAFTS["both"], "on", max_tokens=16, multiline=True)
+    expected = await CompletionEngine.split(model, LocalMiddle(model.load_middle())).complete(
+        prefix, suffix, _config({}, "off", max_tokens=16, multiline=True))
+    middle = ShapedMiddle(model.load_middle())
+    engine = CompletionEngine.split(model, middle)
+    session = engine.new_session(cfg)
+    for how in ("task", "token"):
+        middle.hold, middle.held = asyncio.Event(), asyncio.Event()
+        cancel = CancelToken()
+        task = asyncio.ensure_future(session.complete(prefix, suffix, cancel=cancel))
+        await asyncio.wait_for(middle.held.wait(), 60)  # a verify frame is in flight
+        if how == "task":
+            task.cancel()
+        else:
+            cancel.cancel()
+        middle.hold.set()
+        with pytest.raises(asyncio.CancelledError if how == "task" else Cancelled):
+            await task
+        middle.hold = None
+        again = await session.complete(prefix, suffix)
+        assert (again.text, again.tokens) == (expected.text, expected.tokens) and again.speculation.frames > 0
+    await session.close()
+
+
+async def test_a_session_evicted_during_speculation_is_rerun_with_the_same_result(model):
+    prefix, suffix = _cursors(1, seed=3)[0]
+    stop = dict(max_tokens=16, multiline=True)
+    expected = await CompletionEngine.split(model, LocalMiddle(model.load_middle())).complete(
+        prefix, suffix, _config({}, "off", **stop))
+    middle = ShapedMiddle(model.load_middle())
+    middle.evict_at = 2
+    result = await CompletionEngine.split(model, middle).complete(prefix, suffix, _config(DRAFTS["both"], "on", **stop))
+    assert result.evicted and middle.evict_at is None
+    assert (result.text, result.tokens) == (expected.text, expected.tokens)
+
+
+async def test_sampled_requests_and_a_fast_link_decode_step_by_step(model):
+    prefix, suffix = _cursors(1, seed=4)[0]
+    middle = ShapedMiddle(model.load_middle())
+    engine = CompletionEngine.split(model, middle)
+    sampled = EngineConfig(sampling=SamplingConfig(temperature=0.8, seed=1), stop=StopConfig(max_tokens=8),
+                           speculation=SpeculationConfig(mode="on"))
+    assert (await engine.complete(prefix, suffix, sampled)).speculation is None
+    auto = EngineConfig(stop=StopConfig(max_tokens=8), speculation=SpeculationConfig(mode="auto", min_trip_ms=40))
+    engine.link.trip_ms = None
+    assert (await engine.complete(prefix, suffix, auto)).speculation is None  # nothing measured yet
+    assert engine.link.trip_ms is not None
+    engine.link.trip_ms = None
+    slow_cut = replace(auto, speculation=SpeculationConfig(mode="auto", min_trip_ms=1000))
+    await engine.complete(prefix, suffix, slow_cut)
+    assert (await engine.complete(prefix, suffix, slow_cut)).speculation is None  # in process: far below 1 s
+    middle.delay = 0.06  # a 60 ms link: measured on the next step-by-step request, then speculated on
+    first = await engine.complete(prefix, suffix, auto)
+    assert engine.link.trip_ms >= 40
+    second = await engine.complete(prefix, suffix, auto)
+    assert second.speculation is not None and second.tokens == first.tokens
+
+
+def test_prompt_lookup_takes_the_latest_longest_match():
+    seq = [1, 2, 3, 9, 1, 2, 3, 7, 8, 5, 2, 3]
+    assert prompt_lookup(seq, 3, ngram=3, min_ngram=2) == [7, 8, 5]  # "2 3" last seen before 7
+    assert prompt_lookup(seq + [7], 2, ngram=3, min_ngram=2) == [8, 5]  # "2 3 7"
+    assert prompt_lookup([4, 5, 6], 3, ngram=3, min_ngram=1) == []
+    assert prompt_lookup([4, 5, 4], 3, ngram=2, min_ngram=1) == [5, 4]
+    assert prompt_lookup([1, 2, 3, 1, 2], 4, ngram=2, min_ngram=2) == [3, 1, 2]
+    assert torch.tensor(prompt_lookup(list(range(50)) * 2, 4, 3, 2)).tolist() == [0, 1, 2, 3]
