@@ -53,9 +53,17 @@ def test_tied_head_reuses_embedding(tiny_model_dirs):
     assert torch.equal(dec.lm_head.weight, enc.embed_tokens.weight)
 
 
-def test_default_plan_follows_noir():
+def test_default_plan_keeps_small_models_noir_shaped_and_deep_clients_at_an_eighth():
     assert SplitPlan.default(6) == SplitPlan(1, 2)
-    assert SplitPlan.default(24) == SplitPlan(1, 4)
+    assert SplitPlan.default(8) == SplitPlan(1, 2)  # umbra-code-tiny: unchanged
+    assert SplitPlan.default(12) == SplitPlan(1, 1)
+    assert SplitPlan.default(16) == SplitPlan(1, 1)  # the deep default model: 2 of 16 blocks
+    assert SplitPlan.default(24) == SplitPlan(1, 2)
+    assert SplitPlan.default(28) == SplitPlan(1, 2)
+    for layers in range(16, 65):
+        plan = SplitPlan.default(layers)
+        assert plan.encoder_blocks + plan.decoder_blocks <= layers / 8, layers
+        plan.validate(layers)
 
 
 def test_plan_without_middle_is_rejected(tiny_model_dirs):

@@ -30,8 +30,10 @@ class SplitPlan:
 
     @staticmethod
     def default(num_layers: int) -> "SplitPlan":
-        """NOIR's shape: one encoder block; two decoder blocks under 12 layers, four above."""
-        return SplitPlan(1, 2 if num_layers < 12 else 4)
+        """One encoder block; two decoder blocks under 12 layers (NOIR's shape for small models);
+        from 12 layers up D = max(1, L // 8 - 1), so from 16 layers up the client holds at most
+        1/8 of the blocks (16: E=1 D=1; 24: D=2; 32: D=3) and its per-keystroke work stays small."""
+        return SplitPlan(1, 2 if num_layers < 12 else max(1, num_layers // 8 - 1))
 
     def validate(self, num_layers: int) -> None:
         if self.encoder_blocks < 1 or self.decoder_blocks < 1:

@@ -27,6 +27,17 @@ class FimConfig:
 
 
 @dataclass
+class RepoConfig:
+    """Repository-level sequences: files of one directory packed together (see repo_units.py)."""
+
+    rate: float = 0.0  # share of eligible documents grouped into multi-file units (0: off)
+    min_files: int = 2  # files per unit, at least
+    max_files: int = 4  # files per unit, at most
+    max_unit_chars: int = 6_000  # characters per unit, at most (about two 1,024-token blocks)
+    file_sep: str = "<file_sep>"  # special token before each file's path header (must be in the vocab)
+
+
+@dataclass
 class TrainConfig:
     corpus_dir: Path = Path("data/corpus")  # built by `umbra data build`
     tokenizer_dir: Path = Path("models/umbra-code-tiny")  # built by `umbra data tokenizer`
@@ -57,6 +68,7 @@ class TrainConfig:
     stop_at_step: int | None = None  # stop early (checkpointed) at this step; schedule unchanged
     model: ModelConfig = field(default_factory=ModelConfig)
     fim: FimConfig = field(default_factory=FimConfig)
+    repo: RepoConfig = field(default_factory=RepoConfig)  # off by default (the tiny model's stream)
 
     def tokens_per_step(self) -> int:
         return self.batch_size * self.model.context_length
@@ -77,6 +89,7 @@ def train_config_from_dict(d: dict) -> TrainConfig:
     d = dict(d)
     model = ModelConfig(**d.pop("model"))
     fim = FimConfig(**d.pop("fim"))
+    repo = RepoConfig(**d.pop("repo", {}))  # checkpoints written before repo units had none
     for key in ("corpus_dir", "tokenizer_dir", "out_dir", "export_dir"):
         d[key] = Path(d[key])
-    return TrainConfig(model=model, fim=fim, **d)
+    return TrainConfig(model=model, fim=fim, repo=repo, **d)

@@ -6,7 +6,11 @@ seeded with (seed, e, document index), and the concatenated token stream is cut 
 `context_length` blocks (the incomplete tail is dropped), and the blocks are shuffled with a
 generator seeded by (seed, e, 1) so that a batch mixes many files instead of one file's
 consecutive blocks. The data position is (epoch, block),
-which the checkpoint stores, so a resumed run sees exactly the same batches."""
+which the checkpoint stores, so a resumed run sees exactly the same batches.
+
+With a RepoConfig of positive rate, part of the documents are first grouped into multi-file
+repository-level units (repo_units.py; seeded by (seed, e, 2)) that take one slot in the
+permutation; a stream without them is unchanged (same fingerprint, same tokens)."""
 
 from __future__ import annotations
 
@@ -24,8 +28,9 @@ from umbra.atomic import write_atomic
 from umbra.data.corpus import Document
 from umbra.data.tokenizer import EOS
 from umbra.errors import ConfigError
-from umbra.training.config import FimConfig
-from umbra.training.fim import SENTINELS, fim_transform, render
+from umbra.training.config import FimConfig, RepoConfig
+from umbra.training.fim import SENTINELS
+from umbra.training.repo_units import directory_groups, epoch_items, render_item
 
 log = logging.getLogger(__name__)
 
@@ -40,15 +45,20 @@ def load_raw_tokenizer(tokenizer_dir: Path) -> Tokenizer:
     tok.encode_special_tokens = True  # special-token strings inside code are plain text
     return tok
 
-def encode_documents(tok: Tokenizer, segments_per_doc: list[list[str]]) -> np.ndarray:
-    """Token ids of the documents, each followed by <|endoftext|>, as one uint16 array."""
-    ids_of = {s: tok.token_to_id(s) for s in (*SENTINELS, EOS)}
-    texts = [s for segs in segments_per_doc for s in segs if s not in SENTINELS and s]
+def encode_documents(tok: Tokenizer, segments_per_doc: list[list[str]],
+                     sentinels: frozenset[str] = SENTINELS) -> np.ndarray:
+    """Token ids of the documents, each followed by <|endoftext|>, as one uint16 array;
+    segments equal to one of `sentinels` become that special token's id."""
+    ids_of = {s: tok.token_to_id(s) for s in (*sentinels, EOS)}
+    missing = sorted(s for s, i in ids_of.items() if i is None)
+    if missing:
+        raise ConfigError(f"the tokenizer lacks the special tokens {missing}")
+    texts = [s for segs in segments_per_doc for s in segs if s not in sentinels and s]
     encoded = iter(tok.encode_batch(texts, add_special_tokens=False)) if texts else iter(())
     out: list[int] = []
     for segs in segments_per_doc:
         for s in segs:
-            if s in SENTINELS:
+            if s in sentinels:
                 out.append(ids_of[s])
             elif s:
                 out.extend(next(encoded).ids)
@@ -65,6 +75,7 @@ class StreamSpec:
     seed: int
     context_length: int
     fim: FimConfig
+    repo: RepoConfig | None = None  # repository-level units (None or rate 0: single documents only)
 
 class PackedStream:
     """Training batches addressed by (epoch, block); epochs are cached in memory and on disk."""
@@ -78,11 +89,18 @@ class PackedStream:
         self.cache_dir = cache_dir
         self._epoch: int | None = None
         self._blocks: np.ndarray | None = None
+        repo = spec.repo if spec.repo is not None and spec.repo.rate > 0 else None
+        self.repo = repo
+        self.groups = directory_groups(docs, repo.max_unit_chars) if repo else []
+        self.sentinels = SENTINELS | {repo.file_sep} if repo else SENTINELS
         self.fingerprint = self._fingerprint()
 
     def _fingerprint(self) -> str:
         h = hashlib.sha256(_LAYOUT)
-        h.update(json.dumps(asdict(self.spec), sort_keys=True).encode())
+        spec = asdict(self.spec)
+        if self.repo is None:
+            spec.pop("repo")  # streams without repo units keep their fingerprint (and caches)
+        h.update(json.dumps(spec, sort_keys=True).encode())
         h.update(self.tok.to_str().encode())
         for d in self.docs:
             h.update(d.path.encode() + b"\0" + hashlib.sha256(d.text.encode()).digest())
@@ -90,14 +108,16 @@ class PackedStream:
 
     def epoch_tokens(self, epoch: int) -> np.ndarray:
         """The full token stream of one epoch (deterministic)."""
-        order = np.random.default_rng([self.spec.seed, epoch]).permutation(len(self.docs))
+        items = epoch_items(self.docs, self.groups, self.repo, self.spec.seed, epoch)
+        file_sep = self.repo.file_sep if self.repo else ""
         parts = []
-        for start in range(0, len(order), _CHUNK_DOCS):
+        for start in range(0, len(items), _CHUNK_DOCS):
             segments = []
-            for idx in order[start:start + _CHUNK_DOCS]:
-                rng = np.random.default_rng([self.spec.seed, epoch, int(idx)])
-                segments.append(render(fim_transform(self.docs[idx].text, self.spec.fim, rng)))
-            parts.append(encode_documents(self.tok, segments))
+            for item in items[start:start + _CHUNK_DOCS]:
+                # FIM draws are seeded by the item's last document (a single document: itself)
+                rng = np.random.default_rng([self.spec.seed, epoch, item[-1]])
+                segments.append(render_item(self.docs, item, self.spec.fim, file_sep, rng))
+            parts.append(encode_documents(self.tok, segments, self.sentinels))
         return np.concatenate(parts)
 
     def epoch_blocks(self, epoch: int) -> np.ndarray:

@@ -85,7 +85,7 @@ class Trainer:
         tok = load_raw_tokenizer(cfg.tokenizer_dir)
         if tok.get_vocab_size() > cfg.model.vocab_size:
             raise ConfigError(f"tokenizer has {tok.get_vocab_size()} tokens, model only {cfg.model.vocab_size}")
-        spec = StreamSpec(cfg.seed, cfg.model.context_length, cfg.fim)
+        spec = StreamSpec(cfg.seed, cfg.model.context_length, cfg.fim, cfg.repo)
         self.stream = PackedStream(read_split(cfg.corpus_dir, "train"), tok, spec, cfg.out_dir / "data")
         self.valid = _validation_sets(cfg, tok)
         torch.manual_seed(cfg.seed)
