@@ -10,6 +10,9 @@ bytes little-endian:
 Kinds and their tensors:
     FORWARD   client->cloud  hidden [B,T,C] f32|f16|bf16, positions [B,T] int64,
                              optional key_padding [B,S] bool (S = cached + T, True = real token)
+    FORWARD_TRIM             a FORWARD frame whose `start` may be below the session's length: the
+                             cloud first truncates the session to `start` (truncate and forward in
+                             one trip: speculative decoding drops rejected drafts this way)
     HIDDEN    cloud->client  hidden [B,T',C] (T' = tail or T)
     BACKWARD  client->cloud  grad at the middle's output [B,T,C]
     GRAD      cloud->client  grad at the middle's input [B,T,C]
@@ -66,6 +69,7 @@ class Kind(IntEnum):
     BACKWARD = 3
     GRAD = 4
     ERROR = 5
+    FORWARD_TRIM = 6
 
 
 class FrameTooLarge(WireError):
@@ -103,9 +107,25 @@ class Frame:
 
 
 # -- constructors ------------------------------------------------------------------------------
-def forward_frame(hidden, positions, key_padding=None, *, start: int | None = None, tail: int = 0) -> Frame:
+def forward_frame(hidden, positions, key_padding=None, *, start: int | None = None, tail: int = 0,
+                  trim: bool = False) -> Frame:
+    """`trim`: a FORWARD_TRIM frame (the cloud truncates the session to `start` first)."""
     tensors = (hidden, positions) if key_padding is None else (hidden, positions, key_padding)
-    return Frame(Kind.FORWARD, tensors, start=start, tail=tail)
+    return Frame(Kind.FORWARD_TRIM if trim else Kind.FORWARD, tensors, start=start, tail=tail)
+
+
+def untrim(data: bytes | bytearray) -> tuple[int | None, bytes | bytearray]:
+    """(start, the same frame as FORWARD) for a FORWARD_TRIM frame; (None, data) for any other
+    bytes, which `decode` judges. Reads the header only."""
+    if len(data) < _HEADER.size:
+        return None, data
+    magic, version, kind, ntensors, start, tail, status = _HEADER.unpack_from(data)
+    if magic != MAGIC or version != VERSION or kind != Kind.FORWARD_TRIM:
+        return None, data
+    if start == NO_START:
+        raise WireError("a FORWARD_TRIM frame needs a start")
+    header = _HEADER.pack(MAGIC, VERSION, int(Kind.FORWARD), ntensors, start, tail, status)
+    return start, header + bytes(memoryview(data)[_HEADER.size :])
 
 
 def hidden_frame(hidden: torch.Tensor) -> Frame:
@@ -138,7 +158,9 @@ def check_structure(frame: Frame) -> None:
     for t in frame.tensors:
         if t.numel() == 0:
             raise WireError(f"tensors must not be empty, got shape {list(t.shape)}")
-    if frame.kind == Kind.FORWARD:
+    if frame.kind == Kind.FORWARD_TRIM and frame.start is None:
+        raise WireError("a FORWARD_TRIM frame needs a start")
+    if frame.kind in (Kind.FORWARD, Kind.FORWARD_TRIM):
         if n not in (2, 3):
             raise WireError(f"a FORWARD frame holds 2 or 3 tensors, got {n}")
         _check_float3(frame.hidden, "hidden states")

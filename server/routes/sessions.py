@@ -21,6 +21,20 @@ class TruncateRequest(BaseModel):
     length: int = Field(ge=0)  # cached positions to keep
 
 
+async def trim_first(state: CloudState, client: str, sid: str, data: bytes) -> bytes:
+    """A FORWARD_TRIM frame (umbra.wire): truncate the session to the frame's `start`, then it is
+    a FORWARD frame like any other (a `start` beyond the session's length stays a 409 there)."""
+    start, data = wire.untrim(data)
+    if start is not None:
+        await state.worker.run(_trim, state, client, sid, start)
+    return data
+
+
+def _trim(state: CloudState, client: str, sid: str, start: int) -> None:
+    if start < state.manager.own(client, sid).length:
+        state.manager.truncate(client, sid, start)
+
+
 def _frame_response(state: CloudState, data: bytes) -> Response:
     state.metrics.inc("umbra_cloud_bytes_out_total", len(data), transport="http")
     return Response(content=data, media_type=wire.MEDIA_TYPE)
@@ -40,6 +54,7 @@ async def forward(sid: str, request: Request, client: str = Depends(client_name)
                   settings: CloudSettings = Depends(get_settings)) -> Response:
     data = await read_body(request, settings.max_frame_bytes)
     state.metrics.inc("umbra_cloud_bytes_in_total", len(data), transport="http")
+    data = await trim_first(state, client, sid, data)
     return _frame_response(state, await state.scheduler.step(client, sid, data))
 
 

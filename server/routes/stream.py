@@ -2,7 +2,7 @@
 
 Handshake: `Authorization: Bearer` is checked and the session must belong to the client and be
 an inference session; otherwise the upgrade is denied with the same HTTP status and JSON body
-as over HTTP (401, 404, 410, 422). After that, every binary message is a FORWARD frame and gets
+as over HTTP (401, 404, 410, 422). After that, every binary message is a FORWARD (or FORWARD_TRIM) frame and gets
 exactly one reply: a HIDDEN frame, or an ERROR frame carrying the HTTP-like status. When the
 session is gone (404, 410) or the token was revoked (401) the error frame is followed by a close
 with code 4000 + status; the sweeper closes a revoked token's idle streams with 4401 too. A
@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from starlette.websockets import WebSocketDisconnect
 
 from server.deps import CloudState
+from server.routes.sessions import trim_first
 from server.errors import error_body, log_unexpected, message_for, status_for, ws_close_code
 from umbra import wire
 from umbra.errors import UmbraError
@@ -66,7 +67,7 @@ async def _serve(websocket: WebSocket, state: CloudState, client: str, sid: str)
             if data is None:
                 raise wire.WireError("the stream takes binary FORWARD frames only")
             metrics.inc("umbra_cloud_bytes_in_total", len(data), transport="ws")
-            reply = await state.scheduler.step(client, sid, data)
+            reply = await state.scheduler.step(client, sid, await trim_first(state, client, sid, data))
         except Exception as exc:  # every failure becomes an error frame, never a dead process
             status = status_for(exc)
             log_unexpected(exc, "stream step")

@@ -302,11 +302,12 @@ async def test_cloud_killed_mid_decode_raises_cloud_unavailable(tiny_model_dirs,
         await middle.aclose()
 
 
-async def test_round_trips_count_every_request_and_stream_step(tiny_model_dirs, clients):
-    """Middle.round_trips: the open, each HTTP frame, the stream's upgrade and each of its steps,
-    a truncate; a re-prefill after an eviction counts its requests too. In process: none."""
+async def test_round_trips_count_every_request_and_stream_step(tiny_model_dirs, hf_models, clients):
+    """Middle.round_trips: the open, each HTTP frame, the stream's upgrade and each of its steps;
+    a truncate travels with the next frame and costs none (the logits stay exact). In process: none."""
     d = tiny_model_dirs["qwen2-untied"]
     ids = torch.randint(0, 512, (1, 20), generator=torch.Generator().manual_seed(5))
+    ref = reference(hf_models["qwen2-untied"], ids)
     with local_cloud_thread(d, settings=ONE_THREAD) as cloud:
         async with RemoteMiddle(cloud.base_url, cloud.token) as middle:
             c = await SplitClient(clients["qwen2-untied"], middle).open()
@@ -320,10 +321,13 @@ async def test_round_trips_count_every_request_and_stream_step(tiny_model_dirs, 
             assert middle.round_trips(c.session) == 7
             await c.run(ids[:, 14:19])  # five positions in one frame: one trip
             assert middle.round_trips(c.session) == 8
-            await c.truncate(12)
-            assert middle.round_trips(c.session) == 9
+            await c.truncate(12)  # no trip: the next frame carries it (FORWARD_TRIM)
+            assert middle.round_trips(c.session) == 8 and middle._sessions[c.session].trim
+            assert maxdiff((await c.run(ids[:, 12:13]))[:, 0], ref[:, 12]) <= TOL
+            assert middle.round_trips(c.session) == 9 and not middle._sessions[c.session].trim
+            assert maxdiff(await c.run(ids[:, 13:17]), ref[:, 13:17]) <= TOL  # the cloud held 19, cut to 12 + 1
             other = await SplitClient(clients["qwen2-untied"], middle).open()
-            assert middle.round_trips(other.session) == 1 and middle.round_trips(c.session) == 9
+            assert middle.round_trips(other.session) == 1 and middle.round_trips(c.session) == 10
     local = LocalMiddle(load_middle(d))
     sid = await local.open_session()
     await local.forward(torch.zeros(1, 3, local.hidden_size), torch.arange(3)[None], sid)

@@ -80,3 +80,28 @@ def test_truncate_continue_and_close(cloud):
         assert torch.allclose(again, full[:, 4:], atol=1e-5)
         assert http.delete(f"/v1/sessions/{sid}", headers=auth(cloud.token)).status_code == 204
         assert forward(http, cloud.token, sid, step()).status_code == 404
+
+
+def test_a_trim_frame_truncates_and_forwards_in_one_trip(cloud):
+    """FORWARD_TRIM over HTTP and over the stream: the session is cut to the frame's start first
+    (the outputs equal a truncate then a forward); a start beyond the session is still 409."""
+    from websockets.sync.client import connect
+
+    with httpx.Client(base_url=cloud.base_url, timeout=30) as http:
+        sid = open_session(http, cloud.token)
+        h = torch.randn(1, 8, C)
+        pos = torch.arange(8)[None]
+        full = wire.decode(forward(http, cloud.token, sid, wire.encode(wire.forward_frame(h[:, :6], pos[:, :6]))).content)
+        trimmed = wire.encode(wire.forward_frame(h[:, 3:5], pos[:, 3:5], start=3, trim=True))
+        again = wire.decode(forward(http, cloud.token, sid, trimmed).content).hidden  # 6 held, cut to 3, +2
+        assert torch.allclose(again, full.hidden[:, 3:5], atol=1e-5)
+        url = cloud.base_url.replace("http", "ws", 1) + f"/v1/sessions/{sid}/stream"
+        with connect(url, additional_headers=auth(cloud.token), max_size=None, open_timeout=10) as ws:
+            ws.send(wire.encode(wire.forward_frame(h[:, 4:5], pos[:, 4:5], start=4, trim=True)))  # 5 held, cut to 4
+            step_out = wire.decode(ws.recv(timeout=30))
+            assert step_out.kind == wire.Kind.HIDDEN and torch.allclose(step_out.hidden, full.hidden[:, 4:5], atol=1e-5)
+            ws.send(wire.encode(wire.forward_frame(h[:, 6:7], pos[:, 6:7], start=9, trim=True)))
+            late = wire.decode(ws.recv(timeout=30))
+            assert (late.kind, late.status) == (wire.Kind.ERROR, 409)
+        assert forward(http, cloud.token, sid, wire.encode(wire.forward_frame(h[:, 5:6], pos[:, 5:6], start=5))).status_code == 200
+        http.delete(f"/v1/sessions/{sid}", headers=auth(cloud.token))

@@ -19,7 +19,13 @@ the connection to the cloud fails mid-call (refused, reset, the stream dropped, 
 502/504) the step is retried once on a fresh cloud session with one re-prefill: behind a
 balancer that lands on a live replica. A second failure in the same call raises
 CloudUnavailable ("cloud unreachable ..."); there is never a fallback. Timeouts and other 5xx
-raise at once. A 4xx is CloudRejected(status)."""
+raise at once. A 4xx is CloudRejected(status).
+
+A truncate of a session the cloud holds in full costs no trip: the next step's frame is a
+FORWARD_TRIM frame (umbra.wire) whose `start` tells the cloud where to cut, so truncate and
+forward travel together (speculative decoding truncates after most verify frames). A cloud that
+does not know FORWARD_TRIM answers 400; the client then truncates explicitly, resends, and sends
+explicit truncates from then on."""
 
 from __future__ import annotations
 
@@ -84,6 +90,7 @@ class RemoteMiddle:
                                        timeout=httpx.Timeout(timeout, connect=connect_timeout))
         self._sessions: dict[str, RemoteSession] = {}
         self._background: set[asyncio.Task] = set()
+        self.trim_in_frame = True  # truncate with the next frame (FORWARD_TRIM); off once a cloud refuses it
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _count(self, direction: str, payload: bytes) -> None:
@@ -243,7 +250,7 @@ class RemoteMiddle:
         """Truncate the cloud to what we know it should hold (after a truncate or a cancelled step)."""
         if s.dirty:  # the stream may still owe us a reply: start a fresh one
             self._drop_ws(s)
-        s.dirty = False
+        s.dirty = s.trim = False
         if s.remote is not None:
             try:
                 await self._request("POST", f"/v1/sessions/{s.remote}/truncate", body={"length": s.length}, s=s)
@@ -267,7 +274,8 @@ class RemoteMiddle:
         for a in range(0, t, per):
             b = min(t, a + per)
             kp = None if key_padding is None else key_padding[:, : start + b]
-            frame = wire.forward_frame(x[:, a:b], pos[:, a:b], kp, start=start + a, tail=0 if want else 1)
+            trim = s.trim and a == 0  # the first frame carries the pending truncate
+            frame = wire.forward_frame(x[:, a:b], pos[:, a:b], kp, start=start + a, tail=0 if want else 1, trim=trim)
             data = self._frame_bytes(frame)
             try:
                 if want and start + a > 0 and b - a <= self.stream_max_tokens:
@@ -277,6 +285,7 @@ class RemoteMiddle:
             except (CloudRejected, CloudUnavailable):  # earlier frames (or this one) may have landed,
                 s.dirty = True  # or the cloud dropped the session (413): check and roll back next time
                 raise
+            s.trim = False
         return torch.cat(outs, 1) if want else None
 
     async def _step(self, s: RemoteSession, x, pos, key_padding) -> torch.Tensor:
@@ -288,7 +297,7 @@ class RemoteMiddle:
             try:
                 if s.remote is None:  # evicted, expired, unknown, out of sync or lost: rebuild the cloud's cache
                     self._drop_ws(s)
-                    s.remote = await self._open_remote(s)
+                    s.remote, s.trim = await self._open_remote(s), False
                     if s.chunks:
                         self.stats.reprefills += 1
                         hidden = torch.cat([h for h, _ in s.chunks], 1)
@@ -297,6 +306,11 @@ class RemoteMiddle:
                 return await self._send(s, x, pos, key_padding, s.length, want=True)
             except (SessionEvicted, _OutOfSync, _UnknownSession) as exc:
                 s.remote, forgotten = None, isinstance(exc, _UnknownSession)
+            except CloudRejected as exc:
+                if not (s.trim and exc.status == 400):
+                    raise
+                self.trim_in_frame = False  # a cloud without FORWARD_TRIM: truncate explicitly from now on
+                await self._resync(s)
             except _ConnectionLost:
                 if lost:  # the retry failed too: the cloud is down, not one replica
                     raise
@@ -365,8 +379,13 @@ class RemoteMiddle:
                 raise ValidationError("truncate applies to inference sessions only")
             if not 0 <= length <= s.length:
                 raise ValidationError(f"cannot truncate a session of {s.length} positions to {length}")
+            if length == s.length:
+                return
             s.keep(length)
-            await self._resync(s)  # also clears a pending `dirty`
+            if self.trim_in_frame and s.remote is not None and not s.dirty:
+                s.trim = True  # cut by the next frame (FORWARD_TRIM): no trip of its own
+            else:
+                await self._resync(s)  # also clears a pending `dirty`
 
     def round_trips(self, session: str) -> int:
         """Round trips this session has made so far (open, every forward frame, stream upgrade,

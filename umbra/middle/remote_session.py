@@ -34,6 +34,7 @@ class RemoteSession:
     key_padding: torch.Tensor | None = None  # latest full mask [B, length], if the caller used one
     ws: ClientConnection | None = None
     dirty: bool = False  # a step was cancelled in flight: the cloud may hold more than `length`
+    trim: bool = False  # truncated here, not yet on the cloud: the next frame is FORWARD_TRIM to `length`
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     length: int = 0  # positions in `chunks`
     trips: int = 0  # round trips to the cloud: HTTP requests, stream upgrades and stream steps
