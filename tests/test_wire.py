@@ -19,7 +19,7 @@ FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 
 
 @st.composite
-def forward_frames(draw):
+def forward_frames(draw, trim: bool = False):
     b, t, c = draw(st.integers(1, 3)), draw(st.integers(1, 5)), draw(st.integers(1, 8))
     dtype = draw(st.sampled_from(FLOATS))
     seed = draw(st.integers(0, 2**31 - 1))
@@ -29,15 +29,15 @@ def forward_frames(draw):
     kp = None
     if draw(st.booleans()):
         kp = torch.rand(b, t + draw(st.integers(0, 4)), generator=gen) > 0.3
-    start = draw(st.one_of(st.none(), st.integers(0, wire.NO_START - 1)))
-    return wire.forward_frame(hidden, positions, kp, start=start, tail=draw(st.integers(0, t)))
+    start = draw(st.integers(0, wire.NO_START - 1) if trim else st.one_of(st.none(), st.integers(0, wire.NO_START - 1)))
+    return wire.forward_frame(hidden, positions, kp, start=start, tail=draw(st.integers(0, t)), trim=trim)
 
 
 @st.composite
 def any_frames(draw):
     kind = draw(st.sampled_from(list(wire.Kind)))
-    if kind == wire.Kind.FORWARD:
-        return draw(forward_frames())
+    if kind in (wire.Kind.FORWARD, wire.Kind.FORWARD_TRIM):
+        return draw(forward_frames(trim=kind == wire.Kind.FORWARD_TRIM))
     if kind == wire.Kind.ERROR:
         return wire.error_frame(draw(st.integers(400, 599)), draw(st.text(max_size=40)))
     shape = tuple(draw(st.lists(st.integers(1, 4), min_size=3, max_size=3)))
@@ -60,6 +60,31 @@ def test_round_trip_every_kind_dtype_and_shape(frame):
     data = wire.encode(frame)
     assert_same(wire.decode(data), frame)
     assert wire.encode(wire.decode(data)) == data
+
+
+@FAST
+@given(any_frames())
+def test_untrim_turns_only_a_trim_frame_into_its_forward_frame(frame):
+    data = wire.encode(frame)
+    start, plain = wire.untrim(data)
+    if frame.kind != wire.Kind.FORWARD_TRIM:
+        assert (start, plain) == (None, data)
+    else:
+        same = wire.decode(plain)
+        assert start == frame.start and same.kind == wire.Kind.FORWARD
+        assert_same(same, wire.Frame(wire.Kind.FORWARD, frame.tensors, start=frame.start, tail=frame.tail))
+
+
+def test_a_trim_frame_needs_a_start():
+    with pytest.raises(WireError, match="needs a start"):
+        wire.encode(wire.forward_frame(torch.zeros(1, 1, 2), torch.zeros(1, 1, dtype=torch.int64), trim=True))
+    raw = bytearray(wire.encode(wire.forward_frame(torch.zeros(1, 1, 2), torch.zeros(1, 1, dtype=torch.int64),
+                                                   start=3, trim=True)))
+    struct.pack_into("<I", raw, 8, wire.NO_START)  # the header's start field
+    with pytest.raises(WireError, match="needs a start"):
+        wire.untrim(bytes(raw))
+    with pytest.raises(WireError, match="needs a start"):
+        wire.decode(bytes(raw))
 
 
 @FAST
