@@ -1,20 +1,19 @@
-"""`umbra keys access ...` end to end: the real CLI in a subprocess (stdin piped for real), the real
-OS keyring (GNOME Keyring under a private D-Bus session), a tiny bundle. Keys are printed once on
-stdout, read back only from stdin, never written to a file; every bad input is one clear line on
-stderr with exit status ≠ 0 and the bundle exactly as before."""
+"""`umbra keys access ...` end to end: the CLI's entry point with its own stdin, stdout and stderr
+(in-process, tests/cli_helpers.py; one test runs the console program in a subprocess, stdin piped
+for real), the real OS keyring (GNOME Keyring under a private D-Bus session), a tiny bundle. Keys
+are printed once on stdout, read back only from stdin, never written to a file; every bad input is
+one clear line on stderr with exit status ≠ 0 and the bundle exactly as before."""
 
 from __future__ import annotations
 
 import hashlib
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from tiny_models import build_tiny_model_dir
 
 from adapter_helpers import perturb
+from cli_helpers import umbra_in_process, umbra_subprocess
 from keys.access_keys import delete_key, entry_name, held_key_ids, parse
 from umbra.engine import ClientModel
 from umbra.model.adapters import LoraConfig, build_adapter
@@ -23,12 +22,7 @@ from umbra.privacy.bundle import BundleConfig, init_bundle
 from umbra.privacy.bundle_adapters import add_adapter
 from umbra.privacy.manifest import Manifest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def umbra(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "umbra.cli.main", *args], input=stdin, capture_output=True,
-                          text=True, cwd=ROOT, env=dict(os.environ), timeout=300)
+umbra = umbra_in_process
 
 
 def snapshot(d: Path) -> dict[str, str]:
@@ -154,3 +148,25 @@ def test_bad_input_is_one_clear_error_and_leaves_the_bundle_as_it_was(setup, key
     r = umbra("keys", "access", "rotate", "team-a", *b)
     assert r.returncode != 0 and "needs its current secret in this keyring" in r.stderr
     assert snapshot(bundle) == before
+
+
+def test_the_console_program_prints_the_key_alone_and_reads_it_from_a_pipe(setup, keystore):
+    """The real `umbra` process: stdout is the key alone (so `... | tool` captures it), and `import`
+    reads the key from a real pipe on stdin; a bad key is exit status 2 and one line on stderr, no
+    traceback. (The key is created in-process: creating one retrains the gate, which the tests
+    above run five times; the console program adds nothing to that.)"""
+    bundle, plain, b = setup
+    created = umbra_in_process("keys", "access", "create", "team-a", "--adapter", "team", "--adapter-file", str(plain), *b)
+    assert created.returncode == 0, created.stderr
+    key = parse(created.stdout)
+    exported = umbra_subprocess("keys", "access", "export", "team-a", *b, timeout=300)
+    assert exported.returncode == 0, exported.stderr
+    assert exported.stdout == key.text() + "\n"
+    delete_key(keystore, key.bundle_id, key.key_id)
+    imported = umbra_subprocess("keys", "access", "import", *b, stdin=key.text() + "\n", timeout=300)
+    assert imported.returncode == 0, imported.stderr
+    assert "team-a" in imported.stdout and key.text() not in imported.stdout + imported.stderr
+    assert keystore.get(entry_name(key.bundle_id, key.key_id)) == key.secret
+    bad = umbra_subprocess("keys", "access", "import", *b, stdin="not-a-key", timeout=300)
+    assert bad.returncode == 2 and "not an Umbra access key" in bad.stderr and bad.stderr.count("\n") == 1
+    assert "Traceback" not in bad.stderr

@@ -8,10 +8,10 @@ import json
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import umbra_in_process, umbra_subprocess
 
 from server.launch import local_cloud_sync
 from umbra.cli.complete_cmd import parse_position, split_at
@@ -35,18 +35,17 @@ def source(tmp_path_factory) -> Path:
     return path
 
 
-def _umbra(*args, env=None) -> subprocess.CompletedProcess:
-    env = {**os.environ, **(env or {})}
-    for name in ("UMBRA_CLOUD_URL", "UMBRA_CLOUD_TOKEN"):
-        if env.get(name) is None:
-            env.pop(name, None)
-    return subprocess.run([sys.executable, "-m", "umbra.cli.main", "complete", *map(str, args)],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=repo_root())
+def _umbra(*args, env=None, in_process=True) -> subprocess.CompletedProcess:
+    """`umbra complete ARGS`; UMBRA_CLOUD_URL/TOKEN come from `env` only (None or absent: unset)."""
+    env = {"UMBRA_CLOUD_URL": None, "UMBRA_CLOUD_TOKEN": None, **(env or {})}
+    run = umbra_in_process if in_process else umbra_subprocess
+    return run("complete", *args, env=env)
 
 
 def test_split_through_a_self_started_cloud_prints_the_same_as_local(model_dir, source):
+    """The console program in a subprocess (the cloud it starts is its child, on loopback)."""
     pos = f"{source}:2:13"  # after "    return a"
-    split = _umbra(pos, "--model", model_dir, *GEN, "--json", env={"UMBRA_CLOUD_URL": None})
+    split = _umbra(pos, "--model", model_dir, *GEN, "--json", in_process=False)
     local = _umbra(pos, "--model", model_dir, *GEN, "--local", "--json")
     assert split.returncode == 0, split.stderr
     assert local.returncode == 0, local.stderr

@@ -1,18 +1,18 @@
 """`umbra tune shared` and `umbra tune experts` end to end on a tiny bundle (the middle in-process):
 the DP shared prompt is stored with the ε it spent, one expert per language beside it, and
 `umbra complete` routes by the file's language (an unknown one gets the shared prompt only).
-Budgets the data cannot meet and empty language slices are refused with a clear message."""
+Budgets the data cannot meet and empty language slices are refused with a clear message.
+`tune shared` and `tune experts` run once each as the console program in a subprocess; the other
+commands call the entry point in-process (tests/cli_helpers.py)."""
 
 from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
+from cli_helpers import umbra_in_process, umbra_subprocess
 from tiny_models import CODE_SNIPPETS, build_tiny_model_dir
 
 from umbra.data.corpus import Document, write_documents
@@ -21,12 +21,7 @@ from umbra.privacy.manifest import Manifest
 from umbra.tuning.dp_sgd import spent_epsilon
 from umbra.tuning.noesis_config import FAMILY_CLIP_NORM
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _umbra(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "umbra.cli.main", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=timeout)
+_umbra = umbra_in_process
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +43,8 @@ def setup(tmp_path_factory, module_keystore):
 def test_shared_then_experts_then_completion_by_language(setup):
     bundle, corpus, service, root = setup
     common = ["--bundle", str(bundle), "--corpus-dir", str(corpus), "--in-process", "--service", service]
-    r = _umbra("tune", "shared", *common, "--prompt-length", "4", "--context-length", "40", "--expected-batch", "4",
-               "--epochs", "0.5", "--delta", "1e-3", "--physical-batch", "4")
+    r = umbra_subprocess("tune", "shared", *common, "--prompt-length", "4", "--context-length", "40",
+                         "--expected-batch", "4", "--epochs", "0.5", "--delta", "1e-3", "--physical-batch", "4")
     assert r.returncode == 0, r.stderr
     entry = Manifest.read(bundle).adapters["shared"]
     assert entry["role"] == "shared" and entry["kind"] == "soft_prompt" and entry["placement"] == "input"
@@ -59,7 +54,8 @@ def test_shared_then_experts_then_completion_by_language(setup):
     assert dp["clip_norm"] == 1.0  # the soft prompt keeps the paper's bound
     assert entry["training"]["documents"] == {"go": 12, "python": 40}
 
-    r = _umbra("tune", "experts", *common, "--rank", "2", "--epochs", "1", "--block-len", "32", "--batch-size", "4")
+    r = umbra_subprocess("tune", "experts", *common, "--rank", "2", "--epochs", "1", "--block-len", "32",
+                         "--batch-size", "4")
     assert r.returncode == 0, r.stderr
     adapters = Manifest.read(bundle).adapters
     for lang in ("python", "go"):

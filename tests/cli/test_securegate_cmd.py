@@ -1,21 +1,17 @@
-"""`umbra securegate train` end to end on a tiny bundle (the middle in-process): the organization's
-code is scrubbed, both adapters trained and fused, the secure one stored in plaintext, the
-revealing one only sealed under the new access key printed once, which then unlocks it."""
+"""`umbra securegate train` end to end on a tiny bundle (the console program in a subprocess, the
+middle in-process): the organization's code is scrubbed, both adapters trained and fused, the
+secure one stored in plaintext, the revealing one only sealed under the new access key printed
+once, which then unlocks it."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
+from cli_helpers import umbra_in_process, umbra_subprocess
 from tiny_models import build_tiny_model_dir
 
 from keys.access_keys import parse
 from umbra.privacy.bundle import BundleConfig, init_bundle
 from umbra.privacy.manifest import Manifest
 
-ROOT = Path(__file__).resolve().parents[2]
 FILES = {
     f"svc/mod{i}.py": (f'"""Service {i}."""\nDB_HOST = "db-{i}.corp.acme.internal"\n'
                        f'API_KEY = "sk_live_{i}a8f3Kq9ZxLm2Vb7Rt4Np6Wc"\n\n\ndef handler_{i}(request):\n'
@@ -33,11 +29,9 @@ def test_train_scrubs_trains_fuses_and_seals(tmp_path, keystore):
     for rel, text in FILES.items():
         (code / rel).parent.mkdir(parents=True, exist_ok=True)
         (code / rel).write_text(text)
-    env = dict(os.environ)
-    r = subprocess.run([sys.executable, "-m", "umbra.cli.main", "securegate", "train", str(code), "--bundle", str(bundle),
-                        "--key-name", "platform", "--in-process", "--epochs", "1", "--rank", "2",
-                        "--internal-domain", "acme.example", "--service", keystore.service],
-                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    r = umbra_subprocess("securegate", "train", code, "--bundle", bundle, "--key-name", "platform", "--in-process",
+                         "--epochs", "1", "--rank", "2", "--internal-domain", "acme.example", "--service",
+                         keystore.service)
     assert r.returncode == 0, r.stderr
     key = parse(r.stdout)
     manifest = Manifest.read(bundle)
@@ -46,8 +40,7 @@ def test_train_scrubs_trains_fuses_and_seals(tmp_path, keystore):
     report = manifest.adapters["secure"]["training"]["report"]
     assert report["scrub_findings"].get("secret", 0) >= 20 and report["query_files"] >= 1
     assert "sk_live_" not in (bundle / "manifest.json").read_text()
-    status = subprocess.run([sys.executable, "-m", "umbra.cli.main", "keys", "access", "status", "--bundle", str(bundle),
-                             "--service", keystore.service], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    status = umbra_in_process("keys", "access", "status", "--bundle", bundle, "--service", keystore.service)
     assert "you can unlock: revealing (key platform)" in status.stdout, status.stdout + status.stderr
     for path in tmp_path.rglob("*"):
         if path.is_file():
