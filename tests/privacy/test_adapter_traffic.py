@@ -116,7 +116,7 @@ def _received_states(sent: list[bytes]) -> dict[int, torch.Tensor]:
     for payload in sent:
         if payload.startswith(wire.MAGIC):
             frame = wire.decode(payload)
-            if frame.kind == wire.Kind.FORWARD:
+            if frame.kind in (wire.Kind.FORWARD, wire.Kind.FORWARD_TRIM):  # a trim frame cuts, then runs its own
                 hidden, positions = frame.tensors[0], frame.tensors[1]
                 for t, pos in enumerate(positions[0].tolist()):
                     states[pos] = hidden[0, t]
