@@ -11,6 +11,7 @@ import logging
 import time
 
 from fastapi import FastAPI
+from starlette.requests import ClientDisconnect
 
 from server.auth import TokenStore
 from server.deps import CloudState
@@ -28,6 +29,7 @@ from umbra.model.batch_decode import check_slab_shape, slab_widths
 from umbra.model.loader import Checkpoint, load_part
 from umbra.model.parts import SplitPlan
 from umbra.model.spec import load_spec
+from umbra.edge import EDGE_EXTENSION
 from umbra.errors import UmbraError
 from umbra.wire import WIRE_DTYPE_NAMES
 
@@ -108,7 +110,11 @@ async def lifespan(app: FastAPI):
 
 
 class LatencyMiddleware:
-    """Per-route latency histogram and error counter for HTTP requests (pure ASGI)."""
+    """Per-route latency histogram and error counter for HTTP requests (pure ASGI), outermost.
+
+    A request the client abandoned (a disconnect mid-body: starlette's ClientDisconnect, or no
+    response at all because the connection went) is a client abort — its own counter, one log
+    line with the route template and a reason, never a 500 or a traceback."""
 
     def __init__(self, app, metrics: Metrics):
         self.app, self.metrics = app, metrics
@@ -116,7 +122,7 @@ class LatencyMiddleware:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        t0, status = time.perf_counter(), 500
+        t0, status = time.perf_counter(), None
 
         async def send_status(message):
             nonlocal status
@@ -124,13 +130,24 @@ class LatencyMiddleware:
                 status = message["status"]
             await send(message)
 
+        aborted = False
         try:
             await self.app(scope, receive, send_status)
+            aborted = status is None
+        except ClientDisconnect:
+            aborted = True
+        except BaseException:
+            status = status or 500
+            raise
         finally:
-            route = scope.get("route")
-            path = getattr(route, "path", "unmatched")
-            self.metrics.observe(time.perf_counter() - t0, route=f"{scope['method']} {path}")
-            if status >= 400:
+            path = getattr(scope.get("route"), "path", "unmatched")
+            route = f"{scope['method']} {path}"
+            self.metrics.observe(time.perf_counter() - t0, route=route)
+            if aborted:
+                reason = scope.get("extensions", {}).get(EDGE_EXTENSION, {}).get("reason", "disconnect")
+                self.metrics.inc("umbra_cloud_client_aborts_total", route=route, reason=reason)
+                log.info("client abort: %s (%s)", route, reason)  # the route template only, no payload
+            elif status is not None and status >= 400:
                 self.metrics.inc("umbra_cloud_errors_total", status=str(status))
 
 
@@ -143,6 +160,6 @@ def create_app(settings: CloudSettings | None = None) -> FastAPI:
     install_handlers(app)
     for module in (health, sessions, stream, metrics, lora):
         app.include_router(module.router)
-    app.add_middleware(LatencyMiddleware, metrics=app.state.metrics)
     app.add_middleware(BodyGuard, limits=lambda: app.dependency_overrides.get(get_settings, get_settings)().edge_limits())
+    app.add_middleware(LatencyMiddleware, metrics=app.state.metrics)  # outermost: BodyGuard's refusals count too
     return app

@@ -13,6 +13,7 @@ from server.sessions import SessionManager
 from server.worker import ComputeWorker
 from server.settings import CloudSettings
 from umbra.middle.runtime import MiddleRuntime
+from umbra.edge import EDGE_EXTENSION
 from umbra.wire import FrameTooLarge
 
 
@@ -37,8 +38,13 @@ def get_state(request: Request) -> CloudState:
 
 
 def client_name(request: Request, state: CloudState = Depends(get_state)) -> str:
-    """The authenticated client (token name); Unauthorized -> 401."""
-    return state.tokens.authenticate(request.headers.get("authorization"))
+    """The authenticated client (token name); Unauthorized -> 401. A valid token proves the
+    connection to the edge (umbra/edge.py): longer deadlines, a slot that unproven ones cannot take."""
+    name = state.tokens.authenticate(request.headers.get("authorization"))
+    edge = request.scope.get("extensions", {}).get(EDGE_EXTENSION)
+    if edge is not None:
+        edge["authenticated"]()
+    return name
 
 
 async def read_body(request: Request, limit: int) -> bytes:

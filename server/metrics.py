@@ -17,6 +17,7 @@ _COUNTERS = {
     "umbra_cloud_bytes_in_total": "Frame bytes received.",
     "umbra_cloud_bytes_out_total": "Frame bytes sent.",
     "umbra_cloud_errors_total": "Requests or stream steps answered with an error.",
+    "umbra_cloud_client_aborts_total": "Requests the client abandoned mid-body, or the edge cut at its deadline.",
     "umbra_cloud_budget_refusals_total": "Steps refused because other clients hold the whole KV budget.",
     "umbra_cloud_decode_slabs_total": "Batched decode slabs run through the middle blocks.",
     "umbra_cloud_decode_batched_steps_total": "Decode steps run inside batched slabs.",

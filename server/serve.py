@@ -27,6 +27,8 @@ _FLAGS = {
     "max_batch_rows": "max_batch_rows", "decode_width": "decode_width", "decode_min_width": "decode_min_width",
     "decode_gather_ms": "decode_gather_ms",
     "prefill_chunk_tokens": "prefill_chunk_tokens", "max_connections_per_address": "max_connections_per_address",
+    "trusted_proxy": "trusted_proxies", "unauthenticated_timeout_seconds": "unauthenticated_timeout_seconds",
+    "max_unauthenticated_per_address": "max_unauthenticated_per_address",
 }
 
 
@@ -53,6 +55,12 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
                    help="longest wait of a decode step for sessions due back to share its slab (0: never)")
     p.add_argument("--prefill-chunk-tokens", type=int, help="batch x positions per prefill chunk")
     p.add_argument("--max-connections-per-address", type=int, help="open connections per client IP")
+    p.add_argument("--max-unauthenticated-per-address", type=int,
+                   help="connection slots per address that no valid token has proven yet (the oldest makes way)")
+    p.add_argument("--unauthenticated-timeout-seconds", type=float,
+                   help="deadline of a whole request on a connection no token has proven yet")
+    p.add_argument("--trusted-proxy", action="append", metavar="ADDRESS",
+                   help="a reverse proxy (address or network) whose X-Forwarded-For names the client; repeatable")
     p.add_argument("--torch-threads", type=int)
     p.add_argument("--lora", action="store_true", default=None,
                    help="let each client train its own LoRA on the middle blocks (env UMBRA_CLOUD_LORA)")
@@ -78,6 +86,8 @@ def uvicorn_config(settings: CloudSettings):
         http=edge_protocol(settings.edge_limits()),  # header deadline, connections per address
         h11_max_incomplete_event_size=settings.max_header_bytes,
         timeout_keep_alive=5,
+        proxy_headers=bool(settings.trusted_proxies),  # forwarded headers only from the explicit allow-list
+        forwarded_allow_ips=list(settings.trusted_proxies) or [],
         ssl_certfile=str(settings.tls_cert) if settings.tls_cert else None,
         ssl_keyfile=str(settings.tls_key) if settings.tls_key else None,
         ws_max_size=settings.max_frame_bytes + 1024,  # oversize stream messages: close 1009

@@ -47,7 +47,11 @@ class CloudSettings(BaseSettings):
     max_json_bytes: int = 64 * 1024  # body of the JSON routes (413 over it, before auth)
     max_header_bytes: int = 16 * 1024  # request line + headers (h11_max_incomplete_event_size)
     header_timeout_seconds: float = 10.0  # request headers must be complete within this (408)
-    body_timeout_seconds: float = 30.0  # a request body must be complete within this (408)
+    body_timeout_seconds: float = 30.0  # a whole request (headers + body) on an authenticated connection (408, close)
+    unauthenticated_timeout_seconds: float = 5.0  # a whole request on a connection no valid token has proven yet
+    max_unauthenticated_per_address: int = 32  # connection slots unproven connections may hold (oldest displaced)
+    trusted_proxies: list[str] = []  # proxy addresses / networks whose X-Forwarded-For names the client
+    # (--trusted-proxy, repeatable; empty: forwarded headers are ignored from everyone)
     ws_idle_seconds: float = 300.0  # a stream with no message this long is closed (1001)
     max_connections_per_address: int = 128  # open connections per client IP (429 over it)
     torch_threads: int | None = None  # intra-op threads of the compute worker (None: torch default)
@@ -62,7 +66,9 @@ class CloudSettings(BaseSettings):
         from server.edge import EdgeLimits
 
         return EdgeLimits(self.max_frame_bytes, self.max_json_bytes, self.header_timeout_seconds,
-                          self.body_timeout_seconds, self.max_connections_per_address, self.max_header_bytes)
+                          self.body_timeout_seconds, self.max_connections_per_address, self.max_header_bytes,
+                          self.unauthenticated_timeout_seconds, self.max_unauthenticated_per_address,
+                          tuple(self.trusted_proxies))
 
     def plan_args(self) -> tuple[int, int] | None:
         if self.encoder_blocks is None and self.decoder_blocks is None:
@@ -80,15 +86,21 @@ class CloudSettings(BaseSettings):
             raise ConfigError(f"dtype must be float32, float16 or bfloat16, got {self.dtype!r}")
         for name in ("max_frame_bytes", "max_sessions_per_client", "kv_budget_bytes", "max_batch_rows",
                      "decode_width", "decode_min_width", "prefill_chunk_tokens", "max_json_bytes", "max_header_bytes",
-                     "max_connections_per_address"):
+                     "max_connections_per_address", "max_unauthenticated_per_address"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1")
+        from umbra.edge_slots import TrustedProxies
+
+        try:
+            TrustedProxies(self.trusted_proxies)
+        except ValueError as exc:
+            raise ConfigError(f"trusted_proxies: {exc}") from None
         if self.decode_gather_ms < 0:
             raise ConfigError("decode_gather_ms must be >= 0")
         if self.kv_client_quota_bytes is not None and self.kv_client_quota_bytes < 1:
             raise ConfigError("kv_client_quota_bytes must be >= 1")
         for name in ("session_idle_seconds", "sweep_interval_seconds", "header_timeout_seconds",
-                     "body_timeout_seconds", "ws_idle_seconds"):
+                     "body_timeout_seconds", "ws_idle_seconds", "unauthenticated_timeout_seconds"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0")
         return self

@@ -2,10 +2,14 @@
 lsp/http_app.py): what a connection may cost before anybody has looked at its token.
 
 - `EdgeLimits`: the limits (from each service's settings).
-- `edge_protocol(limits)`: uvicorn's h11 protocol with a deadline for request headers (slow
-  headers get 408 and the connection closes; uvicorn bounds their size with
-  h11_max_incomplete_event_size) and a cap of open connections per client address (over it: 429
-  and close), counted over live transports so upgraded WebSockets count too.
+- `edge_protocol(limits)`: uvicorn's h11 protocol with a deadline for a whole request (headers,
+  then headers + body, counted from its first byte however often bytes arrive; shortest while no
+  token has proven the connection): past it 408 and close. Connection slots per client address
+  (umbra/edge_slots.py): unproven connections hold a small share and the oldest makes way for a
+  newcomer; 429 and close only when nothing can. Any response that starts before the request
+  body was read (401, 408, 413, 429, ...) and every 401 carries `Connection: close`, and the
+  connection is dropped once it is sent. Behind a proxy in `trusted_proxies` the slot is the
+  forwarded client's.
 - `BodyGuard`: ASGI middleware, outermost, that enforces body size limits before parsing and
   before authentication — a declared Content-Length over the route's limit is answered 413 at
   once; a JSON body is read here, up to its limit and within a deadline (408), then replayed; a
@@ -18,22 +22,28 @@ import asyncio
 import functools
 import json
 import time
-from collections import defaultdict
 from dataclasses import dataclass
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from umbra.edge_slots import SlotTable, TrustedProxies
 
 
 @dataclass(frozen=True)
 class EdgeLimits:
-    max_frame_bytes: int = 64 * 1024 * 1024
-    max_json_bytes: int = 64 * 1024
-    header_timeout_seconds: float = 10.0
-    body_timeout_seconds: float = 30.0
-    max_connections_per_address: int = 128
-    max_header_bytes: int = 16 * 1024
+    max_frame_bytes: int = 64 * 1024 * 1024  # largest frame body
+    max_json_bytes: int = 64 * 1024  # largest JSON body
+    header_timeout_seconds: float = 10.0  # a request's headers, from its first byte (408 and close)
+    body_timeout_seconds: float = 30.0  # a whole request (headers + body) on an authenticated connection
+    max_connections_per_address: int = 128  # slots per client address (umbra/edge_slots.py)
+    max_header_bytes: int = 16 * 1024  # request line + headers (431 over it)
+    unauthenticated_timeout_seconds: float = 5.0  # a whole request on a connection no token has proven yet
+    max_unauthenticated_per_address: int = 32  # slots unproven connections may hold; the oldest makes way
+    trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-For names the client (nginx); none by default
+
+
+EDGE_EXTENSION = "umbra.edge"  # scope["extensions"][EDGE_EXTENSION]["authenticated"](): the request's token is valid
 
 
 def _raw_response(status: int, reason: bytes) -> bytes:
@@ -41,39 +51,93 @@ def _raw_response(status: int, reason: bytes) -> bytes:
 
 
 def edge_protocol(limits: EdgeLimits) -> type[H11Protocol]:
-    """An H11Protocol class bound to `limits` and to one registry of connections per address."""
-    live: dict[str, set] = defaultdict(set)
+    """An H11Protocol class bound to `limits` and to one table of connection slots per address."""
+    table = SlotTable(limits.max_connections_per_address, limits.max_unauthenticated_per_address)
+    trusted = TrustedProxies(limits.trusted_proxies)
 
     class EdgeH11Protocol(H11Protocol):
-        _header_timer: asyncio.TimerHandle | None = None
+        _timer: asyncio.TimerHandle | None = None
         _head: bytearray | None = None  # the start of the next request, until its header block ends
+        _started: float | None = None  # monotonic time of the first byte of the request being read
+        _address: str | None = None  # the address whose slot this connection holds
+        proven = False  # a request on this connection carried a valid token
+        refused: dict = {}  # the current request's scope extension: "reason" once the edge cut it
+        upgraded = False
+
+        slots = table  # tests and benchmarks read `displaced`
 
         def connection_made(self, transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            host = self.client[0] if self.client else ""
-            mine = live[host]
-            mine.difference_update([t for t in mine if t.is_closing()])
-            if len(mine) >= limits.max_connections_per_address:
-                transport.write(_raw_response(429, b"Too Many Requests"))
-                transport.close()
-                return
-            mine.add(transport)
-            self._arm()
+            self.opened, self.refused = time.monotonic(), {}
+            self.app = self._edge_app(self.app)
+            peer = self.client[0] if self.client else ""
+            if peer not in trusted:  # behind a trusted proxy the slot is taken per request (_edge_app)
+                if not table.admit(peer, self):
+                    transport.write(_raw_response(429, b"Too Many Requests"))
+                    transport.close()
+                    return
+                self._address = peer
+            self._begin()
+
+        # Slot
+        def busy(self) -> bool:
+            return self.upgraded or (self.cycle is not None and not self.cycle.response_complete
+                                     and self.conn.their_state is h11.DONE)
+
+        def reading_since(self) -> float | None:
+            return self._started
+
+        def closing(self) -> bool:
+            return self.transport.is_closing()
+
+        def displace(self) -> None:
+            self._refuse()
+
+        def _prove(self) -> None:
+            self.proven = True
+
+        # the whole-request deadline
+        def _begin(self) -> None:
+            if self._started is None:
+                self._started = time.monotonic()
+                self._arm()
+
+        def _limit(self) -> float:
+            if self.cycle is None or self.cycle.response_complete:  # still reading headers
+                return min(limits.header_timeout_seconds, limits.body_timeout_seconds if self.proven
+                           else limits.unauthenticated_timeout_seconds)
+            return limits.body_timeout_seconds if self.proven else limits.unauthenticated_timeout_seconds
 
         def _arm(self) -> None:
-            if self._header_timer is None:
-                self._header_timer = self.loop.call_later(limits.header_timeout_seconds, self._headers_too_slow)
+            self._disarm()
+            if self._started is not None:
+                delay = max(0.0, self._started + self._limit() - time.monotonic())
+                self._timer = self.loop.call_later(delay, self._deadline)
 
         def _disarm(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-                self._header_timer = None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
 
-        def _headers_too_slow(self) -> None:
-            self._header_timer = None
-            if not self.transport.is_closing():
+        def _deadline(self) -> None:
+            self._timer = None
+            if self._started is None or self.transport.is_closing() or self.busy():
+                return
+            if self._started + self._limit() > time.monotonic() + 0.01:  # proven meanwhile: a longer deadline
+                return self._arm()
+            self._refuse()
+
+        def _refuse(self) -> None:
+            """408 if no response has begun, and close the connection either way."""
+            if self.transport.is_closing():
+                return
+            if self._started is not None and (self.cycle is None or not self.cycle.response_started
+                                              or self.cycle.response_complete):
                 self.transport.write(_raw_response(408, b"Request Timeout"))
-                self.transport.close()
+                self.refused["reason"] = "deadline"
+                if self.cycle is not None and not self.cycle.response_complete:
+                    self.cycle.response_started = True  # the route's own answer, if any, is not sent
+            self.transport.close()
 
         def _header_block_too_big(self, data: bytes) -> bool:
             """h11 bounds only an incomplete header block; one that arrives whole is measured here."""
@@ -95,25 +159,68 @@ def edge_protocol(limits: EdgeLimits) -> type[H11Protocol]:
                     self.transport.write(_raw_response(431, b"Request Header Fields Too Large"))
                     self.transport.close()
                     return
+                if data and self.conn.their_state == h11.IDLE:
+                    self._begin()
             before = self.cycle
             super().data_received(data)
             if self.cycle is not before:  # a request's headers are complete
                 self._head = None
+                self._arm()  # from the header deadline to the whole request's
+            if self.conn.their_state is h11.DONE and self.cycle is not None and not self.cycle.response_complete:
+                self._started = None  # the request is read: the route's time is not the client's
                 self._disarm()
-            elif (self.cycle is None or self.cycle.response_complete) and self.conn.their_state == h11.IDLE \
-                    and not self.transport.is_closing():
-                self._arm()  # bytes of the next request's headers are arriving: they get a deadline too
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+                self._started = None
+                self._disarm()
 
         def handle_websocket_upgrade(self, event) -> None:
+            self.upgraded = True
+            self._started = None
             self._disarm()
             super().handle_websocket_upgrade(event)
 
         def connection_lost(self, exc) -> None:
             self._disarm()
-            live[self.client[0] if self.client else ""].discard(self.transport)
+            if self._address is not None:
+                table.release(self._address, self)
             super().connection_lost(exc)
 
+        def _edge_app(self, app):
+            async def edge_app(scope, receive, send):
+                if scope["type"] != "http":
+                    return await app(scope, receive, send)
+                if trusted and self.client and self.client[0] in trusted:
+                    address = trusted.client(self.client[0], scope["headers"])
+                    if address != self._address:
+                        if self._address is not None:
+                            table.release(self._address, self)
+                        self._address = address if table.admit(address, self) else None
+                        if self._address is None:
+                            return await _close_reply(send, 429, b"too many connections from this client")
+                self.refused = {"authenticated": self._prove}
+                scope.setdefault("extensions", {})[EDGE_EXTENSION] = self.refused
+
+                async def closing_send(message):
+                    if message["type"] == "http.response.start" and (
+                            message["status"] == 401 or self.conn.their_state is not h11.DONE):
+                        headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"connection"]
+                        message = {**message, "headers": headers + [(b"connection", b"close")]}
+                    await send(message)
+
+                return await app(scope, receive, closing_send)
+
+            return edge_app
+
     return EdgeH11Protocol
+
+
+async def _close_reply(send, status: int, detail: bytes) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-length", str(len(detail)).encode()), (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": detail})
 
 
 class BodyGuard:

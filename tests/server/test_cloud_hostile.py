@@ -129,7 +129,12 @@ def test_connections_per_address_are_capped(hostile):
     held = [socket.create_connection((host, int(port))) for _ in range(SETTINGS["max_connections_per_address"])]
     try:
         time.sleep(0.2)
-        assert status_of(raw_request(cloud, b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")) == 429
+        # a full address still serves a newcomer: the oldest connections no token has proven make way
+        # (umbra/edge_slots.py), so the address never holds more than its cap
+        assert status_of(raw_request(cloud, b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")) == 200
+        for s in held:
+            s.settimeout(0.05)
+        assert sum(_closed(s) for s in held) >= 1  # displaced (or cut by the 1 s header deadline meanwhile)
         probe.check()  # another address is served all the while
     finally:
         for s in held:
@@ -137,6 +142,15 @@ def test_connections_per_address_are_capped(hostile):
     time.sleep(1.5)  # the held connections were cut by the header deadline anyway
     with httpx.Client(base_url=cloud.base_url, timeout=10) as http:
         assert http.get("/healthz").status_code == 200
+
+
+def _closed(s: socket.socket) -> bool:
+    try:
+        return s.recv(100) is not None  # a 408 or the end of the stream: displaced
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
 
 
 def test_hostile_frames_get_4xx_and_memory_stays_in_budget(hostile):
