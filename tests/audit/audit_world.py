@@ -1,18 +1,17 @@
 """The audit tests' small world: a tiny model with StarCoder FIM tokens, a public corpus (train
-split) and a source file to complete, and the `umbra` CLI run for real in a subprocess."""
+split) and a source file to complete, and the `umbra` CLI: its entry point in-process with its own
+stdin/stdout/stderr (tests/cli_helpers.py), or the console program in a subprocess."""
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
-import sys
 from pathlib import Path
 
+from cli_helpers import umbra_in_process, umbra_subprocess
 from tiny_models import CODE_SNIPPETS, build_tiny_model_dir
 
 from umbra.data.corpus import Document, write_documents
-from umbra.paths import repo_root
 
 SOURCE = "import os\n\n\ndef load_settings(path):\n    if os.path.exists(path):\n        return open(path).read()\n"
 
@@ -26,10 +25,10 @@ def make_world(root: Path) -> Path:
     return root
 
 
-def umbra_cli(*args, env=None, timeout: float = 600) -> subprocess.CompletedProcess:
-    """`python -m umbra.cli.main ARGS` with no cloud or bundle inherited from the environment."""
-    env = {**os.environ, **(env or {})}
-    for name in ("UMBRA_CLOUD_URL", "UMBRA_CLOUD_TOKEN", "UMBRA_BUNDLE"):
-        env.pop(name, None)
-    return subprocess.run([sys.executable, "-m", "umbra.cli.main", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=timeout, cwd=repo_root())
+def umbra_cli(*args, env=None, timeout: float = 600, in_process: bool = True) -> subprocess.CompletedProcess:
+    """`umbra ARGS` with no cloud or bundle inherited from the environment: in-process, or with
+    in_process=False `python -m umbra.cli.main ARGS` in a subprocess."""
+    env = {"UMBRA_CLOUD_URL": None, "UMBRA_CLOUD_TOKEN": None, "UMBRA_BUNDLE": None, **(env or {})}
+    if in_process:
+        return umbra_in_process(*args, env=env)
+    return umbra_subprocess(*args, env=env, timeout=timeout)

@@ -1,7 +1,8 @@
 """`umbra audit` end to end: auditing turned on, `umbra complete` through a self-started cloud
 records its traffic (encrypted), and `umbra audit` attacks the recording and writes a
 self-contained HTML report — plots embedded, the truth next to each attack's reconstruction,
-ε and defences in force, mode 0600. The plain path and a bundle, through the real CLI."""
+ε and defences in force, mode 0600. The plain path and a bundle, through the CLI's entry point;
+`umbra audit` (the report) runs once as the console program in a subprocess."""
 
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ def world(tmp_path_factory):
     return make_world(tmp_path_factory.mktemp("audit-world"))
 
 
-def _umbra(*args, env=None) -> subprocess.CompletedProcess:
-    return umbra_cli(*args, env=env, timeout=600)
+def _umbra(*args, env=None, in_process=True) -> subprocess.CompletedProcess:
+    return umbra_cli(*args, env=env, timeout=600, in_process=in_process)
 
 
 def _complete(world, *extra, env=None):
@@ -63,7 +64,7 @@ def test_cli_records_only_when_on_and_reports(world, keystore, tmp_path):
     assert b"load_settings" not in rec_file.read_bytes()
     out = tmp_path / "report.html"
     r = _umbra("audit", "--out", out, "--corpus", world / "corpus", "--public-blocks", "32", "--probe-epochs", "2",
-               "--threads", "1", env=env)
+               "--threads", "1", env=env, in_process=False)
     assert r.returncode == 0, r.stderr
     doc = _check_report(out, "def load_settings(path):")
     assert "Defences: none" in doc and "no INDVocab" in doc and "no split fine-tuning traffic recorded" in doc
