@@ -32,13 +32,31 @@ from typing import BinaryIO
 
 import cattrs
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError
 from pygls.protocol import LanguageServerProtocol, default_converter
 
 log = logging.getLogger("umbra.lsp")
 
 PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
 _CONTENT_LENGTH = re.compile(rb"content-length:\s*(\d+)\s*", re.IGNORECASE)
+
+
+class HandledErrors(logging.Filter):
+    """pygls logs every JsonRpcException a handler raises with its traceback and the request's
+    params (document text). An error the server answers on purpose (lsp_error: a client's fault,
+    a stale request) becomes one line: the exception's type and code, never params or frames.
+    Internal errors (a bug) keep their traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, JsonRpcException) and not isinstance(exc, JsonRpcInternalError):
+            record.msg, record.args = "request answered with %s (%s)", (type(exc).__name__, exc.code)
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+logging.getLogger("pygls.protocol.json_rpc").addFilter(HandledErrors())
 
 
 def _strict_int(value, _type) -> int:

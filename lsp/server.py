@@ -61,6 +61,7 @@ STATUS_METHOD = "umbra/status"
 STATS_METHOD = "umbra/stats"
 COMPLETION_METHODS = (types.TEXT_DOCUMENT_INLINE_COMPLETION, types.TEXT_DOCUMENT_COMPLETION)
 CONTENT_MODIFIED = -32801  # LSP: the document changed under the request
+EDITOR_DECODES = 1  # editor completions decoding at once (the rest wait their turn, first come first served)
 log = logging.getLogger("umbra.lsp")
 
 
@@ -89,6 +90,7 @@ class UmbraLanguageServer(LanguageServer):
         self.options: InitializationOptions | None = None
         self.backend: Backend | None = None
         self._starting: asyncio.Task | None = None
+        self._decodes = asyncio.Semaphore(EDITOR_DECODES)
 
     @property
     def initialized(self) -> bool:
@@ -136,22 +138,47 @@ class UmbraLanguageServer(LanguageServer):
                        ) -> CompletionResult | None:
         """The completion in the document's session, with the expert of its `languageId` and the
         `inline` options (the deadline counted from `arrived_at`); None when the cloud is
-        unreachable or `completion.languages` leaves the language out."""
+        unreachable, `completion.languages` leaves the language out, or the deadline passed while
+        other documents' completions ran (EDITOR_DECODES at once, first come first served: under
+        many concurrent requests the first ones finish instead of all of them being cut empty).
+        Every empty answer says why in the editor's log and ours (`empty completion: <reason>`)."""
         if self.backend is None:
             raise lsp_error(NotReady("the server is not initialized"))
         if not self.backend.serves(language or None):
-            return None
+            return self._empty("the document's language is not in completion.languages")
         budget = self.options.inline.deadline_s
+        deadline = None if budget is None else arrived_at + budget
+        try:
+            waiting = self._decodes.locked()
+            if deadline is None:
+                await self._decodes.acquire()
+            else:
+                await asyncio.wait_for(self._decodes.acquire(), max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            return self._empty(f"the editor's deadline ({budget * 1e3:.0f} ms) passed while other "
+                               f"documents' completions ran ({EDITOR_DECODES} at a time)")
         try:
             result = await self.backend.complete(uri, prefix, suffix, self.backend.inline_config,
-                                                 language=language or None, typeahead=True,
-                                                 deadline=None if budget is None else arrived_at + budget)
+                                                 language=language or None, typeahead=True, deadline=deadline)
             log.debug("completion: %s", _stats(result))  # counts only, never text or ids
+            if not result.text:
+                self._empty(f"stop reason {result.stop_reason} after {result.generated_tokens} tokens"
+                            + (f" (the editor's deadline of {budget * 1e3:.0f} ms, {'after waiting' if waiting else 'no wait'})"
+                               if result.stop_reason == "deadline" else ""))
             return result
         except CloudUnavailable:
             return None  # the status notification said so; an error per keystroke would be noise
         except Exception as exc:  # noqa: BLE001 — mapped in one place
             raise lsp_error(exc) from None
+        finally:
+            self._decodes.release()
+
+    def _empty(self, reason: str) -> None:
+        """Say why a completion is empty (counts and reasons only, never text)."""
+        log.info("empty completion: %s", reason)
+        self.window_log_message(types.LogMessageParams(type=types.MessageType.Log,
+                                                       message=f"Umbra: empty completion: {reason}"))
+        return None
 
 
 def create_server(allow_undefended_remote_cloud: bool = False) -> UmbraLanguageServer:
