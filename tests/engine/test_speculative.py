@@ -4,7 +4,7 @@ in this repository's Python and TypeScript, with each draft source alone and bot
 stop strings, max_tokens budgets and token healing — while frames of k + 1 positions verify
 drafts that really are accepted; every frame has k + 1 positions whatever the acceptance; a
 verify cancelled in flight and a session evicted mid-request leave the next result unchanged;
-sampled requests and a fast link decode step by step."""
+sampled requests and a fast link decode step by step; a streamed completion adds up to the same text."""
 
 from __future__ import annotations
 
@@ -179,3 +179,14 @@ def test_prompt_lookup_takes_the_latest_longest_match():
     assert prompt_lookup([4, 5, 4], 3, ngram=2, min_ngram=1) == [5, 4]
     assert prompt_lookup([1, 2, 3, 1, 2], 4, ngram=2, min_ngram=2) == [3, 1, 2]
     assert torch.tensor(prompt_lookup(list(range(50)) * 2, 4, 3, 2)).tolist() == [0, 1, 2, 3]
+
+
+async def test_a_streamed_speculative_completion_adds_up_to_the_same_text(model):
+    engine = CompletionEngine.split(model, LocalMiddle(model.load_middle()))
+    for prefix, suffix in _cursors(4, seed=5):
+        stop = dict(max_tokens=16, multiline=True)
+        plain = await engine.complete(prefix, suffix, _config({}, "off", **stop))
+        deltas: list[str] = []
+        async with engine.session(_config(DRAFTS["both"], "on", **stop)) as session:
+            fast = await session.complete(prefix, suffix, on_text=deltas.append)
+        assert fast.text == plain.text == "".join(deltas) and fast.speculation.frames > 0
