@@ -69,6 +69,7 @@ def edge_protocol(limits: EdgeLimits) -> type[H11Protocol]:
         def connection_made(self, transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self.opened, self.refused = time.monotonic(), {}
+            self._idle = self.opened
             self.app = self._edge_app(self.app)
             peer = self.client[0] if self.client else ""
             if peer not in trusted:  # behind a trusted proxy the slot is taken per request (_edge_app)
@@ -86,6 +87,9 @@ def edge_protocol(limits: EdgeLimits) -> type[H11Protocol]:
 
         def reading_since(self) -> float | None:
             return self._started
+
+        def idle_since(self) -> float:
+            return self._idle
 
         def closing(self) -> bool:
             return self.transport.is_closing()
@@ -136,7 +140,8 @@ def edge_protocol(limits: EdgeLimits) -> type[H11Protocol]:
                 self.transport.write(_raw_response(408, b"Request Timeout"))
                 self.refused["reason"] = "deadline"
                 if self.cycle is not None and not self.cycle.response_complete:
-                    self.cycle.response_started = True  # the route's own answer, if any, is not sent
+                    self.cycle.disconnected = True  # the route's own answer, if any, goes nowhere
+                    self.cycle.message_event.set()  # and a receive waiting for body bytes ends now
             self.transport.close()
 
         def _header_block_too_big(self, data: bytes) -> bool:
@@ -171,6 +176,7 @@ def edge_protocol(limits: EdgeLimits) -> type[H11Protocol]:
                 self._disarm()
 
         def on_response_complete(self) -> None:
+            self._idle = time.monotonic()
             super().on_response_complete()
             if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
                 self._started = None

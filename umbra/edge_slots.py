@@ -6,7 +6,7 @@ authenticates (the service calls the `umbra.edge` scope extension's `authenticat
 connections hold at most `unproven_cap` of the address's slots, and a newcomer over that share
 displaces the oldest unproven one. At the whole cap a newcomer displaces, oldest first, an
 unproven connection, then one still reading a request it began `grace` seconds ago or more, then
-one idle between requests; a connection whose request is being served is never displaced. Only
+one idle between requests for `grace` seconds or more; a connection whose request is being served is never displaced. Only
 when nothing can go is the newcomer refused (429).
 
 Behind a reverse proxy every connection comes from the proxy's address: for a peer in the
@@ -26,6 +26,7 @@ class Slot(Protocol):
     opened: float  # time.monotonic() at connect
     def busy(self) -> bool: ...  # a request of it is being served (never displaced)
     def reading_since(self) -> float | None: ...  # monotonic start of an unfinished request, None if idle
+    def idle_since(self) -> float: ...  # monotonic end of its last response (or its connect)
     def closing(self) -> bool: ...
     def displace(self) -> None: ...
 
@@ -99,7 +100,7 @@ class SlotTable:
             if not s.busy() and since is not None and now - since >= self.grace:
                 return s
         for s in mine:
-            if not s.busy() and s.reading_since() is None:
+            if not s.busy() and s.reading_since() is None and now - s.idle_since() >= self.grace:
                 return s
         return None
 

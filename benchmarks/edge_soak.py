@@ -1,0 +1,232 @@
+"""The cloud's edge under hostile clients: legitimate sessions (open, 8-position prefill, decode
+steps, close, over HTTP keep-alive from 127.0.0.1) beside attackers in their own process on the same
+address — slow bodies without a token, slow bodies with a token, and a mix (slow headers,
+mid-body disconnects, oversized and malformed frames, connection churn) — each phase for a set
+time, against an idle phase without attackers. Reports the legitimate success rate and p95 per
+phase, how long each attacker connection stayed open after its refusal (worst case), the cloud's
+RSS and open file descriptors over the run, its 5xx count and tracebacks in its log. Real
+service (python -m server) on 127.0.0.1 serving a tiny random model; everything bounded in count
+and time.
+
+    python benchmarks/edge_soak.py --seconds 15          # print the table (about a minute)
+    python benchmarks/edge_soak.py --seconds 15 --write  # and write it into docs/benchmarks.md"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import torch
+
+_REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(_REPO), str(_REPO / "tests"), str(_REPO / "tests" / "server"), str(_REPO / "benchmarks")]
+
+from doc_markers import write_block  # noqa: E402
+from server.launch import local_cloud_sync  # noqa: E402
+from tiny_models import build_tiny_model  # noqa: E402
+from umbra import wire  # noqa: E402
+
+C, ATTACKERS, TRICKLE = 64, 128, 3.0  # hidden size; attacker connections per phase; seconds per trickled byte
+
+
+# -- attackers (their own process) ------------------------------------------------------------
+async def _slow_body(port: int, until: float, token: str | None, out: list) -> None:
+    """Keep one slow-body connection open (reconnect when closed); note refusal-to-close delays."""
+    while time.monotonic() < until:
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.5)
+            continue
+        head = "POST /v1/sessions/x/forward HTTP/1.1\r\nhost: x\r\ncontent-length: 1000000\r\n"
+        writer.write((head + (f"authorization: Bearer {token}\r\n" if token else "") + "\r\n").encode())
+        refused = None
+        try:
+            while time.monotonic() < until:
+                try:
+                    data = await asyncio.wait_for(reader.read(4096), TRICKLE)
+                    if not data:
+                        break
+                    refused = refused or time.monotonic()
+                except TimeoutError:
+                    writer.write(b"\0")
+                    await writer.drain()
+        except OSError:
+            pass
+        if refused is not None:  # still open at the phase's end: a lower bound
+            out.append(min(time.monotonic(), until) - refused)
+        writer.close()
+        await asyncio.sleep(TRICKLE)  # a bounded reconnect rate: at most ATTACKERS / TRICKLE per second
+
+
+async def _mixed(port: int, until: float, token: str, i: int, out: list) -> None:
+    """Slow headers, mid-body disconnects, oversized and malformed frames, connection churn."""
+    kind = i % 5
+    while time.monotonic() < until:
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            auth = f"authorization: Bearer {token}\r\n"
+            if kind == 0:  # slow headers
+                for ch in b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-pad: " + b"a" * 64:
+                    writer.write(bytes([ch]))
+                    await writer.drain()
+                    await asyncio.sleep(0.5)
+                    if reader.at_eof() or time.monotonic() > until:
+                        break
+            elif kind == 1:  # a disconnect mid-body
+                writer.write(f"POST /v1/sessions/x/forward HTTP/1.1\r\nhost: x\r\n{auth}content-length: 100000\r\n\r\n"
+                             .encode() + b"\0" * 1000)
+                await writer.drain()
+                await asyncio.sleep(0.2)
+            elif kind == 2:  # oversized
+                writer.write(f"POST /v1/sessions/x/forward HTTP/1.1\r\nhost: x\r\n{auth}content-length: 999999999999\r\n\r\n"
+                             .encode())
+                await asyncio.wait_for(reader.read(4096), 5)
+            elif kind == 3:  # malformed frame
+                body = b"UMBW" + b"\xff" * 60
+                writer.write(f"POST /v1/sessions/x/forward HTTP/1.1\r\nhost: x\r\n{auth}content-length: {len(body)}\r\n\r\n"
+                             .encode() + body)
+                await asyncio.wait_for(reader.read(4096), 5)
+            writer.close()  # kind 4: churn, a connection and nothing else
+            out.append(0.0)
+            await asyncio.sleep(0.2)
+        except (OSError, TimeoutError):
+            await asyncio.sleep(0.1)
+
+
+def _attack(port: int, seconds: float, mode: str, token: str, queue) -> None:
+    async def main() -> list:
+        until, out = time.monotonic() + seconds, []
+        if mode == "mixed":
+            jobs = [_mixed(port, until, token, i, out) for i in range(ATTACKERS // 2)]
+        else:
+            jobs = [_slow_body(port, until, token if mode == "slow body, token" else None, out) for _ in range(ATTACKERS)]
+        await asyncio.gather(*jobs)
+        return out
+
+    queue.put(asyncio.run(main()))
+
+
+# -- the legitimate client -----------------------------------------------------------------------
+async def _legit(base: str, token: str, until: float, lat: list[float], fails: list[str]) -> None:
+    auth = {"Authorization": f"Bearer {token}"}
+    g = torch.Generator().manual_seed(0)
+    prefill = wire.encode(wire.forward_frame(torch.randn(1, 8, C, generator=g), torch.arange(8)[None]))
+    steps = [wire.encode(wire.forward_frame(torch.randn(1, 1, C, generator=g), torch.tensor([[8 + i]]))) for i in range(4)]
+    async with httpx.AsyncClient(base_url=base, timeout=10) as http:
+        while time.monotonic() < until:
+            sid = None
+            for what, call in [("open", lambda: http.post("/v1/sessions", json={}, headers=auth))] + \
+                    [("step", (lambda b: lambda: http.post(f"/v1/sessions/{sid}/forward", content=b, headers=auth))(b))
+                     for b in [prefill, *steps]]:
+                t0 = time.perf_counter()
+                try:
+                    r = await call()
+                    ok = r.status_code in (200, 201)
+                except httpx.HTTPError as exc:
+                    ok, r = False, type(exc).__name__
+                lat.append(time.perf_counter() - t0) if ok else fails.append(str(getattr(r, "status_code", r)))
+                if not ok:
+                    break
+                if what == "open":
+                    sid = r.json()["session"]
+            if sid is not None:
+                try:
+                    r = await http.delete(f"/v1/sessions/{sid}", headers=auth)
+                    if r.status_code != 204:
+                        fails.append(str(r.status_code))
+                except httpx.HTTPError as exc:
+                    fails.append(type(exc).__name__)
+
+
+def _metrics(base: str, token: str) -> str:
+    return httpx.get(base + "/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=10).text
+
+
+async def _phase(cloud, mode: str | None, seconds: float, samples: list) -> dict:
+    port = int(cloud.base_url.rsplit(":", 1)[1])
+    queue, proc = mp.Queue(), None
+    if mode is not None:
+        proc = mp.Process(target=_attack, args=(port, seconds + 2, mode, cloud.token, queue), daemon=True)
+        proc.start()
+        await asyncio.sleep(2.0)  # the attackers hold their connections first
+    lat, fails = [], []
+    until, task = time.monotonic() + seconds, None
+    task = asyncio.create_task(_legit(cloud.base_url, cloud.token, until, lat, fails))
+    p = psutil.Process(cloud.process.pid)
+    while not task.done():
+        samples.append((p.memory_info().rss, p.num_fds()))
+        await asyncio.sleep(1.0)
+    await task
+    delays = []
+    if proc is not None:
+        delays = await asyncio.to_thread(queue.get, True, 60)
+        proc.join(10)
+    total = len(lat) + len(fails)
+    lat.sort()
+    return {"mode": mode or "idle (no attackers)", "requests": total, "ok": len(lat) / max(1, total),
+            "p95": lat[int(0.95 * (len(lat) - 1))] * 1e3 if lat else float("nan"),
+            "worst_close": max((d for d in delays), default=0.0), "refused": len(delays), "fails": sorted(set(fails))}
+
+
+async def main_async(args) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        build_tiny_model("qwen2-tied", Path(tmp))
+        settings = dict(torch_threads=1, body_timeout_seconds=args.body_timeout)
+        with local_cloud_sync(Path(tmp), settings=settings) as cloud:
+            samples: list = []
+            rows = [await _phase(cloud, None, args.seconds, samples)]
+            start_rss, start_fds = samples[0]
+            for mode in ("slow body, no token", "slow body, token", "mixed"):
+                rows.append(await _phase(cloud, mode, args.seconds, samples))
+            await asyncio.sleep(args.body_timeout + 3)  # what the attackers left is cut or closed
+            p = psutil.Process(cloud.process.pid)
+            end_rss, end_fds = p.memory_info().rss, p.num_fds()
+            text = _metrics(cloud.base_url, cloud.token)
+            fives = sum(float(v) for v in re.findall(r'umbra_cloud_errors_total\{status="5\d\d"\} (\S+)', text))
+            aborts = sum(float(v) for v in re.findall(r"umbra_cloud_client_aborts_total\{[^}]*\} (\S+)", text))
+            log = cloud.log_path.read_text(errors="replace") if cloud.log_path.exists() else ""
+            tracebacks = log.count("Traceback")
+            if args.keep_log:
+                args.keep_log.write_text(log)
+    idle = rows[0]["p95"]
+    lines = ["| phase | legit requests | legit success | legit p95 (ms) | p95 / idle | attacker refusals | worst refusal-to-close (s) |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['mode']} | {r['requests']} | {r['ok'] * 100:.1f} % | {r['p95']:.1f} | {r['p95'] / idle:.2f} "
+                     f"| {r['refused'] if r['mode'] != 'idle (no attackers)' else '—'} | {r['worst_close']:.2f} |")
+    peak_rss = max(s[0] for s in samples)
+    lines += ["", f"Cloud RSS: start {start_rss / 2**20:.1f} MiB, peak {peak_rss / 2**20:.1f} MiB, end {end_rss / 2**20:.1f} MiB "
+              f"(drift {100 * (end_rss - start_rss) / start_rss:+.1f} %); open fds: start {start_fds}, "
+              f"peak {max(s[1] for s in samples)}, end {end_fds}. 5xx answered: {fives:g}; client aborts counted: "
+              f"{aborts:g}; tracebacks in the cloud's log: {tracebacks}. Failed legitimate requests by status: "
+              + "; ".join(f"{r['mode']}: {', '.join(r['fails']) or 'none'}" for r in rows) + "."]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, default=15.0, help="length of each phase")
+    p.add_argument("--body-timeout", type=float, default=10.0, help="the cloud's body_timeout_seconds for the run")
+    p.add_argument("--keep-log", type=Path, help="copy the cloud's log here")
+    p.add_argument("--write", action="store_true", help="write the table into docs/benchmarks.md")
+    p.add_argument("--note", default="", help="a note on the machine's state, written with the table")
+    args = p.parse_args()
+    table = asyncio.run(main_async(args))
+    print(table)
+    if args.write:
+        cmd = f"python benchmarks/edge_soak.py --seconds {args.seconds:g} --body-timeout {args.body_timeout:g} --write"
+        write_block(_REPO / "docs" / "benchmarks.md", "edge-soak", f"`{cmd}`{' — ' + args.note if args.note else ''}\n\n{table}")
+
+
+if __name__ == "__main__":
+    main()
