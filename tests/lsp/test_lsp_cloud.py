@@ -14,6 +14,7 @@ import sys
 from urllib.parse import urlparse
 
 import pytest
+from cli_helpers import umbra_in_process
 from lsp_helpers import (
     EXACT_INLINE,
     LSP_COMMAND,
@@ -92,7 +93,11 @@ async def _expected(mono: Monolithic) -> str:
     return text
 
 
-def _umbra(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+def _umbra(*args: str, stdin: str = "", in_process: bool = True) -> subprocess.CompletedProcess:
+    """`umbra ARGS` with no cloud token in its environment: the entry point in-process
+    (tests/cli_helpers.py), or with in_process=False the console program in a subprocess."""
+    if in_process:
+        return umbra_in_process(*args, stdin=stdin, env={"UMBRA_CLOUD_TOKEN": None, TOKEN_ENV: None})
     return subprocess.run([sys.executable, "-m", "umbra.cli.main", *args], input=stdin, capture_output=True,
                           text=True, timeout=120, cwd=repo_root(), env=_env())
 
@@ -127,7 +132,7 @@ async def test_env_token_then_outage_is_unreachable_never_a_fallback_then_recove
 async def test_token_from_the_keyring_stored_by_the_cli(lsp_model_dir, cloud, keystore, mono):
     name = f"cloud-token:{cloud.base_url}"
     stored = _umbra("keys", "cloud-token", "set", cloud.base_url + "/", "--service", keystore.service,
-                    stdin=cloud.token + "\n")
+                    stdin=cloud.token + "\n", in_process=False)  # the console program, stdin a real pipe
     assert stored.returncode == 0, stored.stderr
     assert cloud.token not in stored.stdout + stored.stderr
     assert keystore.get(name) == cloud.token.encode()
