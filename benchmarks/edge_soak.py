@@ -193,7 +193,7 @@ async def main_async(args) -> str:
             end_rss, end_fds = p.memory_info().rss, p.num_fds()
             text = _metrics(cloud.base_url, cloud.token)
             fives = sum(float(v) for v in re.findall(r'umbra_cloud_errors_total\{status="5\d\d"\} (\S+)', text))
-            aborts = sum(float(v) for v in re.findall(r"umbra_cloud_client_aborts_total\{[^}]*\} (\S+)", text))
+            aborts = sum(float(v) for v in re.findall(r"umbra_cloud_client_aborts_total\{.*\} (\S+)", text))
             log = cloud.log_path.read_text(errors="replace") if cloud.log_path.exists() else ""
             tracebacks = log.count("Traceback")
             if args.keep_log:

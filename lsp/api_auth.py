@@ -29,6 +29,8 @@ from pathlib import Path
 
 from fastapi import Request
 
+from umbra.edge import EDGE_EXTENSION
+
 from umbra.errors import UmbraError
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -53,6 +55,10 @@ class ApiAuth:
         if token_required and not self.authorized(request):
             raise Unauthorized("missing or wrong API token: send 'Authorization: Bearer <token>' with the "
                                "token from the file `umbra serve` printed at start")
+        if self.token is not None and self.authorized(request):  # the token proves the connection (umbra/edge.py)
+            edge = request.scope.get("extensions", {}).get(EDGE_EXTENSION)
+            if edge is not None:
+                edge["authenticated"]()
 
     def authorized(self, request: Request) -> bool:
         """The request carries the API token (always true with --no-auth)."""

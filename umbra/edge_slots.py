@@ -69,8 +69,9 @@ class SlotTable:
         mine = self.live[address]
         mine[:] = [s for s in mine if not s.closing()]
         unproven = [s for s in mine if not s.proven]
-        if len(unproven) >= self.unproven_cap:
-            self._drop(mine, unproven[0])
+        idle_unproven = [s for s in unproven if not s.busy()]
+        if len(unproven) >= self.unproven_cap and idle_unproven:
+            self._drop(mine, idle_unproven[0])
         elif len(mine) >= self.cap:
             victim = self._victim(mine)
             if victim is None:
@@ -93,7 +94,7 @@ class SlotTable:
     def _victim(self, mine: list[Slot]) -> Slot | None:
         now = time.monotonic()
         for s in mine:
-            if not s.proven:
+            if not s.proven and not s.busy():
                 return s
         for s in mine:
             since = s.reading_since()
