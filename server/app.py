@@ -118,6 +118,18 @@ class LatencyMiddleware:
 
     def __init__(self, app, metrics: Metrics):
         self.app, self.metrics = app, metrics
+        self._logged, self._quiet = 0.0, 0  # the last abort line's time; aborts not logged since
+
+    def _log_abort(self, route: str, reason: str) -> None:
+        """One line per abort (the route template and reason only), at most one a second: a flood
+        of aborts is counted in the metric and summed into the next line, not written line by line."""
+        now = time.monotonic()
+        if now - self._logged < 1.0:
+            self._quiet += 1
+            return
+        more = f"; {self._quiet} more since the last line" if self._quiet else ""
+        log.warning("client abort: %s (%s)%s", route, reason, more)
+        self._logged, self._quiet = now, 0
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -146,7 +158,7 @@ class LatencyMiddleware:
             if aborted:
                 reason = scope.get("extensions", {}).get(EDGE_EXTENSION, {}).get("reason", "disconnect")
                 self.metrics.inc("umbra_cloud_client_aborts_total", route=route, reason=reason)
-                log.info("client abort: %s (%s)", route, reason)  # the route template only, no payload
+                self._log_abort(route, reason)
             elif status is not None and status >= 400:
                 self.metrics.inc("umbra_cloud_errors_total", status=str(status))
 

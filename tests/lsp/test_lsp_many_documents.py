@@ -44,25 +44,29 @@ async def _inline(client: LanguageClient, i: int) -> str:
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_a_thousand_open_documents_and_twenty_concurrent_completions(client: LanguageClient):
-    for i in range(OPEN):
+    for i in range(10):
         open_document(client, _uri(i), SOURCE.replace("Point", f"Point{i}"))
     await _inline(client, 0)  # warm: the model's first run is not what is measured
-    t0 = time.monotonic()
-    await _inline(client, 1)
-    one = time.monotonic() - t0
+    few = await _one(client, 1)
+    for i in range(10, OPEN):
+        open_document(client, _uri(i), SOURCE.replace("Point", f"Point{i}"))
+    many = await _one(client, 2)
+    # the cost of one completion does not grow with open documents it does not use
+    assert many < 3 * few + 0.1, (few, many)
     client.log_messages.clear()
     answers = await asyncio.gather(*(_inline(client, OPEN - 1 - i) for i in range(CONCURRENT)))
     said = [m.message for m in client.log_messages if "empty completion" in m.message]
     stats = await client.protocol.send_request_async("umbra/stats", None)
-    assert sum(bool(a) for a in answers) >= 1, (answers, said, one, stats)  # today: all 20 empty
+    assert sum(bool(a) for a in answers) >= 1, (answers, said, stats)  # today: all 20 empty, nothing said
     assert len(said) >= answers.count(""), (answers, said)  # every empty answer says why
     assert all("deadline" in m or "stop" in m for m in said), said
-    # the cost of one completion does not grow with documents it does not use
-    for i in range(OPEN - 10, OPEN):
-        client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri=_uri(i))))
+
+
+async def _one(client: LanguageClient, i: int) -> float:
+    """Seconds of the first completion in document i (a fresh session: a prefill and a decode)."""
     t0 = time.monotonic()
-    await _inline(client, 2)
-    assert one < 5.0, one
+    await _inline(client, i)
+    return time.monotonic() - t0
 
 
 def _frame(message: dict) -> bytes:

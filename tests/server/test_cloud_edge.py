@@ -148,6 +148,7 @@ def test_a_disconnect_mid_body_is_a_client_abort_not_a_500(edge):
         aborts = metric(http, "umbra_cloud_client_aborts_total", edge.token)
         assert sum(aborts.values()) - before == 3, aborts  # today: three 500s and three tracebacks
         assert any('reason="disconnect"' in k and "/forward" in k for k in aborts), aborts
+        assert "client abort: POST /v1/sessions/{sid}/forward (disconnect)" in edge.log_path.read_text()
         assert http.post(f"/v1/sessions/{sid}/forward", content=step(t=2), headers=auth(edge.token)).status_code == 200
 
 
