@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import multiprocessing as mp
 import re
-import statistics
 import sys
 import tempfile
 import time

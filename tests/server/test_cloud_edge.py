@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import socket
-import threading
 import time
 
 import httpx
