@@ -16,6 +16,7 @@ def _config(args: argparse.Namespace) -> TrainConfig:
     m = ModelConfig(hidden_size=args.hidden, num_layers=args.layers, num_heads=args.heads,
                     num_kv_heads=args.kv_heads, intermediate_size=args.intermediate)
     return TrainConfig(out_dir=Path(args.out_dir), corpus_dir=Path(args.corpus_dir),
+                       heldout_dir=Path(args.heldout_dir) if args.heldout_dir else None,
                        tokenizer_dir=Path(args.tokenizer), export_dir=Path(args.export_dir),
                        seed=args.seed, batch_size=args.batch_size,
                        total_tokens=args.total_tokens or TrainConfig.total_tokens,
@@ -80,6 +81,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--out-dir", default=str(d.out_dir), help="checkpoints, logs, plot")
     common.add_argument("--corpus-dir", default=str(d.corpus_dir))
+    common.add_argument("--heldout-dir", default="data/heldout",
+                        help="the line benchmark's held-out code: training refuses a corpus that overlaps it "
+                             "(checked when it exists; '' skips the check)")
     common.add_argument("--tokenizer", default=str(d.tokenizer_dir))
     common.add_argument("--export-dir", default=str(d.export_dir))
     common.add_argument("--seed", type=int, default=d.seed)

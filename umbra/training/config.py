@@ -43,6 +43,9 @@ class TrainConfig:
     tokenizer_dir: Path = Path("models/umbra-code-tiny")  # built by `umbra data tokenizer`
     out_dir: Path = Path("runs/pretrain")  # checkpoints, CSV logs, plot, epoch token cache
     export_dir: Path = Path("models/umbra-code-tiny")  # final safetensors + config + tokenizer
+    # The line benchmark's held-out code (`umbra data heldout`): training refuses a corpus that
+    # shares a project or a file with it. Checked when the directory exists; None: no check.
+    heldout_dir: Path | None = None
     seed: int = 1234  # model init, data order and FIM draws derive from it
     batch_size: int = 8  # blocks per optimizer step (tokens/step = batch_size * context_length)
     total_tokens: int = 36_000_000  # training budget; sets the number of steps
@@ -92,4 +95,6 @@ def train_config_from_dict(d: dict) -> TrainConfig:
     repo = RepoConfig(**d.pop("repo", {}))  # checkpoints written before repo units had none
     for key in ("corpus_dir", "tokenizer_dir", "out_dir", "export_dir"):
         d[key] = Path(d[key])
+    if d.get("heldout_dir") is not None:
+        d["heldout_dir"] = Path(d["heldout_dir"])
     return TrainConfig(model=model, fim=fim, repo=repo, **d)

@@ -31,6 +31,7 @@ class DeepRunConfig:
     out_dir: Path = Path("runs/pretrain-deep")  # checkpoint, logs, token cache, extended tokenizer
     export_dir: Path = Path("models/umbra-code-deep")  # written only when the schedule ends
     corpus_dir: Path = Path("data/corpus")
+    heldout_dir: Path | None = Path("data/heldout")  # refused if the corpus overlaps it (when built)
     factor: int = 2  # 8 trained blocks -> 16
     context_length: int = 1024  # RoPE: positions past 512 need no new weights
     batch_size: int = 4  # blocks per step: 4,096 tokens/step, as the tiny run
@@ -58,7 +59,8 @@ def train_config(cfg: DeepRunConfig, vocab_size: int) -> TrainConfig:
                         num_layers=cfg.factor * src["num_hidden_layers"], num_heads=src["num_attention_heads"],
                         num_kv_heads=src["num_key_value_heads"], intermediate_size=src["intermediate_size"],
                         context_length=cfg.context_length, tie_embeddings=src["tie_word_embeddings"])
-    return TrainConfig(corpus_dir=cfg.corpus_dir, tokenizer_dir=cfg.tokenizer_dir, out_dir=cfg.out_dir,
+    return TrainConfig(corpus_dir=cfg.corpus_dir, heldout_dir=cfg.heldout_dir, tokenizer_dir=cfg.tokenizer_dir,
+                       out_dir=cfg.out_dir,
                        export_dir=cfg.export_dir, batch_size=cfg.batch_size, total_tokens=cfg.total_tokens,
                        lr=cfg.lr, warmup_steps=cfg.warmup_steps, bf16=cfg.bf16, threads=cfg.threads,
                        compile=cfg.compile, eval_every_steps=cfg.eval_every_steps,

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
+from umbra.data.contamination import check_disjoint
 from umbra.data.corpus import LANGS, corpus_file, read_documents, read_split
 from umbra.errors import ConfigError
 from umbra.training.checkpoint import CHECKPOINT_NAME, TrainState, load_checkpoint, restore, save_checkpoint
@@ -82,6 +83,8 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, enforce_limits: bool = True):
         self.cfg = cfg
         torch.set_num_threads(cfg.threads)
+        if cfg.heldout_dir is not None and cfg.heldout_dir.is_dir():  # never train on the benchmark's code
+            check_disjoint(cfg.corpus_dir, cfg.heldout_dir, near_dup=False)
         tok = load_raw_tokenizer(cfg.tokenizer_dir)
         if tok.get_vocab_size() > cfg.model.vocab_size:
             raise ConfigError(f"tokenizer has {tok.get_vocab_size()} tokens, model only {cfg.model.vocab_size}")
