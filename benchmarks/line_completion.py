@@ -200,6 +200,9 @@ def append(path: Path, rows: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if (args.render_only or args.write) and not args.doc.is_file():
+        print(f"line_completion: error: {args.doc} does not exist", file=sys.stderr)
+        return 2
     if args.render_only:
         write_block(args.doc, MARKER, render(read_rows(args.results)))
         print(f"wrote the tables into {args.doc}")

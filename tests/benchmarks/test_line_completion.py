@@ -323,6 +323,8 @@ def test_bad_input_is_one_line_and_exit_status_2(tmp_path):
                            f"is missing")
     line = _one_line_error(_cli(*common, "--set", "test"))
     assert line.startswith("line_completion: error: set 'test' has no python file")
+    line = _one_line_error(_cli("--render-only", "--results", results, "--doc", tmp_path / "absent.md"))
+    assert line == f"line_completion: error: {tmp_path / 'absent.md'} does not exist"
     assert not results.exists()
 
 
