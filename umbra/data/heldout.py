@@ -22,17 +22,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
-from umbra.data import debian, heldout_sources, private, private_sources, sources
+from umbra.data import heldout_sources, private, private_sources, sources
 from umbra.data.config import DataConfig, MinHashConfig
 from umbra.data.contamination import find_overlaps, overlap_error, project_key, source_of
 from umbra.data.corpus import LANGS, Document, write_documents
 from umbra.data.dedup import Deduplicator, content_sha256
 from umbra.data.filters import reject_reason
 from umbra.data.manifest import ManifestRow, write_rows, write_summary
-from umbra.data.private import FetchedSource, debian_reader, sdist_reader
-from umbra.data.pypi import DownloadError, fetch_sdist
+from umbra.data.private import FetchedSource
 from umbra.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -107,21 +104,8 @@ def check_pins() -> None:
 def fetch_sources(cfg: DataConfig) -> list[FetchedSource]:
     """Download (or find in the cache) every pinned archive, verified against its sha256."""
     check_pins()
-    cache = cfg.path(cfg.cache_dir)
-    out: list[FetchedSource] = []
-    with httpx.Client(timeout=300.0, follow_redirects=True) as client:
-        for pkg in heldout_sources.HELDOUT_PYPI:
-            archive, digest = fetch_sdist(pkg, cache, client)
-            if digest != pkg.sha256:
-                raise DownloadError(f"{archive.name}: sha256 {digest} != pinned {pkg.sha256}")
-            out.append(FetchedSource("python", f"pypi/{pkg.name}-{pkg.version}", pkg.version, pkg.license,
-                                     archive.name, digest, sdist_reader(archive, pkg)))
-        for lang, pins in (("java", heldout_sources.HELDOUT_JAVA_ORIGS), ("go", heldout_sources.HELDOUT_GO_DEBS)):
-            for pin in pins:
-                archive = debian.fetch_pinned(pin, cache / "debian", client)
-                out.append(FetchedSource(lang, pin.source_id, pin.version, pin.license, archive.name,
-                                         pin.sha256, debian_reader(lang, archive, pin)))
-    return out
+    return private.fetch_pinned(cfg, heldout_sources.HELDOUT_PYPI, heldout_sources.HELDOUT_JAVA_ORIGS,
+                                heldout_sources.HELDOUT_GO_DEBS)
 
 
 def is_test_or_doc(rel: str) -> bool:

@@ -94,16 +94,23 @@ def debian_reader(lang: str, archive: Path, pin: debian.DebianPin) -> Callable[[
 def fetch_sources(cfg: DataConfig) -> list[FetchedSource]:
     """Download (or find in the cache) every pinned archive, verified against its sha256."""
     check_pins()
+    return fetch_pinned(cfg, private_sources.PRIVATE_PYPI, private_sources.PRIVATE_JAVA_ORIGS,
+                        private_sources.PRIVATE_GO_DEBS)
+
+
+def fetch_pinned(cfg: DataConfig, pypi, java_origs, go_debs) -> list[FetchedSource]:
+    """Download (or find in the cache) pinned PyPI sdists, Java orig tarballs and Go .debs,
+    each verified against its sha256 (the private domains' and the held-out set's sources)."""
     cache = cfg.path(cfg.cache_dir)
     out: list[FetchedSource] = []
     with httpx.Client(timeout=300.0, follow_redirects=True) as client:
-        for pkg in private_sources.PRIVATE_PYPI:
+        for pkg in pypi:
             archive, digest = fetch_sdist(pkg, cache, client)
             if digest != pkg.sha256:
                 raise DownloadError(f"{archive.name}: sha256 {digest} != pinned {pkg.sha256}")
             out.append(FetchedSource("python", f"pypi/{pkg.name}-{pkg.version}", pkg.version, pkg.license,
                                      archive.name, digest, sdist_reader(archive, pkg)))
-        for lang, pins in (("java", private_sources.PRIVATE_JAVA_ORIGS), ("go", private_sources.PRIVATE_GO_DEBS)):
+        for lang, pins in (("java", java_origs), ("go", go_debs)):
             for pin in pins:
                 archive = debian.fetch_pinned(pin, cache / "debian", client)
                 out.append(FetchedSource(lang, pin.source_id, pin.version, pin.license, archive.name,

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 
 import torch
 
-from umbra.engine.runner import _Parts
+from umbra.engine.runner import _Parts, common_prefix
 from umbra.model.adapters.selection import AdapterSet
 from umbra.model.parts import ClientDecoder, ClientEncoder
 
@@ -46,7 +46,7 @@ class DraftModel:
         """n greedy ids continuing `seq` (n >= 1, seq non-empty)."""
         await self.runner.use(adapters)
         self._cached = self._cached[: self.runner.length]  # after a cancelled step
-        common = min(_common_prefix(self._cached, seq), len(seq) - 1)
+        common = min(common_prefix(self._cached, seq), len(seq) - 1)
         await self.runner.truncate(common)
         del self._cached[common:]
         logits = None
@@ -64,11 +64,3 @@ class DraftModel:
         logits = await self.runner.run(ids)
         self._cached.extend(ids)
         return logits
-
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n

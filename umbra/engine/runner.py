@@ -301,3 +301,12 @@ class MonolithicRunner(_Parts):
 
     async def close(self) -> None:
         await self.reset()
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the longest common prefix of two id lists (what a cache can keep)."""
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n

@@ -46,7 +46,7 @@ from umbra.engine.decoding import Continuation, decode_plain
 from umbra.engine.file_style import FileStyle
 from umbra.engine.fim import FimFormat, build_prompt
 from umbra.engine.completion_text import TextStream
-from umbra.engine.runner import Runner
+from umbra.engine.runner import Runner, common_prefix
 from umbra.engine.speculative import SpeculationCounts, Speculator
 from umbra.engine.tokenizer import ClientTokenizer
 from umbra.errors import Cancelled, CloudUnavailable, ConfigError, SessionError
@@ -198,7 +198,7 @@ class CompletionSession:
         the generated text after it."""
         t0 = time.perf_counter()
         self._cached = self._cached[: self.runner.length]  # after a failed step
-        common = _common_prefix(self._cached, ids)
+        common = common_prefix(self._cached, ids)
         common = min(common, len(ids) - 1)  # run at least one token to get next-token logits
         await self.runner.truncate(common)
         del self._cached[common:]
@@ -253,14 +253,6 @@ async def _checkpoint(cancel: CancelToken) -> None:
     """A cancellation point: yield to the event loop, then honour the explicit token."""
     await asyncio.sleep(0)
     cancel.raise_if_cancelled()
-
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
 
 
 def _replace_evicted(result: CompletionResult) -> CompletionResult:
