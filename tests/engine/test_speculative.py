@@ -53,6 +53,10 @@ class ShapedMiddle(LocalMiddle):
             self.runtime.close(session)  # the cloud dropped it: the next call raises SessionError
         return await super().forward(hidden, positions, session, key_padding)
 
+    def round_trips(self, session: str) -> int:
+        """A delayed middle stands for one across a link: each forward is a trip."""
+        return len(self.frames) if self.delay else 0
+
 
 @pytest.fixture(scope="module")
 def model() -> ClientModel:
@@ -164,6 +168,9 @@ async def test_sampled_requests_and_a_fast_link_decode_step_by_step(model):
     slow_cut = replace(auto, speculation=SpeculationConfig(mode="auto", min_trip_ms=1000))
     await engine.complete(prefix, suffix, slow_cut)
     assert (await engine.complete(prefix, suffix, slow_cut)).speculation is None  # in process: far below 1 s
+    engine.link.trip_ms = 1e6  # however slow a step, an in-process middle (no trips) is not speculated on
+    assert (await engine.complete(prefix, suffix, auto)).speculation is None
+    engine.link.trip_ms = None
     middle.delay = 0.06  # a 60 ms link: measured on the next step-by-step request, then speculated on
     first = await engine.complete(prefix, suffix, auto)
     assert engine.link.trip_ms >= 40
@@ -204,3 +211,4 @@ def test_auto_never_speculates_with_a_client_bundle_in_force():
     assert spec.wanted(auto, greedy=True) and not spec.wanted(auto, greedy=True, private=True)
     assert spec.wanted(on, greedy=True, private=True)
     assert not spec.wanted(on, greedy=False, private=True)
+    assert not spec.wanted(auto, greedy=True, remote=False) and spec.wanted(on, greedy=True, remote=False)

@@ -96,7 +96,8 @@ class SpeculationConfig:
 
     # "off": one cloud round trip per token; "on": speculate on every greedy request; "auto":
     # speculate once a decode trip is measured to cost at least `min_trip_ms` (a slow link), and
-    # never with a client bundle in force (what acceptance shows the cloud is not yet measured there)
+    # never with a client bundle in force (what acceptance shows the cloud is not yet measured there),
+    # never with an in-process middle (no trips to save)
     mode: str = "auto"
     k: int = 4  # drafted positions per verify frame; every frame carries k + 1 positions, whatever the acceptance
     lookup: bool = True  # draft from the prompt's own tokens (the latest earlier match of the last n-gram)

@@ -213,7 +213,8 @@ class CompletionSession:
         checkpoint = lambda: _checkpoint(cancel)  # noqa: E731
         counts = None
         spec = self.speculator
-        if spec is not None and spec.wanted(cfg.speculation, cfg.sampling.greedy, private=self.tokenizer.private):
+        if spec is not None and spec.wanted(cfg.speculation, cfg.sampling.greedy, private=self.tokenizer.private,
+                                                remote=self.runner.round_trips > 0):
             counts = SpeculationCounts()
             reason = await spec.decode(cfg.speculation, cont, logits, ids, adapters, self._run, self._drop,
                                        self._room, checkpoint, counts)

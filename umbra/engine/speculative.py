@@ -98,16 +98,20 @@ class Speculator:
         self.clock = clock
         self.model_acceptance = 0.5  # running mean of the draft model's per-position acceptance
 
-    def wanted(self, cfg: SpeculationConfig, greedy: bool, private: bool = False) -> bool:
-        """Does this request speculate? (mode, greedy, the privacy mode and the link's measured
-        trip: never acceptance). `private`: a client bundle is in force — the accepted lengths
-        the next frame shows may depend on the language or a held key (invariant 7, not yet
-        measured: docs/privacy/speculation.md), so "auto" does not speculate there; "on" does."""
+    def wanted(self, cfg: SpeculationConfig, greedy: bool, private: bool = False, remote: bool = True) -> bool:
+        """Does this request speculate? (mode, greedy, the privacy mode, whether the middle is
+        across a link and the link's measured trip: never acceptance). `private`: a client bundle
+        is in force — the accepted lengths the next frame shows may depend on the language or a
+        held key (invariant 7, not yet measured: docs/privacy/speculation.md), so "auto" does not
+        speculate there; "on" does. `remote`: the middle is reached through round trips (an
+        in-process middle has none to save, and its step time is the machine's load, so "auto"
+        leaves it step by step)."""
         if not greedy or cfg.mode == "off":
             return False
         if cfg.mode == "on":
             return True
-        return not private and self.clock.trip_ms is not None and self.clock.trip_ms >= cfg.min_trip_ms
+        return (remote and not private and self.clock.trip_ms is not None
+                and self.clock.trip_ms >= cfg.min_trip_ms)
 
     async def decode(self, cfg: SpeculationConfig, cont: Continuation, logits: torch.Tensor, prompt: list[int],
                      adapters: AdapterSet, run: Callable[[list[int], bool], Awaitable[torch.Tensor]],
