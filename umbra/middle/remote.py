@@ -43,27 +43,14 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.protocol import State
 
 from umbra import wire
-from umbra.middle.remote_session import RemoteSession
-from umbra.middle.remote_session import WireStats
+from umbra.middle.remote_errors import ConnectionLost, OutOfSync, UnknownSession, rejection
+from umbra.middle.remote_session import RemoteSession, WireStats
 from umbra.errors import CloudRejected, CloudUnavailable, ConfigError, SessionError, SessionEvicted, ValidationError
 
 _MAX_REPREFILLS = 3  # per call; more means the cloud keeps evicting us at once
 
 
 ROUTING_HEADER = "X-Umbra-Session"  # the routing key a balancer hashes (deploy/nginx/)
-
-
-class _OutOfSync(CloudRejected):
-    """409: the cloud's cache length differs from ours; recovered by a re-prefill."""
-
-
-class _UnknownSession(CloudRejected):
-    """404: the cloud (this replica) does not hold the session; recovered by a re-prefill."""
-
-
-class _ConnectionLost(CloudUnavailable):
-    """The connection failed mid-call (refused, reset, dropped stream, a gateway's 502/504): the
-    replica may be gone; recovered once per call by a re-prefill on a fresh cloud session."""
 
 
 class RemoteMiddle:
@@ -101,20 +88,6 @@ class RemoteMiddle:
         if self.tap is not None and payload:
             self.tap(direction, payload)
 
-    @staticmethod
-    def _rejection(status: int, detail: str) -> Exception:
-        if status == 410:
-            return SessionEvicted(detail)
-        if status == 409:
-            return _OutOfSync(detail, status)
-        if status == 404:
-            return _UnknownSession(f"the cloud does not know this session (HTTP 404): {detail}", status)
-        if status in (502, 504):  # only a gateway answers these: its replica failed
-            return _ConnectionLost(f"cloud unreachable behind its gateway (HTTP {status})")
-        if status >= 500:
-            return CloudUnavailable(f"cloud failed (HTTP {status}): {detail}")
-        return CloudRejected(f"cloud rejected the request (HTTP {status}): {detail}", status)
-
     async def _request(self, method: str, path: str, content: bytes | None = None,
                        body: dict | None = None, s: RemoteSession | None = None) -> httpx.Response:
         if body is not None:
@@ -128,7 +101,7 @@ class RemoteMiddle:
         try:
             r = await self._http.request(method, path, content=content, headers=headers)
         except httpx.TransportError as exc:
-            lost = CloudUnavailable if isinstance(exc, httpx.TimeoutException) else _ConnectionLost
+            lost = CloudUnavailable if isinstance(exc, httpx.TimeoutException) else ConnectionLost
             raise lost(f"cloud unreachable at {self.base_url}: {type(exc).__name__} {exc}") from exc
         self._count("received", r.content)
         if r.status_code >= 400:
@@ -136,7 +109,7 @@ class RemoteMiddle:
                 detail = r.json()["detail"]
             except (ValueError, KeyError, TypeError):
                 detail = r.text[:200]
-            raise self._rejection(r.status_code, str(detail))
+            raise rejection(r.status_code, str(detail))
         return r
 
     def _frame_bytes(self, frame: wire.Frame) -> bytes:
@@ -193,11 +166,11 @@ class RemoteMiddle:
                 detail = json.loads(exc.response.body or b"{}").get("detail", "")
             except ValueError:
                 detail = ""
-            raise self._rejection(exc.response.status_code, detail or str(exc)) from exc
+            raise rejection(exc.response.status_code, detail or str(exc)) from exc
         except TimeoutError as exc:
             raise CloudUnavailable(f"cloud unreachable at {self.base_url}: stream: {type(exc).__name__} {exc}") from exc
         except (OSError, InvalidHandshake) as exc:
-            raise _ConnectionLost(f"cloud unreachable at {self.base_url}: stream: {type(exc).__name__} {exc}") from exc
+            raise ConnectionLost(f"cloud unreachable at {self.base_url}: stream: {type(exc).__name__} {exc}") from exc
         return s.ws
 
     def _drop_ws(self, s: RemoteSession) -> None:
@@ -226,12 +199,12 @@ class RemoteMiddle:
             s.ws = None
             code, reason = (exc.rcvd.code, exc.rcvd.reason) if exc.rcvd else (None, "")
             if code is not None and 4400 <= code < 4500:
-                raise self._rejection(code - 4000, reason) from exc
-            raise _ConnectionLost(f"cloud unreachable at {self.base_url}: the stream dropped "
+                raise rejection(code - 4000, reason) from exc
+            raise ConnectionLost(f"cloud unreachable at {self.base_url}: the stream dropped "
                                   f"(close code {code})") from exc
         except OSError as exc:
             s.ws = None
-            raise _ConnectionLost(f"cloud unreachable at {self.base_url}: {exc}") from exc
+            raise ConnectionLost(f"cloud unreachable at {self.base_url}: {exc}") from exc
         if isinstance(reply, str):
             raise wire.WireError("the cloud sent a text message on the stream")
         self._count("received", reply)
@@ -239,7 +212,7 @@ class RemoteMiddle:
         if frame.kind == wire.Kind.ERROR:
             if frame.status in (404, 410) or frame.status >= 500:
                 self._drop_ws(s)  # the cloud closes the stream after these
-            raise self._rejection(frame.status, frame.message)
+            raise rejection(frame.status, frame.message)
         return frame.hidden
 
     # -- inference steps ---------------------------------------------------------------------------
@@ -254,7 +227,7 @@ class RemoteMiddle:
         if s.remote is not None:
             try:
                 await self._request("POST", f"/v1/sessions/{s.remote}/truncate", body={"length": s.length}, s=s)
-            except (SessionError, CloudRejected, _ConnectionLost):
+            except (SessionError, CloudRejected, ConnectionLost):
                 s.remote = None  # gone or shorter than we think: re-prefill on the next step
 
     def _positions_per_frame(self, x: torch.Tensor, total: int) -> int:
@@ -304,14 +277,14 @@ class RemoteMiddle:
                         positions = torch.cat([p for _, p in s.chunks], 1)
                         await self._send(s, hidden, positions, key_padding, 0, want=False)
                 return await self._send(s, x, pos, key_padding, s.length, want=True)
-            except (SessionEvicted, _OutOfSync, _UnknownSession) as exc:
-                s.remote, forgotten = None, isinstance(exc, _UnknownSession)
+            except (SessionEvicted, OutOfSync, UnknownSession) as exc:
+                s.remote, forgotten = None, isinstance(exc, UnknownSession)
             except CloudRejected as exc:
                 if not (s.trim and exc.status == 400):
                     raise
                 self.trim_in_frame = False  # a cloud without FORWARD_TRIM: truncate explicitly from now on
                 await self._resync(s)
-            except _ConnectionLost:
+            except ConnectionLost:
                 if lost:  # the retry failed too: the cloud is down, not one replica
                     raise
                 lost, s.remote = True, None
@@ -340,7 +313,7 @@ class RemoteMiddle:
                 data = self._frame_bytes(wire.forward_frame(x, pos, kp))
                 try:
                     out = await self._exchange(s, f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN)
-                except (SessionEvicted, _UnknownSession):  # stateless until backward: open a new one and retry
+                except (SessionEvicted, UnknownSession):  # stateless until backward: open a new one and retry
                     s.remote = await self._open_remote(s)
                     out = await self._exchange(s, f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN)
             else:
@@ -367,7 +340,7 @@ class RemoteMiddle:
             data = self._frame_bytes(wire.backward_frame(g))
             try:
                 grad = await self._exchange(s, f"/v1/sessions/{s.remote}/backward", data, wire.Kind.GRAD)
-            except (SessionEvicted, _UnknownSession) as exc:
+            except (SessionEvicted, UnknownSession) as exc:
                 s.remote = await self._open_remote(s)
                 raise CloudRejected(f"training session expired on the cloud; redo the forward ({exc})", 410) from exc
         return grad.to(grad_out.device, grad_out.dtype)
@@ -400,7 +373,7 @@ class RemoteMiddle:
         if s.remote is not None:
             try:
                 await self._request("DELETE", f"/v1/sessions/{s.remote}", s=s)
-            except (SessionError, _UnknownSession):  # already evicted or expired
+            except (SessionError, UnknownSession):  # already evicted or expired
                 pass
 
     async def aclose(self) -> None:
