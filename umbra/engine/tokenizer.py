@@ -41,6 +41,7 @@ class ClientTokenizer:
         self._by_first: dict[str, list[tuple[int, str]]] | None = None  # token healing's index, built on use
         self._by_text: dict[str, list[int]] | None = None  # token text -> client ids, built with it
         self._first_chars: dict[str, list[int]] = {}  # first character -> ids, partial characters included
+        self._first_masks: dict[tuple[str, int], torch.Tensor] = {}  # (chars, vocab size) -> mask
         self._heal_masks: dict[tuple[str, int], torch.Tensor] = {}  # (text, vocab size) -> mask
 
     @property
@@ -145,11 +146,15 @@ class ClientTokenizer:
     def ids_with_first_char(self, chars: str, vocab_size: int) -> torch.Tensor:
         """bool [vocab_size]: the (non-special) ids whose text starts with one of `chars`,
         those ending in part of a multi-byte character included (" \\xe2" starts with a blank)."""
-        self._texts_by_first_char()
-        mask = torch.zeros(vocab_size, dtype=torch.bool)
-        ids = [i for ch in chars for i in self._first_chars.get(ch, ()) if i < vocab_size]
-        if ids:
-            mask[ids] = True
+        key = (chars, vocab_size)
+        mask = self._first_masks.get(key)
+        if mask is None:  # the same blanks after every healed indentation: built once
+            self._texts_by_first_char()
+            mask = torch.zeros(vocab_size, dtype=torch.bool)
+            ids = [i for ch in chars for i in self._first_chars.get(ch, ()) if i < vocab_size]
+            if ids:
+                mask[ids] = True
+            self._first_masks[key] = mask
         return mask
 
     def _texts_by_first_char(self) -> dict[str, list[tuple[int, str]]]:
