@@ -17,8 +17,8 @@ from umbra.model.adapters.selection import AdapterSet
 from umbra.model.parts import ClientDecoder, ClientEncoder
 
 
-class _SkipRunner(_Parts):
-    """Encoder -> decoder, the middle the identity."""
+class SkipRunner(_Parts):
+    """Encoder -> decoder, the middle the identity (also client_only.py's runner)."""
 
     async def _mid_forward(self, hidden, pos):
         return hidden
@@ -36,7 +36,7 @@ class _SkipRunner(_Parts):
 class DraftModel:
     def __init__(self, encoder: ClientEncoder, decoder: ClientDecoder, allowed: torch.Tensor,
                  chunk: int = 256):
-        self.runner = _SkipRunner(encoder, decoder)
+        self.runner = SkipRunner(encoder, decoder)
         self.allowed = allowed  # bool [V]: ids a completion may contain
         self.chunk = chunk  # ids per forward while catching up (a cancellation point between)
         self._cached: list[int] = []  # ids whose KV the draft caches hold

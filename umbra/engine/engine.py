@@ -39,7 +39,7 @@ class CompletionEngine:
         self.context_length = min(model.spec.max_position_embeddings,
                                   context_length or model.spec.max_position_embeddings)
         self.new_runner = new_runner
-        self.mode = mode  # "split" | "monolithic"
+        self.mode = mode  # "split" | "monolithic" | "client-only" (client_only.py: no middle at all)
         self.config = (config or EngineConfig()).validate()
         self.allowed = allowed_mask(model.spec.vocab_size, model.tokenizer, model.fim)
         self.link = LinkClock()  # measured decode-trip latency, shared by the sessions (speculation)
@@ -64,7 +64,9 @@ class CompletionEngine:
 
     def new_session(self, config: EngineConfig | None = None) -> CompletionSession:
         m = self.model
-        speculator = Speculator(DraftModel(m.encoder, m.decoder, self.allowed), self.link)
+        # client-only: the draft model is the model itself, and there is no trip to save
+        speculator = (None if self.mode == "client-only"
+                      else Speculator(DraftModel(m.encoder, m.decoder, self.allowed), self.link))
         return CompletionSession(self.new_runner(), m.tokenizer, m.fim, self.allowed, config or self.config,
                                  self.context_length, speculator)
 
