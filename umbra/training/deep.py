@@ -4,6 +4,8 @@
 from the trained 8 layers (upscale.py: function-preserving), and trains it with the ordinary
 trainer on 1,024-token blocks with repository-level units; `resume` continues from the run
 directory's checkpoint with the checkpoint's own settings (runtime knobs excepted).
+`start --init scratch` is the control: the same shape, data, order and schedule from random
+weights (its own run directory), so the two curves show what up-scaling buys at equal tokens.
 Entry point: `python -m umbra.training.deep start|resume|status|probe` (scripts/pretrain-deep)."""
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from umbra.training.vocab_ext import VocabExtension, extend_tokenizer
 
 log = logging.getLogger(__name__)
 
+INITS = ("upscaled", "scratch")
+INIT_NAME = "init.json"  # how the run's weights began (read by `compare`)
 RUNTIME_ONLY = ("threads", "compile", "checkpoint_minutes", "stop_at_step")  # may change on resume
 
 
@@ -46,6 +50,7 @@ class DeepRunConfig:
     checkpoint_minutes: float = 15.0
     stop_at_step: int | None = None
     repo: RepoConfig = field(default_factory=lambda: RepoConfig(rate=0.3))
+    init: str = "upscaled"  # "upscaled" (from the tiny model's blocks) or "scratch" (the control)
 
     @property
     def tokenizer_dir(self) -> Path:
@@ -77,12 +82,19 @@ def prepare_tokenizer(cfg: DeepRunConfig) -> int:
 def start(cfg: DeepRunConfig, enforce_limits: bool = True):
     from umbra.training.trainer import Trainer
 
+    if cfg.init not in INITS:
+        raise ConfigError(f"init must be one of {', '.join(INITS)}, not {cfg.init!r}")
     if (cfg.out_dir / CHECKPOINT_NAME).exists():
         raise ConfigError(f"{cfg.out_dir / CHECKPOINT_NAME} exists: use resume")
     vocab = prepare_tokenizer(cfg)
     trainer = Trainer(train_config(cfg, vocab), enforce_limits)
-    load_into(trainer.model, upscaled_state(UpscaleConfig(cfg.base_model, cfg.factor, vocab)))
-    log.info("up-scaled %s x%d; vocab %d", cfg.base_model, cfg.factor, vocab)
+    if cfg.init == "upscaled":
+        load_into(trainer.model, upscaled_state(UpscaleConfig(cfg.base_model, cfg.factor, vocab)))
+        log.info("up-scaled %s x%d; vocab %d", cfg.base_model, cfg.factor, vocab)
+    else:
+        log.info("from random weights (the control); vocab %d", vocab)
+    cfg.out_dir.mkdir(parents=True, exist_ok=True)
+    (cfg.out_dir / INIT_NAME).write_text(json.dumps({"init": cfg.init, "base_model": str(cfg.base_model)}) + "\n")
     return trainer.run()
 
 
@@ -134,7 +146,7 @@ def probe(cfg: DeepRunConfig, steps: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m umbra.training.deep")
-    p.add_argument("command", choices=("start", "resume", "status", "probe"))
+    p.add_argument("command", choices=("start", "resume", "status", "probe", "compare"))
     p.add_argument("--out-dir", default=str(DeepRunConfig.out_dir))
     p.add_argument("--total-tokens", type=int, default=None, help="start: budget; resume: re-target it")
     p.add_argument("--threads", type=int, default=DeepRunConfig.threads)
@@ -142,10 +154,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fp32", action="store_true", help="no bf16 autocast")
     p.add_argument("--stop-at-step", type=int, default=None)
     p.add_argument("--steps", type=int, default=20, help="probe: measured steps")
+    p.add_argument("--init", choices=INITS, default="upscaled", help="start: the weights it begins from")
+    p.add_argument("--against", default="runs/pretrain-deep-scratch", help="compare: the control's run dir")
+    p.add_argument("--plot", default=None, help="compare: also write the two curves as a PNG here")
     args = p.parse_args(argv)
+    if args.command == "compare":
+        from umbra.training.curve_compare import compare_runs
+
+        print(compare_runs(Path(args.out_dir), Path(args.against), Path(args.plot) if args.plot else None))
+        return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     cfg = DeepRunConfig(out_dir=Path(args.out_dir), threads=args.threads, compile=args.compile,
-                        bf16=not args.fp32, stop_at_step=args.stop_at_step)
+                        bf16=not args.fp32, stop_at_step=args.stop_at_step, init=args.init)
     if args.command == "start" and args.total_tokens:
         cfg.total_tokens = args.total_tokens
     if args.command == "start":

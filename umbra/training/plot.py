@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def _smooth(values: list[float], window: int = 50) -> list[float]:
+def smooth(values: list[float], window: int = 50) -> list[float]:
     out, acc = [], 0.0
     for i, v in enumerate(values):
         acc += v
@@ -27,7 +27,7 @@ def plot_run(train_rows: list[dict], valid_rows: list[dict], path: Path) -> Path
     loss = [float(r["loss"]) for r in train_rows]
     ax = axes[0]
     ax.plot(tokens, loss, alpha=0.25, label="train loss")
-    ax.plot(tokens, _smooth(loss), label="train loss (smoothed)")
+    ax.plot(tokens, smooth(loss), label="train loss (smoothed)")
     ax.set_xlabel("tokens (M)")
     ax.set_ylabel("loss (nats)")
     ax.legend(loc="upper right")
