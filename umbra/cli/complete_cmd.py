@@ -5,7 +5,9 @@ cloud given by `--cloud URL` (or UMBRA_CLOUD_URL), whose token comes from `--tok
 keyring entry stored by `umbra keys cloud-token set URL`, else UMBRA_CLOUD_TOKEN. With no cloud
 configured it starts the real cloud service on 127.0.0.1 for the duration of the command and
 still goes over the network. `--local` runs the whole model in this process (the monolithic
-baseline; nothing is sent anywhere).
+baseline; nothing is sent anywhere). `--client-only` completes with the client's own blocks
+alone, the middle skipped (umbra/engine/client_only.py): no cloud is started, looked up or
+connected to, nothing is sent anywhere — the privacy-first choice, at the client blocks' quality.
 
 `--bundle DIR` (or UMBRA_BUNDLE) completes with a client bundle made by `umbra init`: private
 token ids, the INDVocab-randomized embedding and the permuted LM head, its key from the OS
@@ -54,6 +56,8 @@ def register(sub) -> None:
     add_cloud_args(where)
     where.add_argument("--local", action="store_true",
                        help="run the whole model in-process (monolithic baseline, for comparison)")
+    where.add_argument("--client-only", action="store_true",
+                       help="the client's blocks alone, the middle skipped: no cloud at all, nothing sent anywhere")
     where.add_argument("--encoder-blocks", "-E", type=int, default=None, help="client blocks before the wire")
     where.add_argument("--decoder-blocks", "-D", type=int, default=None, help="client blocks after the wire")
     gen = p.add_argument_group("generation")
@@ -124,11 +128,15 @@ def run(args) -> int:
         raise ConfigError(f"cannot read {path}: {exc}") from exc
     prefix, suffix = split_at(text, line, col)
     config = _config(args)
-    if args.local and (args.cloud or args.token):
-        raise ConfigError("--local runs without a cloud; drop --cloud/--token")
+    if args.local and args.client_only:
+        raise ConfigError("--local and --client-only are two different models; give one")
+    for flag in ("local", "client_only"):
+        if getattr(args, flag) and (args.cloud or args.token or args.cloud_cert):
+            raise ConfigError(f"--{flag.replace('_', '-')} runs without a cloud; drop --cloud/--token/--cloud-cert")
     if args.threads is not None and args.threads < 1:
         raise ConfigError("--threads must be >= 1")
-    cloud = None if args.local else cloud_config(args, audit=None)  # audit: as `umbra audit on|off` says
+    mode = "monolithic" if args.local else "client-only" if args.client_only else "split"
+    cloud = None if mode != "split" else cloud_config(args, audit=None)  # audit: as `umbra audit on|off` says
     if args.threads is not None:
         import torch
 
@@ -137,10 +145,11 @@ def run(args) -> int:
     from umbra.engine.routing import language_of_path
 
     language = args.language or language_of_path(path)
-    result = asyncio.run(_complete(model, config, prefix, suffix, cloud, language))
+    result = asyncio.run(_complete(model, config, prefix, suffix, cloud, language, mode))
     if args.json:
         stats = {k: v for k, v in asdict(result).items() if k not in ("text", "tokens")}  # no token ids
-        print(json.dumps({"completion": result.text, "generated_tokens": result.generated_tokens, **stats}))
+        print(json.dumps({"completion": result.text, "generated_tokens": result.generated_tokens, "mode": mode,
+                          **stats}))
     else:
         sys.stdout.write(result.text + "\n")
     return 0
@@ -159,11 +168,17 @@ def _load_model(args) -> ClientModel:
     return ClientModel.from_bundle(bundle, args.model, store=KeyStore(args.service or DEFAULT_SERVICE))
 
 
-async def _complete(model: ClientModel, config, prefix, suffix, cloud: CloudConfig | None, language: str | None):
-    """`cloud` None: the monolithic baseline (--local), nothing sent anywhere. Else split, through
-    the link (a cloud started here when no URL is configured; the audit tap when auditing)."""
+async def _complete(model: ClientModel, config, prefix, suffix, cloud: CloudConfig | None, language: str | None,
+                    mode: str):
+    """"monolithic" (--local) and "client-only": in process, nothing sent anywhere. "split":
+    through the link (a cloud started here when no URL is configured; the audit tap when auditing)."""
     from umbra.engine import CompletionEngine
 
+    if mode == "client-only":
+        from umbra.engine.client_only import client_only_engine
+
+        print("umbra: privacy: nothing is sent (--client-only: the client's blocks alone)", file=sys.stderr)
+        return await client_only_engine(model, config).complete(prefix, suffix, language=language)
     if cloud is None:
         print("umbra: privacy: nothing is sent (--local)", file=sys.stderr)
         return await CompletionEngine.monolithic(model, config).complete(prefix, suffix, language=language)
