@@ -17,7 +17,11 @@ self-started cloud that dies is started again (sessions dropped, "starting" → 
 MAX_RESTARTS times in RESTART_WINDOW_S; past that the state is "error". The privacy mode in
 force is the loaded model's, then the link's (which says when the user's opt-in sends it
 undefended to a cloud not on this machine; without the opt-in such a cloud is an "error":
-umbra/privacy/cloud_policy.py)."""
+umbra/privacy/cloud_policy.py).
+
+With the `clientOnly` option there is no cloud at all: set-up loads the model and builds the
+client-only engine (umbra/engine/client_only.py, the middle skipped); no link is made, nothing is
+started, looked up or sent, the status's mode is "client-only" and the privacy mode NOTHING_SENT."""
 
 from __future__ import annotations
 
@@ -33,6 +37,8 @@ from lsp.sessions import SessionPool
 from lsp.status import StatusBoard
 from umbra.connect import CloudLink, open_middle
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig
+from umbra.engine.client_only import MODE as CLIENT_ONLY
+from umbra.engine.client_only import client_only_engine
 from umbra.errors import CloudUnavailable, UmbraError
 from umbra.paths import default_model_dir
 from umbra.privacy.mode import PrivacyMode, mode_of
@@ -41,6 +47,21 @@ MAX_RESTARTS = 3  # restarts of a self-started cloud allowed within RESTART_WIND
 RESTART_WINDOW_S = 600.0
 
 log = logging.getLogger("umbra.lsp")
+
+
+class NothingSent(PrivacyMode):
+    """The privacy mode of client-only completion: nothing leaves the machine, so no attack applies."""
+
+    @property
+    def defended(self) -> bool:
+        return True
+
+    @property
+    def summary(self) -> str:
+        return self.label
+
+
+NOTHING_SENT = NothingSent(CLIENT_ONLY, "client only · nothing is sent (the client's blocks alone)")
 
 
 def load_model(options: ModelOptions) -> ClientModel:
@@ -79,6 +100,12 @@ class CloudSupervisor:
             if self.options.threads is not None:
                 torch.set_num_threads(self.options.threads)
             self.model = await asyncio.to_thread(load_model, self.options.model)
+            if self.options.client_only:  # no cloud at all: nothing to start, find or connect to
+                self._in_force(NOTHING_SENT)
+                self.board.mode(CLIENT_ONLY)
+                self.current = client_only_engine(self.model, self.config)
+                self.board.report("ready", "client only: the client's blocks alone; nothing is sent anywhere")
+                return
             self._in_force(mode_of(self.model))
             self.board.report("starting", "starting the cloud" if self.options.cloud.url is None
                               else "connecting to the cloud")

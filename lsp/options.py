@@ -13,7 +13,8 @@ Three sources, one schema:
           "inline": {"deadlineMs": 250, "repetitionTokens": 12},
           "languages": {"aliases": {"golang": "go", "py": "python", ...}},
           "threads": null,
-          "allowUndefendedRemoteCloud": false
+          "allowUndefendedRemoteCloud": false,
+          "clientOnly": false
         }
 
   * `umbra serve`'s UMBRA_LOCAL_* environment variables (lsp/settings.py), nested with `__`
@@ -238,6 +239,9 @@ class InitializationOptions(_Options):
     # of tokens) to a `cloud.url` that is not on this machine. Off: such a cloud is refused
     # (umbra/privacy/cloud_policy.py; UMBRA_ALLOW_UNDEFENDED_REMOTE_CLOUD=1 also opts in).
     allow_undefended_remote_cloud: bool = False
+    # The client's blocks alone, the middle skipped (umbra/engine/client_only.py): no cloud is
+    # started, looked up or connected to, nothing is sent anywhere; `cloud` is then unused.
+    client_only: bool = False
 
     def validate(self) -> InitializationOptions:
         """Checks beyond the schema: the engine's own (OptionsError); returns self."""

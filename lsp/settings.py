@@ -83,6 +83,7 @@ class LocalSettings(BaseSettings):
     inline: InlineOptions = Field(default_factory=InlineOptions)  # the language server's; unused here
     threads: Threads = None
     allow_undefended_remote_cloud: bool = False  # the opt-in of umbra/privacy/cloud_policy.py
+    client_only: bool = False  # the client's blocks alone: no cloud at all (UMBRA_LOCAL_CLIENT_ONLY=true)
 
     def __init__(self, **values: Any) -> None:
         warn_unknown(unknown_variables(os.environ), what="setting")

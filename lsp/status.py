@@ -2,7 +2,7 @@
 
 States: "starting" → "ready"; "unreachable" when a cloud call fails, and back; "error" when
 set-up fails or the cloud refuses our token (lsp/cloud_supervisor.py says when). The mode is
-always "split". `privacy` is the privacy mode in force (umbra/privacy/mode.py) with the attack
+"split", or "client-only" when the `clientOnly` option has the client's blocks complete alone. `privacy` is the privacy mode in force (umbra/privacy/mode.py) with the attack
 tables' figures for it in `privacyDetails`; `expert` and `access` name what served the last
 completion (names only, never a key or text)."""
 
@@ -24,7 +24,7 @@ STATES = ("starting", "ready", "unreachable", "error")
 class Status:
     state: str  # one of STATES
     message: str  # one line for the user (never prompts, completions or tokens)
-    mode: str = "split"  # the only mode: the middle blocks always run in the cloud
+    mode: str = "split"  # "split": the middle blocks run in the cloud; "client-only": no middle, no cloud
     expert: str | None = None  # the expert adapter that served the last completion (a name only)
     access: str = "secure"  # SecureGate: "secure" or "revealing: NAME" for the last completion (never a key)
     privacy: str | None = None  # PrivacyMode.summary in force; None before the model is loaded
@@ -52,6 +52,10 @@ class StatusBoard:
         if changed or state == "starting":
             log.log(logging.WARNING if state in ("unreachable", "error") else logging.INFO, "status %s: %s", state, message)
             self._on_status(self.status)
+
+    def mode(self, mode: str) -> None:
+        """How completions are made ("split" or "client-only"; sent with the next report)."""
+        self.status = replace(self.status, mode=mode)
 
     def privacy(self, mode: PrivacyMode) -> None:
         """The privacy mode in force (sent with the next report)."""

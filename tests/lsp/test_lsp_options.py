@@ -22,6 +22,7 @@ CONTRACT = {  # the defaults, as JSON; names and defaults must not drift
     "inline": {"deadlineMs": 250, "repetitionTokens": 12},  # the language server's editor requests only
     "threads": None,
     "allowUndefendedRemoteCloud": False,  # private by default (umbra/privacy/cloud_policy.py)
+    "clientOnly": False,  # split by default; true: the client's blocks alone, no cloud at all
 }
 
 VSCODE = {  # what the VS Code extension sends with its defaults (vscode-extension/src/settings.ts)
@@ -30,6 +31,7 @@ VSCODE = {  # what the VS Code extension sends with its defaults (vscode-extensi
     "completion": {"maxTokens": 64, "multiline": "auto", "temperature": 0.0, "topP": 1.0, "contextTokens": 1024},
     "threads": None,
     "allowUndefendedRemoteCloud": False,
+    "clientOnly": False,
 }
 
 

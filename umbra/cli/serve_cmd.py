@@ -10,7 +10,8 @@ the variable named by --token-env (default UMBRA_CLOUD_TOKEN); never from a flag
 this machine receives only a defended privacy mode unless --allow-undefended-remote-cloud (or
 UMBRA_LOCAL_ALLOW_UNDEFENDED_REMOTE_CLOUD=true, or UMBRA_ALLOW_UNDEFENDED_REMOTE_CLOUD=1) opts in.
 Every completion response carries the mode in force in its X-Umbra-Privacy header, and GET
-/healthz (with the token) its figures (docs/privacy/mode.md).
+/healthz (with the token) its figures (docs/privacy/mode.md). --client-only completes with the
+client's blocks alone (no cloud at all; the status's mode says "client-only").
 
 Every route but /healthz needs `Authorization: Bearer <token>`: a token made fresh at each start
 and written to a file only you can read (printed at start; default
@@ -47,6 +48,9 @@ def register(sub) -> None:
     p.add_argument("--no-auth", action="store_true",
                    help="no API token: any local user or process may request completions")
     add_opt_in_arg(p)
+    p.add_argument("--client-only", action="store_true",
+                   help="complete with the client's blocks alone, the middle skipped: no cloud is started or "
+                        "contacted, nothing is sent anywhere (env UMBRA_LOCAL_CLIENT_ONLY=true)")
     p.set_defaults(func=run)
 
 
@@ -63,6 +67,8 @@ def run(args) -> int:
         overrides["auth"] = False
     if args.allow_undefended_remote_cloud:
         overrides["allow_undefended_remote_cloud"] = True
+    if args.client_only:
+        overrides["client_only"] = True
     try:
         settings = LocalSettings(**overrides)
     except SettingsError as exc:
