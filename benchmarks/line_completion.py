@@ -3,7 +3,7 @@ way a user judges it, at the positions an editor produces (issue 57).
 
     python benchmarks/line_completion.py [--set heldout|test] [--positions 300] [--seed 0]
         [--languages python,go,java] [--model DIR] [--threads 1] [--max-tokens 64] [--write]
-        [--label TEXT] [--dump FILE] [--data-root DIR] [--results FILE] [--doc FILE]
+        [--label TEXT] [--dump FILE] [--data-root DIR] [--results FILE] [--doc FILE] [--client-only]
     python benchmarks/line_completion.py --render-only     # docs/benchmarks.md from the results file
 
 `--positions` per language (default 300), half "after-indent" (the cursor after a real line's
@@ -81,6 +81,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--write", action="store_true", help="render the tables into --doc after the run")
     p.add_argument("--render-only", action="store_true", help="render the tables from --results, run nothing")
     p.add_argument("--label", default="", help="a note stored with the run and shown with its tables")
+    p.add_argument("--client-only", action="store_true",
+                   help="measure client-only completion: `umbra serve --client-only` and the client-only engine "
+                        "(the client's blocks alone, no cloud); the run and its rows say so")
     p.add_argument("--dump", type=Path, default=None, help="write every completion as JSON lines here (not committed)")
     return p.parse_args(argv)
 
@@ -131,12 +134,12 @@ async def measure(args, drawn: dict, run: dict) -> int:
         raise RuntimeError(f"umbra serve would import from {sorted(map(str, there))}, this process from {here}")
     print(f"measuring the code in {here} (commit {run['commit']})", file=sys.stderr)
     tokenizer = ClientTokenizer.from_dir(args.model)
-    local = Local(args.model, args.threads)
+    local = Local(args.model, args.threads, client_only=args.client_only)
     if args.dump:
         args.dump.parent.mkdir(parents=True, exist_ok=True)
     disagreements = 0
     with open(args.dump or os.devnull, "w") as dump:
-        async with Serve(args.model, args.threads) as serve:
+        async with Serve(args.model, args.threads, client_only=args.client_only) as serve:
             paths = {"serve": serve, "local": local}
             for multiline in (False, True):  # warm both paths up (not measured)
                 for path in paths.values():
@@ -221,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
            "positions": args.positions, "languages": list(drawn), "max_tokens": args.max_tokens,
            "threads": args.threads, "label": args.label, "machine": describe(),
+           "mode": "client-only" if args.client_only else "split",
            "command": "python benchmarks/line_completion.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
            "drawn": {lang: _by_kind(ps) for lang, (ps, _) in drawn.items()},
            "skipped": {lang: dict(s) for lang, (_, s) in drawn.items()},

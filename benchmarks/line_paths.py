@@ -11,7 +11,9 @@ context budget, SPM/PSM as the model was trained). `umbra serve` runs from the c
 `umbra` package this process imported (`code_root()`: with PYTHONPATH naming another worktree,
 that one), with its self-started cloud on loopback; `serve_code_root()` asks a process started
 the same way where it imports `umbra`, `lsp` and `server` from, so a run can say which code it
-measured. Each request is a throw-away session (no prefix reuse between positions)."""
+measured. Each request is a throw-away session (no prefix reuse between positions).
+`client_only=True` measures client-only completion instead: `umbra serve --client-only` (no
+cloud) and the client-only engine (umbra/engine/client_only.py) in place of the monolithic one."""
 
 from __future__ import annotations
 
@@ -54,8 +56,9 @@ def _body(prefix: str, suffix: str, language: str, multiline: bool, max_tokens: 
 
 
 class Serve:
-    def __init__(self, model_dir: Path, threads: int, start_timeout: float = 600.0):
+    def __init__(self, model_dir: Path, threads: int, start_timeout: float = 600.0, client_only: bool = False):
         self.model_dir, self.threads, self.start_timeout = model_dir, threads, start_timeout
+        self.client_only = client_only
         self.proc: subprocess.Popen | None = None
         self.http: httpx.AsyncClient | None = None
         self._tmp = tempfile.TemporaryDirectory(prefix="line-completion-")
@@ -66,7 +69,8 @@ class Serve:
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "umbra.cli.main", "serve", "--host", "127.0.0.1", "--port", "0",
-                 "--model", str(self.model_dir), "--threads", str(self.threads), "--token-file", str(token_file)],
+                 "--model", str(self.model_dir), "--threads", str(self.threads), "--token-file", str(token_file),
+                 *(["--client-only"] if self.client_only else [])],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=code_root(), env=_env())
         try:
             url = await self._wait(lambda: _LISTENING.search(self.log.read_text(errors="replace")), "listen")
@@ -120,14 +124,15 @@ class Serve:
 class Local:
     """`umbra complete --local`: the client model loaded as-is, all blocks in this process."""
 
-    def __init__(self, model_dir: Path, threads: int):
+    def __init__(self, model_dir: Path, threads: int, client_only: bool = False):
         import torch
 
         from umbra.engine import ClientModel, CompletionEngine
+        from umbra.engine.client_only import client_only_engine
 
         torch.set_num_threads(threads)
         self.model = ClientModel.load(model_dir)
-        self.engine = CompletionEngine.monolithic(self.model)
+        self.engine = client_only_engine(self.model) if client_only else CompletionEngine.monolithic(self.model)
 
     @staticmethod
     def config(multiline: bool, max_tokens: int):

@@ -35,14 +35,16 @@ def latest_runs(rows: list[dict]) -> list[dict]:
     runs = {}
     for r in rows:
         if r.get("record") == "run":
-            key = (r["model"], r["commit"], r["set"], r["seed"], tuple(r["languages"]))
+            key = (r["model"], r["commit"], r["set"], r["seed"], tuple(r["languages"]), r.get("mode", "split"))
             if key not in runs or (r["positions"], r["date"]) >= (runs[key]["positions"], runs[key]["date"]):
                 runs[key] = r
     return sorted(runs.values(), key=lambda r: r["date"])
 
 
 def stamp(run: dict) -> str:
-    return (f"{run['model']} @ {run['commit']}, {run['set']}, seed {run['seed']}, {run['positions']} positions, "
+    """The run's model, commit, set, seed, positions and date; "client-only" when it measured that mode."""
+    mode = " (client-only)" if run.get("mode") == "client-only" else ""
+    return (f"{run['model']}{mode} @ {run['commit']}, {run['set']}, seed {run['seed']}, {run['positions']} positions, "
             f"{run['date']}")
 
 
