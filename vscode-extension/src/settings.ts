@@ -62,6 +62,9 @@ export interface UmbraSettings {
     /** Send hidden states whose privacy mode is not defended to a cloud not on this machine
      * (private by default: off, and the server refuses such a cloud). */
     allowUndefendedRemoteCloud: boolean;
+    /** Complete with the client's blocks alone (the middle skipped): no cloud connection at all,
+     * nothing sent anywhere; `cloud` is then unused. */
+    clientOnly: boolean;
 }
 
 /** The `initializationOptions` of the server contract, field for field. */
@@ -77,6 +80,7 @@ export interface InitializationOptions {
     };
     threads: number | null;
     allowUndefendedRemoteCloud: boolean;
+    clientOnly: boolean;
 }
 
 /** Defaults of every setting; package.json `contributes.configuration` repeats them (a test
@@ -92,6 +96,7 @@ export const DEFAULTS: Readonly<UmbraSettings> = Object.freeze({
     completion: { maxTokens: 64, multiline: 'auto' as const, temperature: 0.0, topP: 1.0, contextTokens: 1024 },
     threads: null,
     allowUndefendedRemoteCloud: false,
+    clientOnly: false,
 });
 
 /** Every setting key under the `umbra.` section, as it appears in package.json. */
@@ -116,6 +121,7 @@ export const SETTING_KEYS = [
     'completion.contextTokens',
     'threads',
     'allowUndefendedRemoteCloud',
+    'clientOnly',
 ] as const;
 
 export type SettingKey = (typeof SETTING_KEYS)[number];
@@ -185,6 +191,7 @@ export function readSettings(source: ConfigSource, paths: PathContext = {}): Umb
         },
         threads: v.optionalInt('threads', LIMITS.threads.min, LIMITS.threads.max),
         allowUndefendedRemoteCloud: v.bool('allowUndefendedRemoteCloud'),
+        clientOnly: v.bool('clientOnly'),
     };
     if (settings.cloud.certificate !== null && settings.cloud.url === null) {
         v.problems.push('cloud.certificate applies to a configured umbra.cloud.url only (with no URL the cloud runs on loopback)');
@@ -209,6 +216,7 @@ export function toInitializationOptions(s: UmbraSettings): InitializationOptions
         },
         threads: s.threads,
         allowUndefendedRemoteCloud: s.allowUndefendedRemoteCloud,
+        clientOnly: s.clientOnly,
     };
 }
 

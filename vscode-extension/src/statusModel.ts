@@ -203,6 +203,9 @@ export function privacyTooltip(privacy: string | undefined, details?: PrivacyDet
     const lines = [`Privacy: ${privacy}`];
     if (privacy === 'none' || privacy.startsWith('none ')) {
         lines[0] += ' (no client bundle: the cloud receives the hidden states of the public model as they are; make a bundle with `umbra init`)';
+    } else if (privacy.startsWith('client only')) {
+        lines[0] += ' (umbra.clientOnly: the client\'s blocks alone, the middle skipped; no cloud connection, nothing leaves this machine)';
+        return lines.join('\n');
     } else if (privacy.startsWith('NOIR')) {
         lines[0] += ' (client bundle: INDVocab-randomized embeddings and private token ids; the cloud receives randomized hidden states)';
     }

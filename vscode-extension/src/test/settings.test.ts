@@ -42,6 +42,7 @@ describe('settings → initializationOptions', () => {
             completion: { maxTokens: 64, multiline: 'auto', temperature: 0.0, topP: 1.0, contextTokens: 1024 },
             threads: null,
             allowUndefendedRemoteCloud: false,
+            clientOnly: false,
         });
         // camelCase keys, nothing else: the JSON the server receives
         assert.equal(
@@ -49,7 +50,7 @@ describe('settings → initializationOptions', () => {
             '{"model":{"dir":null,"bundle":null,"keyringService":"umbra"},' +
                 '"cloud":{"url":null,"certificate":null,"tokenEnv":"UMBRA_CLOUD_TOKEN"},' +
                 '"completion":{"maxTokens":64,"multiline":"auto","temperature":0,"topP":1,"contextTokens":1024},' +
-                '"threads":null,"allowUndefendedRemoteCloud":false}',
+                '"threads":null,"allowUndefendedRemoteCloud":false,"clientOnly":false}',
         );
     });
 
@@ -80,6 +81,7 @@ describe('settings → initializationOptions', () => {
                 'completion.contextTokens': 2048,
                 threads: 2,
                 allowUndefendedRemoteCloud: true,
+                clientOnly: true,
                 debounceMs: 0,
                 enable: false,
             }),
@@ -91,6 +93,7 @@ describe('settings → initializationOptions', () => {
             completion: { maxTokens: 128, multiline: true, temperature: 0.2, topP: 0.95, contextTokens: 2048 },
             threads: 2,
             allowUndefendedRemoteCloud: true,
+            clientOnly: true,
         });
         assert.equal(s.debounceMs, 0);
         assert.equal(s.enable, false);

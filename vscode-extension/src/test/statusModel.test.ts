@@ -259,6 +259,19 @@ describe('the privacy in force in the status bar', () => {
         assert.equal(parseStatus({ state: 'ready', mode: 'split', privacy: 'x', privacyDetails: { label: 3 } })?.privacyDetails, undefined);
     });
 
+    it('says client-only plainly: the mode, nothing sent, no attack figures', () => {
+        const alone = parseStatus({
+            state: 'ready', mode: 'client-only', privacy: 'client only · nothing is sent (the client\'s blocks alone)',
+            privacyDetails: { key: 'client-only', label: 'client only · nothing is sent (the client\'s blocks alone)',
+                defended: true, optedIn: false, measured: false },
+        });
+        const view = viewOf(alone!);
+        assert.equal(view.text, '$(check) Umbra $(shield) client only · nothing is sent (the client\'s blocks alone)');
+        assert.match(view.tooltip, /Umbra: ready \(client-only mode\)/);
+        assert.match(view.tooltip, /umbra\.clientOnly: the client's blocks alone, the middle skipped; no cloud connection/);
+        assert.doesNotMatch(view.tooltip, /Measured: nothing/);
+    });
+
     it('renders no icon from the server\'s words', () => {
         assert.equal(viewOf({ ...status('ready'), privacy: '$(zap) x' }).text, '$(check) Umbra $(shield) \\$(zap) x');
     });
