@@ -13,6 +13,7 @@ import time
 from fastapi import FastAPI
 from starlette.requests import ClientDisconnect
 
+from server.aborts import ClientAborts
 from server.auth import TokenStore
 from server.deps import CloudState
 from umbra.middle.lora_store import LoraStore
@@ -113,23 +114,12 @@ class LatencyMiddleware:
     """Per-route latency histogram and error counter for HTTP requests (pure ASGI), outermost.
 
     A request the client abandoned (a disconnect mid-body: starlette's ClientDisconnect, or no
-    response at all because the connection went) is a client abort — its own counter, one log
+    response at all because the connection went, or a response the edge saw go to a connection
+    the client had already left) is a client abort (server/aborts.py) — its own counter, one log
     line with the route template and a reason, never a 500 or a traceback."""
 
-    def __init__(self, app, metrics: Metrics):
-        self.app, self.metrics = app, metrics
-        self._logged, self._quiet = 0.0, 0  # the last abort line's time; aborts not logged since
-
-    def _log_abort(self, route: str, reason: str) -> None:
-        """One line per abort (the route template and reason only), at most one a second: a flood
-        of aborts is counted in the metric and summed into the next line, not written line by line."""
-        now = time.monotonic()
-        if now - self._logged < 1.0:
-            self._quiet += 1
-            return
-        more = f"; {self._quiet} more since the last line" if self._quiet else ""
-        log.warning("client abort: %s (%s)%s", route, reason, more)
-        self._logged, self._quiet = now, 0
+    def __init__(self, app, metrics: Metrics, aborts: ClientAborts):
+        self.app, self.metrics, self.aborts = app, metrics, aborts
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -145,7 +135,7 @@ class LatencyMiddleware:
         aborted = False
         try:
             await self.app(scope, receive, send_status)
-            aborted = status is None
+            aborted = status is None or scope.get("extensions", {}).get(EDGE_EXTENSION, {}).get("gone", False)
         except ClientDisconnect:
             aborted = True
         except BaseException:
@@ -157,8 +147,7 @@ class LatencyMiddleware:
             self.metrics.observe(time.perf_counter() - t0, route=route)
             if aborted:
                 reason = scope.get("extensions", {}).get(EDGE_EXTENSION, {}).get("reason", "disconnect")
-                self.metrics.inc("umbra_cloud_client_aborts_total", route=route, reason=reason)
-                self._log_abort(route, reason)
+                self.aborts.count(route, reason)
             elif status is not None and status >= 400:
                 self.metrics.inc("umbra_cloud_errors_total", status=str(status))
 
@@ -169,9 +158,10 @@ def create_app(settings: CloudSettings | None = None) -> FastAPI:
     if settings is not None:
         app.dependency_overrides[get_settings] = lambda: settings
     app.state.metrics = Metrics()
+    app.state.aborts = ClientAborts(app.state.metrics)  # also counted by the stream route
     install_handlers(app)
     for module in (health, sessions, stream, metrics, lora):
         app.include_router(module.router)
     app.add_middleware(BodyGuard, limits=lambda: app.dependency_overrides.get(get_settings, get_settings)().edge_limits())
-    app.add_middleware(LatencyMiddleware, metrics=app.state.metrics)  # outermost: BodyGuard's refusals count too
+    app.add_middleware(LatencyMiddleware, metrics=app.state.metrics, aborts=app.state.aborts)  # outermost: BodyGuard's refusals count too
     return app

@@ -9,7 +9,8 @@ lsp/http_app.py): what a connection may cost before anybody has looked at its to
   newcomer; 429 and close only when nothing can. Any response that starts before the request
   body was read (401, 408, 413, 429, ...) and every 401 carries `Connection: close`, and the
   connection is dropped once it is sent. Behind a proxy in `trusted_proxies` the slot is the
-  forwarded client's.
+  forwarded client's. A response that starts after its client left sets the scope extension's
+  "gone" (the service counts a client abort, not a reply).
 - `BodyGuard`: ASGI middleware, outermost, that enforces body size limits before parsing and
   before authentication — a declared Content-Length over the route's limit is answered 413 at
   once; a JSON body is read here, up to its limit and within a deadline (408), then replayed; a
@@ -206,10 +207,13 @@ def edge_protocol(limits: EdgeLimits) -> type[H11Protocol]:
                         self._address = address if table.admit(address, self) else None
                         if self._address is None:
                             return await _close_reply(send, 429, b"too many connections from this client")
-                self.refused = {"authenticated": self._prove}
+                self.refused = edge = {"authenticated": self._prove}
                 scope.setdefault("extensions", {})[EDGE_EXTENSION] = self.refused
+                cycle = self.cycle
 
                 async def closing_send(message):
+                    if message["type"] == "http.response.start" and cycle is not None and cycle.disconnected:
+                        edge["gone"] = True  # the client left before its answer: a client abort, not a reply
                     if message["type"] == "http.response.start" and (
                             message["status"] == 401 or self.conn.their_state is not h11.DONE):
                         headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"connection"]

@@ -6,7 +6,12 @@ as over HTTP (401, 404, 410, 422). After that, every binary message is a FORWARD
 exactly one reply: a HIDDEN frame, or an ERROR frame carrying the HTTP-like status. When the
 session is gone (404, 410) or the token was revoked (401) the error frame is followed by a close
 with code 4000 + status; the sweeper closes a revoked token's idle streams with 4401 too. A
-stream with no message for `ws_idle_seconds` is closed with 1001 (going away)."""
+stream with no message for `ws_idle_seconds` is closed with 1001 (going away).
+
+A client that leaves without a close frame (the connection dropped: mid-stream, in the middle
+of a verify frame or while its reply is computed), or that is gone when its upgrade is answered,
+is a client abort (server/aborts.py: counted, one line, no traceback); a close frame from the
+client ends the stream quietly."""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from fastapi import APIRouter, WebSocket
 from fastapi.responses import JSONResponse
 from starlette.websockets import WebSocketDisconnect
 
+from server.aborts import ClientAborts
 from server.deps import CloudState
 from server.routes.sessions import trim_first
 from server.errors import error_body, log_unexpected, message_for, status_for, ws_close_code
@@ -28,28 +34,43 @@ router = APIRouter()
 log = logging.getLogger("umbra.cloud")
 
 
+ROUTE = "WS /v1/sessions/{sid}/stream"  # the route template of its abort lines and metric labels
+_GONE = (WebSocketDisconnect, OSError, RuntimeError)  # sending to, or receiving from, a client that left
+_DROPPED = (1005, 1006)  # disconnect codes of a connection that ended without a close frame
+
+
 @router.websocket("/v1/sessions/{sid}/stream")
 async def stream(websocket: WebSocket, sid: str) -> None:
     state: CloudState = websocket.app.state.cloud
+    aborts: ClientAborts = websocket.app.state.aborts
+    denial = None
     try:
         client = state.tokens.authenticate(websocket.headers.get("authorization"))
         await state.worker.run(state.manager.own, client, sid, inference=True)
     except UmbraError as exc:
-        state.metrics.inc("umbra_cloud_errors_total", status=str(status_for(exc)))
-        await websocket.send_denial_response(JSONResponse(error_body(exc), status_code=status_for(exc)))
+        denial = exc
+    try:
+        if denial is not None:
+            await websocket.send_denial_response(JSONResponse(error_body(denial), status_code=status_for(denial)))
+            state.metrics.inc("umbra_cloud_errors_total", status=str(status_for(denial)))
+            return
+        await websocket.accept()
+    except _GONE:  # the client left while its token and session were checked: nobody reads the answer
+        aborts.count(ROUTE, "disconnect")
         return
-    await websocket.accept()
     state.streams[websocket] = websocket.headers.get("authorization")
     try:
-        await _serve(websocket, state, client, sid)
-    except (WebSocketDisconnect, OSError, RuntimeError):  # client went away mid-reply
-        log.debug("stream closed by the client")
+        if await _serve(websocket, state, client, sid):
+            aborts.count(ROUTE, "disconnect")
+    except _GONE:  # the client left while its reply was sent
+        aborts.count(ROUTE, "disconnect")
     finally:
         state.streams.pop(websocket, None)
         state.scheduler.forget(sid)
 
 
-async def _serve(websocket: WebSocket, state: CloudState, client: str, sid: str) -> None:
+async def _serve(websocket: WebSocket, state: CloudState, client: str, sid: str) -> bool:
+    """Serve steps until the stream ends; True if the client dropped it without a close frame."""
     metrics = state.metrics
     authorization = websocket.headers.get("authorization")
     while True:
@@ -57,9 +78,9 @@ async def _serve(websocket: WebSocket, state: CloudState, client: str, sid: str)
             message = await asyncio.wait_for(websocket.receive(), state.settings.ws_idle_seconds)
         except TimeoutError:
             await websocket.close(1001, "idle stream closed")
-            return
+            return False
         if message["type"] == "websocket.disconnect":
-            return
+            return message.get("code") in _DROPPED
         data = message.get("bytes")
         t0 = time.perf_counter()
         try:
@@ -77,7 +98,7 @@ async def _serve(websocket: WebSocket, state: CloudState, client: str, sid: str)
             metrics.inc("umbra_cloud_bytes_out_total", len(reply), transport="ws")
             if status in (401, 404, 410) or (status >= 500 and status != 503):
                 await websocket.close(ws_close_code(status) if status < 500 else 1011, _reason(message_for(exc)))
-                return
+                return False
             continue
         finally:
             metrics.observe(time.perf_counter() - t0, route="ws:/v1/sessions/{sid}/stream")
