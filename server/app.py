@@ -27,24 +27,25 @@ from server.worker import ComputeWorker
 from server.settings import CloudSettings, get_settings
 from umbra.middle.runtime import MiddleRuntime
 from umbra.model.batch_decode import check_slab_shape, slab_widths
-from umbra.model.loader import Checkpoint, load_part
-from umbra.model.parts import SplitPlan
-from umbra.model.spec import load_spec
+from server.preflight import preflight
+from umbra.model.loader import load_part
+from umbra.model.memory_plan import plan_memory
 from umbra.edge import EDGE_EXTENSION
 from umbra.errors import UmbraError
-from umbra.wire import WIRE_DTYPE_NAMES
 
 log = logging.getLogger("umbra.cloud")
 
 
 def _load(settings: CloudSettings):
-    """(blocks, checkpoint) of the middle part; runs on the compute worker."""
-    spec = load_spec(settings.model_dir)
-    plan_args = settings.plan_args()
-    plan = SplitPlan(*plan_args) if plan_args else SplitPlan.default(spec.num_layers)
-    ckpt = Checkpoint(settings.model_dir)
-    blocks = load_part(settings.model_dir, "middle", plan, WIRE_DTYPE_NAMES[settings.dtype], spec, ckpt)
-    return blocks, ckpt
+    """(blocks, checkpoint, memory plan) of the middle part, on the device and in the dtype asked
+    for (checked first: server/preflight.py); runs on the compute worker."""
+    pre = preflight(settings)
+    blocks = load_part(settings.model_dir, "middle", pre.plan, pre.dtype, pre.spec, pre.checkpoint, pre.device)
+    max_seq_len = settings.max_seq_len or pre.spec.max_position_embeddings
+    memory = plan_memory(pre.spec, pre.middle_layers, pre.dtype, pre.device, max_seq_len,
+                         fraction=settings.kv_memory_fraction, budget_bytes=settings.kv_budget_bytes,
+                         max_width=settings.decode_width, min_width=settings.decode_min_width)
+    return blocks, pre.checkpoint, memory
 
 
 async def _sweep(state: CloudState) -> None:
@@ -71,9 +72,9 @@ async def lifespan(app: FastAPI):
     worker = ComputeWorker(settings.torch_threads)
     metrics: Metrics = app.state.metrics
     try:
-        blocks, ckpt = await worker.run(_load, settings)
+        blocks, ckpt, memory = await worker.run(_load, settings)
         runtime = MiddleRuntime(blocks, settings.max_seq_len)
-        tried = slab_widths(settings.decode_min_width, settings.decode_width)
+        tried = slab_widths(settings.decode_min_width, memory.decode_width)
         shape = await worker.run(check_slab_shape, blocks.stack, tried, runtime.dtype)
         if list(shape.widths) != tried:
             log.warning("decode slab widths %s give rows other bits than width %d on this machine: not used",
@@ -81,8 +82,9 @@ async def lifespan(app: FastAPI):
         if not shape.group_slots:
             log.warning("gathered decode attention does not give the in-place bits on this machine: "
                         "every session attends in place")
-        limits = Limits(settings.max_sessions_per_client, settings.session_idle_seconds, settings.kv_budget_bytes,
-                        settings.client_quota, settings.max_batch_rows, shape.widths, shape.group_slots)
+        limits = Limits(settings.max_sessions_per_client, settings.session_idle_seconds, memory.kv_budget_bytes,
+                        settings.client_quota(memory.kv_budget_bytes), settings.max_batch_rows, shape.widths,
+                        shape.group_slots)
         manager = SessionManager(runtime, limits, metrics, LoraStore(blocks) if settings.lora else None)
         state = CloudState(settings, runtime, manager, worker, TokenStore(settings.token_file), metrics,
                            (blocks.stack.first, blocks.stack.last), list(ckpt.read_keys),
@@ -93,10 +95,16 @@ async def lifespan(app: FastAPI):
             "umbra_cloud_kv_bytes": lambda: manager.kv_bytes,
             "umbra_cloud_kv_budget_bytes": lambda: limits.kv_budget_bytes,
             "umbra_cloud_decode_pending": lambda: state.scheduler.pending_decodes,
+            "umbra_cloud_device_free_bytes": lambda: memory.free_bytes,
+            "umbra_cloud_kv_positions_budget": lambda: memory.positions,
+            "umbra_cloud_kv_sessions_full_context": lambda: memory.sessions_at_full_context,
+            "umbra_cloud_decode_width": lambda: shape.widths[-1],
         })
         app.state.cloud = state
-        log.warning("middle blocks [%d, %d) loaded from %s; hidden size %d",
-                    *state.layers, settings.model_dir, runtime.hidden_size)
+        log.warning("middle blocks [%d, %d) loaded from %s; hidden size %d; %s on %s",
+                    *state.layers, settings.model_dir, runtime.hidden_size,
+                    str(runtime.dtype).removeprefix("torch."), memory.device)
+        log.warning("%s", memory.describe())
         sweeper = asyncio.create_task(_sweep(state))
     except BaseException:
         worker.shutdown()

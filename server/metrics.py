@@ -28,6 +28,10 @@ _GAUGES = {
     "umbra_cloud_kv_bytes": "Bytes held by session KV caches and saved activations.",
     "umbra_cloud_kv_budget_bytes": "KV memory budget.",
     "umbra_cloud_decode_pending": "Decode steps waiting for the next batch.",
+    "umbra_cloud_device_free_bytes": "Free memory of the middle's device once its blocks were loaded (at start).",
+    "umbra_cloud_kv_positions_budget": "Cached positions (sessions x positions) the KV budget holds.",
+    "umbra_cloud_kv_sessions_full_context": "Sessions of the maximum sequence length the KV budget holds.",
+    "umbra_cloud_decode_width": "Most rows of one batched decode slab.",
 }
 _HIST = ("umbra_cloud_request_seconds", "Request and stream-step latency.")
 

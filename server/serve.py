@@ -19,7 +19,7 @@ from umbra.listen import listen_socket
 # flag -> settings field (None values are left to the environment / defaults)
 _FLAGS = {
     "model_dir": "model_dir", "encoder_blocks": "encoder_blocks", "decoder_blocks": "decoder_blocks",
-    "dtype": "dtype", "host": "host", "port": "port", "token_file": "token_file",
+    "dtype": "dtype", "device": "device", "kv_memory_fraction": "kv_memory_fraction", "host": "host", "port": "port", "token_file": "token_file",
     "tls_cert": "tls_cert", "tls_key": "tls_key", "max_seq_len": "max_seq_len",
     "max_frame_bytes": "max_frame_bytes", "max_sessions_per_client": "max_sessions_per_client",
     "session_idle_seconds": "session_idle_seconds", "kv_budget_bytes": "kv_budget_bytes",
@@ -36,7 +36,11 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-dir", type=Path, help="model directory (env UMBRA_CLOUD_MODEL_DIR)")
     p.add_argument("--encoder-blocks", type=int, help="split E (default: SplitPlan.default)")
     p.add_argument("--decoder-blocks", type=int, help="split D (default: SplitPlan.default)")
-    p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"])
+    p.add_argument("--dtype", choices=["bf16", "fp16", "fp32", "bfloat16", "float16", "float32"],
+                   help="compute dtype of the middle blocks (default fp32); the wire keeps the client's dtype")
+    p.add_argument("--device", metavar="DEVICE",
+                   help="where the middle blocks, KV caches and decode slabs run: auto (a CUDA accelerator when "
+                        "there is one), cpu, cuda or cuda:N (default auto; no such device: an error at start)")
     p.add_argument("--host", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default 8443; 0 = any free port)")
     p.add_argument("--token-file", type=Path, help="token file (default ~/.config/umbra/cloud-tokens.json)")
@@ -46,7 +50,9 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-frame-bytes", type=int)
     p.add_argument("--max-sessions-per-client", type=int)
     p.add_argument("--session-idle-seconds", type=float)
-    p.add_argument("--kv-budget-bytes", type=int)
+    p.add_argument("--kv-budget-bytes", type=int,
+                   help="all sessions' KV memory (default: --kv-memory-fraction of the device's free memory)")
+    p.add_argument("--kv-memory-fraction", type=float, help="share of free memory the computed KV budget takes (0.5)")
     p.add_argument("--kv-client-quota-bytes", type=int, help="one client's KV memory (default: budget / 4)")
     p.add_argument("--max-batch-rows", type=int, help="rows (B) of one frame")
     p.add_argument("--decode-width", type=int, help="most rows of one batched decode slab")
@@ -121,9 +127,9 @@ def exit_with_parent(server, parent_pid: int, interval: float = 1.0) -> threadin
 def run(settings: CloudSettings, ready_file: Path | None = None, parent_pid: int | None = None) -> int:
     import uvicorn
 
-    from umbra.model.spec import load_spec
+    from server.preflight import preflight
 
-    load_spec(settings.model_dir)  # fail fast, in one line, on a wrong model directory
+    preflight(settings)  # fail fast, in one line, before the port is bound: no client is ever accepted
     sock = bind(settings)
     host, port = sock.getsockname()[:2]
     scheme = "https" if settings.tls_cert else "http"

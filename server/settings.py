@@ -22,7 +22,9 @@ class CloudSettings(BaseSettings):
     model_dir: Path | None = None  # Hugging Face model directory; only the middle blocks are read
     encoder_blocks: int | None = None  # split E (None: SplitPlan.default)
     decoder_blocks: int | None = None  # split D (None: SplitPlan.default)
-    dtype: str = "float32"  # compute dtype of the middle blocks: float32 | float16 | bfloat16
+    dtype: str = "float32"  # compute dtype of the middle blocks: fp32 | fp16 | bf16 (or float32 | float16 |
+    # bfloat16); the wire keeps the client's dtype (frames are cast at the edge)
+    device: str = "auto"  # where the middle blocks, KV caches and decode slabs run: auto | cpu | cuda | cuda:N
     host: str = "127.0.0.1"
     port: int = 8443
     token_file: Path = Field(default_factory=default_token_file)  # salted hashes, see server/auth.py
@@ -33,7 +35,9 @@ class CloudSettings(BaseSettings):
     max_sessions_per_client: int = 64  # open sessions per token name
     session_idle_seconds: float = 900.0  # sessions unused this long are expired (client re-prefills)
     sweep_interval_seconds: float = 5.0  # how often idle sessions are looked for
-    kv_budget_bytes: int = 4 * 1024**3  # all sessions' KV caches together; checked before allocating
+    kv_budget_bytes: int | None = None  # all sessions' KV caches together; checked before allocating
+    # (None: kv_memory_fraction of the device's free memory once the blocks are loaded; umbra/model/memory_plan.py)
+    kv_memory_fraction: float = 0.5  # share of the free memory the computed KV budget takes
     kv_client_quota_bytes: int | None = None  # one client's sessions (None: a quarter of the budget);
     # over it the client's own LRU sessions are evicted, never another client's
     max_batch_rows: int = 64  # rows (B) of one frame (413 over it)
@@ -58,9 +62,15 @@ class CloudSettings(BaseSettings):
     debug_routes: bool = False  # expose GET /v1/debug/loaded (loaded tensor names; tests, audits)
     lora: bool = False  # let each client train its own LoRA on the middle (umbra/middle/lora_store.py, /v1/lora)
 
+    def client_quota(self, budget: int) -> int:
+        """One client's KV quota under the service's budget `budget` (explicit or computed)."""
+        return self.kv_client_quota_bytes or max(1, budget // 4)
+
     @property
-    def client_quota(self) -> int:
-        return self.kv_client_quota_bytes or max(1, self.kv_budget_bytes // 4)
+    def torch_dtype(self):
+        from umbra.model.device import resolve_dtype
+
+        return resolve_dtype(self.dtype)
 
     def edge_limits(self):
         from server.edge import EdgeLimits
@@ -82,9 +92,17 @@ class CloudSettings(BaseSettings):
             raise ConfigError("no model directory (UMBRA_CLOUD_MODEL_DIR or --model-dir)")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ConfigError("TLS needs both a certificate and a key")
-        if self.dtype not in ("float32", "float16", "bfloat16"):
-            raise ConfigError(f"dtype must be float32, float16 or bfloat16, got {self.dtype!r}")
-        for name in ("max_frame_bytes", "max_sessions_per_client", "kv_budget_bytes", "max_batch_rows",
+        from umbra.model.device import CHOICES, DTYPES
+
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"dtype must be bf16, fp16 or fp32, got {self.dtype!r}")
+        if self.device not in CHOICES and not self.device.startswith("cuda:"):
+            raise ConfigError(f"device must be one of {', '.join(CHOICES)} or cuda:N, got {self.device!r}")
+        if not 0 < self.kv_memory_fraction <= 1:
+            raise ConfigError("kv_memory_fraction must lie in (0, 1]")
+        if self.kv_budget_bytes is not None and self.kv_budget_bytes < 1:
+            raise ConfigError("kv_budget_bytes must be >= 1")
+        for name in ("max_frame_bytes", "max_sessions_per_client", "max_batch_rows",
                      "decode_width", "decode_min_width", "prefill_chunk_tokens", "max_json_bytes", "max_header_bytes",
                      "max_connections_per_address", "max_unauthenticated_per_address"):
             if getattr(self, name) < 1:

@@ -85,6 +85,7 @@ class LoraStore:
         # the middle's range as a split: E = first middle block, D = blocks after the last
         self.shape = SplitShape(self.spec.num_layers, stack.first, self.spec.num_layers - stack.last)
         self.dtype = next(blocks.parameters()).dtype
+        self.device = next(blocks.parameters()).device  # each client's adapter lives with the blocks
         if stack.first == stack.last:
             raise ValidationError("the middle blocks have no Linear layers to adapt")
         self.adapters: dict[str, Owned] = {}  # client name -> its adapter
@@ -95,7 +96,7 @@ class LoraStore:
         config.validate()
         adapter = LoraAdapter(f"cloud-{owner}", AdapterLoraConfig(rank=config.rank, alpha=config.alpha,
                                                                    placement=Placement.MIDDLE, init_seed=config.seed),
-                              self.spec, self.shape.blocks(Placement.MIDDLE), self.dtype)
+                              self.spec, self.shape.blocks(Placement.MIDDLE), self.dtype).to(self.device)
         self.adapters[owner] = Owned(adapter, config)
         return self.adapters[owner].info()
 

@@ -42,6 +42,7 @@ class MiddleRuntime:
         self.blocks = blocks
         self.hidden_size = blocks.spec.hidden_size
         self.dtype = next(blocks.parameters()).dtype
+        self.device = next(blocks.parameters()).device  # frames arrive and leave on the CPU; cast at the edge
         self.max_seq_len = max_seq_len or blocks.spec.max_position_embeddings
         self.sessions: dict[str, SessionState] = {}
 
@@ -100,12 +101,13 @@ class MiddleRuntime:
         """`adapters`: the cloud's own adapters for this caller's session (umbra/middle/lora_store.py), if any."""
         state = self.get(sid)
         self.validate(state, hidden, positions, key_padding)
-        x = hidden.to(self.dtype)
+        x, positions = hidden.to(self.device, self.dtype), positions.to(self.device)
+        key_padding = None if key_padding is None else key_padding.to(self.device)
         if state.training:
             state.saved = (x, positions, key_padding)
         with torch.no_grad():
             y = self.blocks(x, positions, state.cache, key_padding, adapters)
-        return y.to(hidden.dtype)
+        return y.to(hidden.device, hidden.dtype)
 
     def backward(self, sid: str, grad_out: torch.Tensor, adapters: AdapterSet | None = None) -> torch.Tensor:
         """Recompute the last forward with autograd and return d loss / d input."""
@@ -120,6 +122,6 @@ class MiddleRuntime:
         x = x.detach().requires_grad_(True)
         with torch.enable_grad():
             y = self.blocks(x, positions, None, key_padding, adapters)
-            y.backward(grad_out.to(y.dtype))
+            y.backward(grad_out.to(y.device, y.dtype))
         state.saved = None
-        return x.grad.to(grad_out.dtype)
+        return x.grad.to(grad_out.device, grad_out.dtype)

@@ -92,8 +92,9 @@ def check_slab_shape(stack: BlockStack, widths: list[int], dtype: torch.dtype, g
     sessions = []
     for i in range(widths[0]):
         cache, t = stack.new_cache(dtype), 2 + i % 5
-        stack(torch.randn(1, t, c, generator=g).to(dtype), torch.arange(t)[None], cache)
-        sessions.append((cache, torch.randn(1, 1, c, generator=g).to(dtype), torch.tensor([[t]])))
+        dev = stack.inv_freq.device
+        stack(torch.randn(1, t, c, generator=g).to(dev, dtype), torch.arange(t, device=dev)[None], cache)
+        sessions.append((cache, torch.randn(1, 1, c, generator=g).to(dev, dtype), torch.tensor([[t]], device=dev)))
 
     def outputs(width: int, members: list[int], slots: int) -> list[torch.Tensor]:
         steps = [DecodeStep(sessions[i][1], sessions[i][2], copy.deepcopy(sessions[i][0])) for i in members]
@@ -134,8 +135,9 @@ def decode_slab(stack: BlockStack, steps: list[DecodeStep], width: int,
         raise ValidationError(f"{sum(rows)} rows do not fit a slab of {width}")
     c, dtype = steps[0].x.shape[-1], steps[0].cache.dtype
     # one op per tensor, not one per session: on a busy server every op is a GIL hand-off
-    x = torch.cat([s.x.to(dtype) for s in steps] + [torch.zeros(pad, 1, c, dtype=dtype)])  # [W,1,C]
-    positions = torch.cat([s.positions for s in steps] + [torch.zeros(pad, 1, dtype=torch.int64)])  # [W,1]
+    dev = steps[0].x.device  # the blocks' (the caller moved each step there)
+    x = torch.cat([s.x.to(dtype) for s in steps] + [torch.zeros(pad, 1, c, dtype=dtype, device=dev)])  # [W,1,C]
+    positions = torch.cat([s.positions for s in steps] + [torch.zeros(pad, 1, dtype=torch.int64, device=dev)])
     starts = [s.cache.length for s in steps]
     for s, start in zip(steps, starts):
         s.cache.reserve(s.rows, start + 1)

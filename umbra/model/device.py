@@ -15,6 +15,9 @@ from torch import nn
 from umbra.errors import ConfigError
 
 CHOICES = ("auto", "cpu", "cuda")  # what a --device option accepts ("cuda:N" too)
+# what a --dtype option accepts -> the torch dtype
+DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16,
+          "fp32": torch.float32, "float32": torch.float32}
 
 
 def resolve_device(choice: str | torch.device = "auto") -> torch.device:
@@ -64,3 +67,35 @@ def placed(device: torch.device | None, *modules: nn.Module | None):
         if device is not None:
             for m, home in zip(present, homes):
                 m.to(home)
+
+
+def resolve_dtype(choice: str | torch.dtype) -> torch.dtype:
+    """bf16 | fp16 | fp32 (or their torch names) -> the torch dtype; ConfigError otherwise."""
+    if isinstance(choice, torch.dtype):
+        if choice not in DTYPES.values():
+            raise ConfigError(f"unsupported dtype {choice} (use bf16, fp16 or fp32)")
+        return choice
+    if choice not in DTYPES:
+        raise ConfigError(f"unknown dtype {choice!r} (use bf16, fp16 or fp32)")
+    return DTYPES[choice]
+
+
+def check_dtype(device: torch.device, dtype: torch.dtype) -> None:
+    """ConfigError unless `device` runs the blocks' arithmetic in `dtype`: the CPU runs fp32 and
+    bf16 (its fp16 is emulated and refused for serving: use bf16), a CUDA device fp32, fp16 and bf16
+    where it has bf16 units (compute capability 8.0 up); then a probe of the blocks' operations
+    (matmul, softmax, RMS norm, SiLU) in that dtype on the device itself."""
+    name = str(dtype).removeprefix("torch.")
+    if device.type == "cpu" and dtype == torch.float16:
+        raise ConfigError("dtype float16 on the CPU is not served (emulated, no fp16 arithmetic units): "
+                          "use bf16 or fp32 there, fp16 on a CUDA device")
+    if device.type == "cuda" and dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
+        raise ConfigError(f"dtype bfloat16 asked for, but {torch.cuda.get_device_name(device)} has no bf16 "
+                          f"support: use fp16 or fp32")
+    try:
+        x = torch.ones(2, 8, dtype=dtype, device=device)
+        y = torch.softmax(x @ x.T, dim=-1) @ x
+        y = y * torch.rsqrt(y.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(dtype)
+        torch.nn.functional.silu(y).sum().item()
+    except RuntimeError as exc:
+        raise ConfigError(f"device {device} cannot run dtype {name}: {exc}") from exc

@@ -19,7 +19,9 @@ class KVCache:
     with one write, and sessions gathered along B give each layer's keys of them all as one
     contiguous [rows, KV, slots, hd] (umbra/model/ragged_attention.py)."""
 
-    def __init__(self, num_layers: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype):
+    def __init__(self, num_layers: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype,
+                 device: torch.device | None = None):  # None: the CPU
+        self.device = device
         self.num_layers = num_layers
         self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim
@@ -61,7 +63,8 @@ class KVCache:
         if needed <= self.capacity:
             return
         cap = self._new_capacity(needed, self.capacity)
-        new = torch.zeros(self.num_layers, 2, batch, self.num_kv_heads, cap, self.head_dim, dtype=self.dtype)
+        new = torch.zeros(self.num_layers, 2, batch, self.num_kv_heads, cap, self.head_dim, dtype=self.dtype,
+                          device=self.device)
         if self._kv is not None:
             new[:, :, :, :, : self.length] = self._kv[:, :, :, :, : self.length]
         self._kv = new

@@ -2,7 +2,12 @@
 
 `Checkpoint` reads single-file or sharded safetensors lazily: a tensor is read from disk only
 when asked for, so the cloud never materializes the embedding table, the final norm or the
-head, and the client never reads a middle block."""
+head, and the client never reads a middle block; a shard holding none of a part's tensors may
+be absent from the directory (`check_part` names the one a part needs and lacks).
+
+A part is read tensor by tensor, each cast to the asked dtype (and moved to the device) before
+the next is read, straight into the module (`assign`): memory holds the part once, plus one
+tensor in the checkpoint's dtype."""
 
 from __future__ import annotations
 
@@ -42,10 +47,21 @@ class Checkpoint:
     def __contains__(self, key: str) -> bool:
         return key in self.files
 
-    def get(self, key: str) -> torch.Tensor:
+    def _file(self, key: str) -> Path:
         if key not in self.files:
             raise ModelLoadError(f"tensor {key!r} missing from {self.dir}")
-        with safe_open(str(self.files[key]), framework="pt") as f:
+        path = self.files[key]
+        if not path.is_file():
+            raise ModelLoadError(f"shard {path.name} (holding {key!r}) is missing from {self.dir}")
+        return path
+
+    def shape(self, key: str) -> tuple[int, ...]:
+        """A tensor's shape from its shard's header, without reading the tensor."""
+        with safe_open(str(self._file(key)), framework="pt") as f:
+            return tuple(f.get_slice(key).get_shape())
+
+    def get(self, key: str) -> torch.Tensor:
+        with safe_open(str(self._file(key)), framework="pt") as f:
             tensor = f.get_tensor(key)
         self.read_keys.append(key)
         return tensor
@@ -68,6 +84,32 @@ def _checkpoint_key(part: PartName, local_key: str, spec: ModelSpec, module: nn.
     raise ModelLoadError(f"no checkpoint key for {part} parameter {local_key!r}")
 
 
+def _skeleton(part: PartName, spec: ModelSpec, plan: SplitPlan) -> nn.Module:
+    plan.validate(spec.num_layers)
+    with torch.device("meta"):
+        return _PART_CLASSES[part](spec, plan)
+
+
+def check_part(model_dir: str | Path, part: PartName, plan: SplitPlan | None = None,
+               spec: ModelSpec | None = None, checkpoint: Checkpoint | None = None) -> int:
+    """Every tensor of `part` present, in a shard that is there, of the shape config.json gives it
+    (shard headers only, no tensor read): ModelLoadError naming the first that is not. Returns the
+    part's element count."""
+    spec = spec or load_spec(model_dir)
+    plan = plan or SplitPlan.default(spec.num_layers)
+    ckpt = checkpoint or Checkpoint(model_dir)
+    module = _skeleton(part, spec, plan)
+    count = 0
+    for key, param in module.state_dict().items():
+        ckpt_key = _checkpoint_key(part, key, spec, module, ckpt)
+        shape = ckpt.shape(ckpt_key)
+        if shape != tuple(param.shape):
+            raise ModelLoadError(f"{ckpt_key} in {ckpt.files[ckpt_key].name}: shape {shape} disagrees with "
+                                 f"config.json ({tuple(param.shape)})")
+        count += param.numel()
+    return count
+
+
 def load_part(
     model_dir: str | Path,
     part: PartName,
@@ -81,16 +123,14 @@ def load_part(
     tensors on `device` (None: the CPU, where the checkpoint is read)."""
     spec = spec or load_spec(model_dir)
     plan = plan or SplitPlan.default(spec.num_layers)
-    plan.validate(spec.num_layers)
     ckpt = checkpoint or Checkpoint(model_dir)
-    with torch.device("meta"):
-        module = _PART_CLASSES[part](spec, plan)
+    check_part(model_dir, part, plan, spec, ckpt)  # a missing shard or a wrong shape before any read
+    module = _skeleton(part, spec, plan)
     state = {}
     for key, param in module.state_dict().items():
         tensor = ckpt.get(_checkpoint_key(part, key, spec, module, ckpt))
-        if tuple(tensor.shape) != tuple(param.shape):
-            raise ModelLoadError(f"{key}: checkpoint shape {tuple(tensor.shape)} != {tuple(param.shape)}")
-        state[key] = tensor.to(device=device, dtype=dtype)
+        state[key] = tensor.to(device=device, dtype=dtype)  # one tensor at a time: never the part twice
+        del tensor
     module.load_state_dict(state, assign=True, strict=True)
     module.stack.inv_freq = spec.rope_inv_freq.clone().to(device=device)
     return module.eval().requires_grad_(False)

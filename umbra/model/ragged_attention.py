@@ -38,7 +38,7 @@ def blocked_slots(starts: torch.Tensor, slots: int, window: int | None,
     """[R,1,1,slots] True where a row's query (at slot starts[r]) must not look: past itself,
     outside its window, or padding (`padding`: (first row, last row + 1, key_padding [B, start+1])
     of the sessions that have one). A row always sees its own slot."""
-    key = torch.arange(slots)[None]  # [1,S]
+    key = torch.arange(slots, device=starts.device)[None]  # [1,S]
     blocked = key > starts[:, None]  # [R,S]
     if window is not None:
         blocked |= (starts[:, None] - key) >= window
@@ -85,7 +85,8 @@ def plan_groups(caches: list[KVCache], starts: list[int], offsets: list[int], ke
         gather = 2 <= len(members) and slots <= group_slots
         for part in [members] if gather else [[j] for j in members]:
             rows = [r for j in part for r in range(offsets[j], offsets[j + 1])]
-            starts_r = torch.tensor([starts[j] for j in part for _ in range(offsets[j], offsets[j + 1])])
+            dev = caches[part[0]].device
+            starts_r = torch.tensor([starts[j] for j in part for _ in range(offsets[j], offsets[j + 1])], device=dev)
             padding, row = [], 0  # (first row, last row + 1, key padding) within the group
             for j in part:
                 n = offsets[j + 1] - offsets[j]
@@ -95,7 +96,8 @@ def plan_groups(caches: list[KVCache], starts: list[int], offsets: list[int], ke
             span = slice(rows[0], rows[-1] + 1) if rows[-1] - rows[0] == len(rows) - 1 else None
             group = Group(part, span, {w: blocked_slots(starts_r, slots, w, padding) for w in windows})
             if gather:
-                group.rows, group.starts, group.index = torch.tensor(rows), starts_r, torch.arange(len(rows))
+                group.rows, group.starts = torch.tensor(rows, device=dev), starts_r
+                group.index = torch.arange(len(rows), device=dev)
                 group.kv = torch.cat([caches[j].prefix(slots) for j in part], 2)
             groups.append(group)
     return groups

@@ -27,8 +27,10 @@ class BlockStack(nn.Module):
         self.register_buffer("inv_freq", spec.rope_inv_freq.clone(), persistent=False)
 
     def new_cache(self, dtype: torch.dtype | None = None) -> KVCache:
-        dtype = dtype or next(self.parameters()).dtype
-        return KVCache(len(self.layers), self.spec.num_kv_heads, self.spec.head_dim, dtype)
+        """A cache in `dtype` (None: the blocks'), on the blocks' device."""
+        first = next(self.parameters())
+        return KVCache(len(self.layers), self.spec.num_kv_heads, self.spec.head_dim, dtype or first.dtype,
+                       first.device)
 
     def forward(
         self,
