@@ -1,20 +1,25 @@
-"""The cloud's edge under hostile clients: legitimate sessions (open, 8-position prefill, decode
-steps, close, over HTTP keep-alive from 127.0.0.1) beside attackers in their own process on the same
-address — slow bodies without a token, slow bodies with a token, and a mix (slow headers,
-mid-body disconnects, oversized and malformed frames, connection churn) — each phase for a set
-time, against an idle phase without attackers. Reports the legitimate success rate and p95 per
+"""The cloud's edge under hostile clients: legitimate sessions of two kinds from 127.0.0.1 — plain
+HTTP steps (open, 8-position prefill, decode steps, close, over keep-alive) and the product's own
+client (umbra.middle.remote.RemoteMiddle: prefill over HTTP, decode steps and a speculative
+verify over the WebSocket stream) — beside attackers in their own process on the same address —
+slow bodies without a token, slow bodies with a token, and a mix (slow headers, mid-body
+disconnects, oversized and malformed frames, connection churn, WebSocket streams dropped in the
+middle of a message) — each phase for a set time, against an idle phase without attackers. Reports the legitimate success rate and p95 per
 phase, how long each attacker connection stayed open after its refusal (worst case), the cloud's
 RSS and open file descriptors over the run, its 5xx count and tracebacks in its log. Real
 service (python -m server) on 127.0.0.1 serving a tiny random model; everything bounded in count
 and time.
 
     python benchmarks/edge_soak.py --seconds 15          # print the table (about a minute)
-    python benchmarks/edge_soak.py --seconds 15 --write  # and write it into docs/benchmarks.md"""
+    python benchmarks/edge_soak.py --seconds 15 --write  # and write it into docs/benchmarks.md
+    python benchmarks/edge_soak.py --seconds 150 --write # the 10-minute soak (4 phases x 150 s)"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import os
 import multiprocessing as mp
 import re
 import sys
@@ -33,6 +38,7 @@ from doc_markers import write_block  # noqa: E402
 from server.launch import local_cloud_sync  # noqa: E402
 from tiny_models import build_tiny_model  # noqa: E402
 from umbra import wire  # noqa: E402
+from umbra.middle.remote import RemoteMiddle  # noqa: E402
 
 C, ATTACKERS, TRICKLE = 64, 128, 3.0  # hidden size; attacker connections per phase; seconds per trickled byte
 
@@ -67,14 +73,32 @@ async def _slow_body(port: int, until: float, token: str | None, out: list) -> N
         await asyncio.sleep(TRICKLE)  # a bounded reconnect rate: at most ATTACKERS / TRICKLE per second
 
 
+async def _own_session(port: int, token: str) -> str:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+        r = await http.post("/v1/sessions", json={}, headers={"Authorization": f"Bearer {token}"})
+        return r.json()["session"]
+
+
 async def _mixed(port: int, until: float, token: str, i: int, out: list) -> None:
-    """Slow headers, mid-body disconnects, oversized and malformed frames, connection churn."""
-    kind = i % 5
+    """Slow headers, mid-body disconnects, oversized and malformed frames, connection churn,
+    WebSocket streams dropped half-way through a message (one session of its own, reused)."""
+    kind, sid = i % 6, None
     while time.monotonic() < until:
         try:
+            if kind == 5 and sid is None:
+                sid = await _own_session(port, token)
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
             auth = f"authorization: Bearer {token}\r\n"
-            if kind == 0:  # slow headers
+            if kind == 5:  # a stream dropped mid-message, no close frame
+                key = base64.b64encode(os.urandom(16)).decode()
+                writer.write((f"GET /v1/sessions/{sid}/stream HTTP/1.1\r\nhost: x\r\nupgrade: websocket\r\n"
+                              f"connection: Upgrade\r\nsec-websocket-key: {key}\r\nsec-websocket-version: 13\r\n"
+                              f"{auth}\r\n").encode())
+                await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+                writer.write(b"\x82\xfe\x10\x00" + os.urandom(4) + b"\0" * 2048)  # half of a 4 KiB message
+                await writer.drain()
+                await asyncio.sleep(0.2)
+            elif kind == 0:  # slow headers
                 for ch in b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-pad: " + b"a" * 64:
                     writer.write(bytes([ch]))
                     await writer.drain()
@@ -98,11 +122,12 @@ async def _mixed(port: int, until: float, token: str, i: int, out: list) -> None
             writer.close()  # kind 4: churn, a connection and nothing else
             out.append(0.0)
             await asyncio.sleep(0.2)
-        except (OSError, TimeoutError):
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, httpx.HTTPError, KeyError, ValueError):
             await asyncio.sleep(0.1)
 
 
 def _attack(port: int, seconds: float, mode: str, token: str, queue) -> None:
+    """`token`: the attackers' own client token (its sessions count against its own caps)."""
     async def main() -> list:
         until, out = time.monotonic() + seconds, []
         if mode == "mixed":
@@ -147,20 +172,52 @@ async def _legit(base: str, token: str, until: float, lat: list[float], fails: l
                     fails.append(type(exc).__name__)
 
 
+async def _legit_stream(base: str, token: str, until: float, lat: list[float], fails: list[str]) -> None:
+    """The product's client: prefill over HTTP, 4 decode steps and a speculative verify (cut back
+    by 2, 4 positions in one FORWARD_TRIM message) over the WebSocket stream, close."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(1, 16, C, generator=g)
+    async with RemoteMiddle(base, token, hidden_size=C, timeout=10, connect_timeout=10) as middle:
+        while time.monotonic() < until:
+            sid = None
+            try:
+                t0 = time.perf_counter()
+                sid = await middle.open_session()
+                await middle.forward(x[:, :8], torch.arange(8)[None], sid)
+                lat.append(time.perf_counter() - t0)
+                for i in range(8, 12):
+                    t0 = time.perf_counter()
+                    await middle.forward(x[:, i:i + 1], torch.tensor([[i]]), sid)
+                    lat.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                await middle.truncate(sid, 10)
+                await middle.forward(x[:, 10:14], torch.arange(10, 14)[None], sid)
+                lat.append(time.perf_counter() - t0)
+            except Exception as exc:  # a failed legitimate call: counted, by kind
+                fails.append(f"stream {getattr(exc, 'status', type(exc).__name__)}")
+            finally:
+                if sid is not None:
+                    try:
+                        await middle.close(sid)
+                    except Exception as exc:
+                        fails.append(f"stream close {type(exc).__name__}")
+
+
 def _metrics(base: str, token: str) -> str:
     return httpx.get(base + "/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=10).text
 
 
-async def _phase(cloud, mode: str | None, seconds: float, samples: list) -> dict:
+async def _phase(cloud, mode: str | None, seconds: float, samples: list, attacker: str) -> dict:
     port = int(cloud.base_url.rsplit(":", 1)[1])
     queue, proc = mp.Queue(), None
     if mode is not None:
-        proc = mp.Process(target=_attack, args=(port, seconds + 2, mode, cloud.token, queue), daemon=True)
+        proc = mp.Process(target=_attack, args=(port, seconds + 2, mode, attacker, queue), daemon=True)
         proc.start()
         await asyncio.sleep(2.0)  # the attackers hold their connections first
     lat, fails = [], []
-    until, task = time.monotonic() + seconds, None
-    task = asyncio.create_task(_legit(cloud.base_url, cloud.token, until, lat, fails))
+    until = time.monotonic() + seconds
+    task = asyncio.gather(_legit(cloud.base_url, cloud.token, until, lat, fails),
+                          _legit_stream(cloud.base_url, cloud.token, until, lat, fails))
     p = psutil.Process(cloud.process.pid)
     while not task.done():
         samples.append((p.memory_info().rss, p.num_fds()))
@@ -183,16 +240,18 @@ async def main_async(args) -> str:
         settings = dict(torch_threads=1, body_timeout_seconds=args.body_timeout)
         with local_cloud_sync(Path(tmp), settings=settings) as cloud:
             samples: list = []
-            rows = [await _phase(cloud, None, args.seconds, samples)]
+            attacker = cloud.add_token("attacker")
+            rows = [await _phase(cloud, None, args.seconds, samples, attacker)]
             start_rss, start_fds = samples[0]
             for mode in ("slow body, no token", "slow body, token", "mixed"):
-                rows.append(await _phase(cloud, mode, args.seconds, samples))
+                rows.append(await _phase(cloud, mode, args.seconds, samples, attacker))
             await asyncio.sleep(args.body_timeout + 3)  # what the attackers left is cut or closed
             p = psutil.Process(cloud.process.pid)
             end_rss, end_fds = p.memory_info().rss, p.num_fds()
             text = _metrics(cloud.base_url, cloud.token)
             fives = sum(float(v) for v in re.findall(r'umbra_cloud_errors_total\{status="5\d\d"\} (\S+)', text))
             aborts = sum(float(v) for v in re.findall(r"umbra_cloud_client_aborts_total\{.*\} (\S+)", text))
+            ws_aborts = sum(float(v) for v in re.findall(r'umbra_cloud_client_aborts_total\{.*route="WS [^"]*"\} (\S+)', text))
             log = cloud.log_path.read_text(errors="replace") if cloud.log_path.exists() else ""
             tracebacks = log.count("Traceback")
             if args.keep_log:
@@ -207,7 +266,7 @@ async def main_async(args) -> str:
     lines += ["", f"Cloud RSS: start {start_rss / 2**20:.1f} MiB, peak {peak_rss / 2**20:.1f} MiB, end {end_rss / 2**20:.1f} MiB "
               f"(drift {100 * (end_rss - start_rss) / start_rss:+.1f} %); open fds: start {start_fds}, "
               f"peak {max(s[1] for s in samples)}, end {end_fds}. 5xx answered: {fives:g}; client aborts counted: "
-              f"{aborts:g}; tracebacks in the cloud's log: {tracebacks}. Failed legitimate requests by status: "
+              f"{aborts:g} ({ws_aborts:g} of them WebSocket streams); tracebacks in the cloud's log: {tracebacks}. Failed legitimate requests by status: "
               + "; ".join(f"{r['mode']}: {', '.join(r['fails']) or 'none'}" for r in rows) + "."]
     return "\n".join(lines)
 
