@@ -62,7 +62,7 @@ from pygls.lsp.client import LanguageClient  # noqa: E402
 from doc_markers import write_block  # noqa: E402
 from lsp_helpers import plain  # noqa: E402
 from machine import describe  # noqa: E402
-from securegate import keyring  # noqa: E402
+from keyring_store import keyring  # noqa: E402
 from split_overhead import median_ci_ranks  # noqa: E402
 from lsp.documents import Document  # noqa: E402
 from lsp.options import InitializationOptions  # noqa: E402

@@ -2,7 +2,7 @@
 states, which is all the cloud receives) predicts which expert served a request, or whether an
 access adapter was active, per placement of the adapters.
 
-    python benchmarks/adapter_leakage.py [--model DIR] [--snippets 300] [--train-steps 60] [--seed 0]
+    python experiments/adapter_leakage.py [--model DIR] [--snippets 300] [--train-steps 60] [--seed 0]
 
 For each placement (decoder = the default, encoder, client = both sides) it trains a LoRA expert
 per language (python, go, java: next-token loss on that language's corpus train split, the middle
@@ -28,12 +28,13 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: `benchmarks`, `umbra`
 
-from machine import describe
-from umbra.data.corpus import read_split
-from umbra.engine import ClientModel
-from umbra.model.adapters import AdapterSet, LoraConfig, Placement, build_adapter
-from umbra.paths import default_model_dir, repo_root
+from benchmarks.machine import describe  # noqa: E402
+from umbra.data.corpus import read_split  # noqa: E402
+from umbra.engine import ClientModel  # noqa: E402
+from umbra.model.adapters import AdapterSet, LoraConfig, Placement, build_adapter  # noqa: E402
+from umbra.paths import default_model_dir, repo_root  # noqa: E402
 
 LANGS = ("python", "go", "java")
 PLACEMENTS = (Placement.DECODER, Placement.ENCODER, Placement.CLIENT)

@@ -1,5 +1,5 @@
 """What one route (an adapter set) reveals of an organization's planted canaries, as SecureGate's
-benchmarks measure it (benchmarks/securegate.py, benchmarks/federation.py): inference accuracy over
+experiments measure it (experiments/securegate.py, experiments/federation.py): inference accuracy over
 candidate sets of c values (95 % Wilson intervals), by how often a canary was planted, rank-based
 exposure, sampled extraction (precision / recall), greedy extraction (how much of each value the
 greedy completion of its prefix reproduces), each also split into groups of canaries (those the

@@ -1,9 +1,9 @@
 """Does a run on an accelerator compute what the same run computes on the CPU? (~2 min on a GPU machine)
 
-    python benchmarks/cuda_agreement.py --corpus-dir data/corpus/private            # cuda against cpu
-    python benchmarks/cuda_agreement.py --corpus-dir data/corpus/private --device cpu  # the check itself
+    python experiments/cuda_agreement.py --corpus-dir data/corpus/private            # cuda against cpu
+    python experiments/cuda_agreement.py --corpus-dir data/corpus/private --device cpu  # the check itself
 
-1. NOESIS (`benchmarks/noesis.py --quick`, Table 2's prompt-only, NOESIS, monolithic and common-LoRA
+1. NOESIS (`experiments/noesis.py --quick`, Table 2's prompt-only, NOESIS, monolithic and common-LoRA
    rows: both stages, DP-SGD, evaluation) once on DEVICE and once on the CPU: per-language accuracies.
 2. Two frontier cells (the clean residual with keyed noise, and the default bundle with the in-loop
    adversary), STuning for a few steps on DEVICE and on the CPU: the tuned encoders' weights.
@@ -38,7 +38,7 @@ TOL_WEIGHT = 1e-3   # largest absolute difference in any tuned encoder weight
 def noesis_quick(corpus: Path, device: str, out: Path) -> tuple[dict, float]:
     """{row: {lang: accuracy}} of the --quick rows trained and evaluated on `device`, and seconds."""
     t0 = time.perf_counter()
-    run = subprocess.run([sys.executable, "benchmarks/noesis.py", "--quick", "--table", "2", "--seeds", "0",
+    run = subprocess.run([sys.executable, "experiments/noesis.py", "--quick", "--table", "2", "--seeds", "0",
                           "--rows", *NOESIS_ROWS, "--device", device, "--out", str(out), "--corpus-dir", str(corpus)],
                          cwd=ROOT, capture_output=True, text=True, check=False)
     if run.returncode != 0:

@@ -1,9 +1,9 @@
 """Does the decipherment (umbra/attacks/decipher.py) read a frontier cell's traffic the same way
-whichever k-means seed and EM restarts it uses? The cell is tuned exactly as benchmarks/private_mode.py
+whichever k-means seed and EM restarts it uses? The cell is tuned exactly as experiments/private_mode.py
 tunes it (and stored in its work directory, so the grid reuses it); the attack then runs on the
 client's own code at each volume (multiples of the grid's prompts) with each configuration.
 
-    python benchmarks/decipher_stability.py --variant noir+path+noise1 --epsilon 1024 --seed 0 \\
+    python experiments/decipher_stability.py --variant noir+path+noise1 --epsilon 1024 --seed 0 \\
         --volumes 10 100 --attack-seeds 0 1 2 --restarts 4 [--fit-positions 0 81920]
 
 One JSON line per (volume, attack seed, restarts): recovery, clusters, pairs, final EM log-likelihood
@@ -21,9 +21,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import private_mode  # noqa: E402
+from experiments import private_mode  # noqa: E402
 from umbra.attack_grid.frontier import VARIANTS, Cell, FrontierParams, tuned_cell  # noqa: E402
 from umbra.attacks.decipher import DecipherConfig, Decipherment  # noqa: E402
 from umbra.attacks.volume import times, volume_traffic  # noqa: E402

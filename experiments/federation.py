@@ -1,12 +1,12 @@
 """SecureGate's federation measured (seed 003 Table 1, Fig. 2, Fig. 5 / Table 5) on organizations
-made of the private Python domain's projects (benchmarks/federation_orgs.py), with the embedded
+made of the private Python domain's projects (experiments/federation_orgs.py), with the embedded
 default model on this CPU. Run with the federation environment (Flower):
 
-    .venv-federation/bin/python benchmarks/federation.py [--quick] [--seed 0] [--write] [--pool-seeds 0 1 2]
-    .venv-federation/bin/python benchmarks/federation.py --seed 0 --org-files 96 --org-heldout 8 \
+    .venv-federation/bin/python experiments/federation.py [--quick] [--seed 0] [--write] [--pool-seeds 0 1 2]
+    .venv-federation/bin/python experiments/federation.py --seed 0 --org-files 96 --org-heldout 8 \
         --cells t1:SecureFedNesterov f2:dp          # larger organizations (their own settings key)
 
-Cells (each appended to benchmarks/results/federation.jsonl, committed, when done; a rerun skips the cells already
+Cells (each appended to experiments/results/federation.jsonl, committed, when done; a rerun skips the cells already
 there for the same seed and settings, and `--write` alone rewrites the docs from that file):
 
   t1:<strategy>  3 organizations, T rounds of K local epochs on each one's scrubbed view, for Flower's
@@ -29,7 +29,7 @@ Per organization, as `umbra securegate train --global` does: its own secure adap
 and revealing adapter (raw view), each trained T·K epochs from the federation's Δw^0, fused with the
 global adapter (eqs. 6-8, α on its scrubbed Q, β on its raw Q). Routes: right key = the fused
 revealing adapter; wrong key and no key = the fused secure adapter (what `unlock()` gives them:
-benchmarks/securegate.py measures that routing at 100 %, so one row stands for both here); other
+experiments/securegate.py measures that routing at 100 %, so one row stands for both here); other
 organizations' keys = their fused revealing adapters; and the global adapter alone, which every
 member holds. Utility: perplexity and top-1 of the global adapter and of each organization's local
 secure adapter on its own held-out code and on the other organizations'."""
@@ -50,12 +50,11 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from federation_cells import Bench, STRATEGIES  # noqa: E402
-from federation_orgs import OrgSpec  # noqa: E402
+from experiments.federation_cells import Bench, STRATEGIES  # noqa: E402
+from experiments.federation_orgs import OrgSpec  # noqa: E402
 
-RESULTS = ROOT / "benchmarks/results/federation.jsonl"  # committed: the tables' raw rows
+RESULTS = ROOT / "experiments/results/federation.jsonl"  # committed: the tables' raw rows
 WORK = ROOT / "runs/federation"  # caches and the --quick rows
 
 
@@ -98,7 +97,7 @@ async def main() -> int:
     p.add_argument("--fusion-iters", type=int, default=6, help="proximal-gradient iterations of eq. 7 at most")
     p.add_argument("--exposure-sample", type=int, default=50, help="same-format values a canary is ranked among")
     p.add_argument("--context-tokens", type=int, default=32, help="attack context before a canary, in tokens "
-                                                                  "(benchmarks/securegate.py: 128)")
+                                                                  "(experiments/securegate.py: 128)")
     p.add_argument("--samples", type=int, default=4, help="extraction samples per canary prefix")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--org-files", type=int, default=OrgSpec.files,
@@ -136,12 +135,12 @@ async def main() -> int:
             with results.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(row) + "\n")
             print(f"[federation] {cell} done in {row['seconds'] / 60:.1f} min", file=sys.stderr, flush=True)
-    from federation_report import report
+    from experiments.federation_report import report
 
     rows = [r for r in map(json.loads, results.read_text().splitlines()) if r["key"] == key] if results.exists() else []
     text = report(rows, s)
     if args.pool_seeds:
-        from federation_report import pooled_fig2, pooled_tables
+        from experiments.federation_report import pooled_fig2, pooled_tables
 
         every = [json.loads(ln) for ln in results.read_text().splitlines()] if results.exists() else []
         keys = {seed: settings_key(settings(argparse.Namespace(**{**vars(args), "seed": seed})))
@@ -150,7 +149,7 @@ async def main() -> int:
         text += "\n" + "\n".join(pooled_fig2(by_seed, s) + pooled_tables(by_seed))
     print(text)
     if args.write and not args.quick:
-        from doc_markers import write_block
+        from benchmarks.doc_markers import write_block
 
         write_block(ROOT / "docs/securegate.md", "federation-benchmark", text, append=True)
     return 0

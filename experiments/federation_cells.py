@@ -1,4 +1,4 @@
-"""The cells of benchmarks/federation.py: organizations' trainers, a federation run under one Flower
+"""The cells of experiments/federation.py: organizations' trainers, a federation run under one Flower
 strategy over LocalGrid, each organization's local and fused adapters, and the measurements
 (utility on held-out code, canary leakage per route). Adapters are cached as .npz per settings, so a
 resumed run retrains nothing it already has."""
@@ -9,9 +9,9 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
-from canary_measures import (candidate_sets, completions, greedy_by, greedy_completions, mean_exposure, scan,
+from experiments.canary_measures import (candidate_sets, completions, greedy_by, greedy_completions, mean_exposure, scan,
                              scored_only, split_inference)
-from federation_orgs import organizations
+from experiments.federation_orgs import organizations
 from umbra.engine import ClientModel
 from umbra.evaluation.memorization import Trunk, inference_attack, perplexity, route_logits
 from umbra.federation.adapter_arrays import adapter_to_arrays, arrays_to_adapter, initial_arrays

@@ -1,4 +1,4 @@
-"""The organizations of the federation benchmark (benchmarks/federation.py): natural, non-IID splits
+"""The organizations of the federation benchmark (experiments/federation.py): natural, non-IID splits
 of the private code (docs/data.md, "Private domains") — one organization = one PyPI project of the
 private Python domain (code the default model never saw), with its own canaries.
 
@@ -11,7 +11,7 @@ canary), the next `query` its query set Q (fusion, eq. 7), the next `files` its 
 Canaries (umbra/evaluation/canaries.py: API keys, internal hosts `*.corp.<org>.internal`, e-mails
 `*@<org>.example`, which the scrubber removes, and project codenames and account numbers, which no
 rule-based scrubber finds; each planted 1, 4 and 16 times) go into the training and query files, as in
-benchmarks/securegate.py (Q holds the organization's secrets at their natural rate)."""
+experiments/securegate.py (Q holds the organization's secrets at their natural rate)."""
 
 from __future__ import annotations
 

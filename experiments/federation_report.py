@@ -1,10 +1,10 @@
-"""The tables of benchmarks/federation.py from its results (benchmarks/results/federation.jsonl)."""
+"""The tables of experiments/federation.py from its results (experiments/results/federation.jsonl)."""
 
 from __future__ import annotations
 
 import math
 
-from seed_stats import mean_ci
+from experiments.seed_stats import mean_ci
 from umbra.evaluation.memorization import wilson_interval
 
 ROUTES = (("right", "right key"), ("secure", "wrong / no key"), ("global", "global adapter alone"),
@@ -187,7 +187,7 @@ def report(rows: list[dict], s: dict) -> str:
     by = {r["cell"]: r for r in rows}
     spec, sspec = s["spec"], s["scale_spec"]
     minutes = sum(r["seconds"] for r in rows) / 60
-    cmd = "nice -n 10 .venv-federation/bin/python benchmarks/federation.py" + (" --quick" if s["quick"] else "") + \
+    cmd = "nice -n 10 .venv-federation/bin/python experiments/federation.py" + (" --quick" if s["quick"] else "") + \
         f" --seed {s['seed']}"
     lines = [
         f"Command: `{cmd}` ({minutes:.1f} min of cells on this machine's 2 shared CPU cores, {s['threads']} torch "

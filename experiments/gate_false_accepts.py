@@ -4,7 +4,7 @@ states), over many key sets: how many training rounds the check needs, how often
 exhaust the default 6 rounds (`umbra keys access create` failing) or never pass (20 rounds), the
 share of fresh random keys sent to a revealing class, and the training time.
 
-    python benchmarks/gate_false_accepts.py [--key-sets 16] [--keys 2] [--models tiny default] [--write]
+    python experiments/gate_false_accepts.py [--key-sets 16] [--keys 2] [--models tiny default] [--write]
 
 Models: `tiny` is the tests' random Llama (64-dim states, tests/tiny_models.py), `default` the
 embedded default model (256-dim). Key set i of model m: `--keys` secrets and the bundle id from
@@ -28,7 +28,6 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from umbra.engine import ClientModel  # noqa: E402
@@ -96,7 +95,7 @@ def main() -> int:
     p.add_argument("--models", nargs="+", choices=("tiny", "default"), default=["tiny", "default"])
     p.add_argument("--probe", type=int, default=100_000, help="fresh random keys routed by each trained gate")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--results", type=Path, default=ROOT / "benchmarks/results/gate_false_accepts.jsonl")
+    p.add_argument("--results", type=Path, default=ROOT / "experiments/results/gate_false_accepts.jsonl")
     p.add_argument("--write", action="store_true", help="write the table into docs/securegate.md")
     args = p.parse_args()
     torch.set_num_threads(1)
@@ -118,12 +117,12 @@ def main() -> int:
                         print(json.dumps(row), flush=True)
     rows = [r for r in done if r.get("seed") == args.seed and r["model"] in args.models and r["keys"] in args.keys
             and r["set"] < args.key_sets]
-    text = (f"Command: `python benchmarks/gate_false_accepts.py --key-sets {args.key_sets} --keys "
+    text = (f"Command: `python experiments/gate_false_accepts.py --key-sets {args.key_sets} --keys "
             f"{' '.join(map(str, args.keys))} --models {' '.join(args.models)}` (seed {args.seed}, "
             f"{args.probe:,} probe keys per gate, 1 torch thread, on the shared 2-core machine).\n\n" + table(rows))
     print(text)
     if args.write:
-        from doc_markers import write_block
+        from benchmarks.doc_markers import write_block
 
         write_block(ROOT / "docs/securegate.md", "gate-false-accepts", text, append=True)
     return 0

@@ -1,11 +1,11 @@
 """Write `umbra/privacy/measured.json` — the measured figures the product shows for its privacy
 modes (umbra/privacy/mode.py) — from the tables of docs/privacy/attacks.md and
-docs/privacy/utility.md, which `benchmarks/privacy_attacks.py` and `benchmarks/privacy_utility.py`
+docs/privacy/utility.md, which `experiments/privacy_attacks.py` and `experiments/privacy_utility.py`
 generate. Every number in the file is a cell of one of those tables; a configuration whose utility
 was not measured gets null.
 
-    python benchmarks/measured_modes.py            # rewrite the file
-    python benchmarks/measured_modes.py --check    # exit 1 if the file differs from the docs
+    python experiments/measured_modes.py            # rewrite the file
+    python experiments/measured_modes.py --check    # exit 1 if the file differs from the docs
 
 Which rows become which configuration (keys by `umbra.privacy.mode.config_key`):
   * "no defence" → no bundle; "INDVocab + LTokenizer" at ε → an untuned bundle at ε. Their
@@ -38,7 +38,7 @@ from umbra.privacy.mode import config_key, config_label, parse_measured  # noqa:
 ATTACKS_DOC = "docs/privacy/attacks.md"
 UTILITY_DOC = "docs/privacy/utility.md"
 OUT = ROOT / "umbra" / "privacy" / "measured.json"
-FRONTIER = "docs/privacy/frontier-measured.json"  # benchmarks/private_mode_report.py: hygienic, 3 seeds, controls
+FRONTIER = "docs/privacy/frontier-measured.json"  # experiments/private_mode_report.py: hygienic, 3 seeds, controls
 MODEL = "models/umbra-code-tiny"  # the base model every figure was measured on
 STEPS, SIGMA, LAMBDA = 300, 0.1, 10.0  # the grid's STuning (checked against the tables' headers)
 INFERENCE_ATTACKS = ("(a) nearest neighbour", "(b) probe", "(b′) noise-aware probe", "(c) frequency analysis",
@@ -141,13 +141,13 @@ def build(root: Path = ROOT) -> dict:
                     "source": f"{ATTACKS_DOC} (token recovery table)"
                               + (f"; {UTILITY_DOC} (utility table)" if utility.get(key) is not None else "")}
         configurations[key] = measured
-    source = (f"benchmarks/measured_modes.py from {ATTACKS_DOC} (attack grid cache key {cache.group(1)}) "
+    source = (f"experiments/measured_modes.py from {ATTACKS_DOC} (attack grid cache key {cache.group(1)}) "
               f"and {UTILITY_DOC} (utility run {run.group(1)}); seed 0, 300 STuning steps, no adaptive "
               f"attacker, no client-blocks-alone control")
     frontier = root / FRONTIER
     if frontier.is_file():  # the frontier's records replace the older tables' for the same key
         configurations.update(json.loads(frontier.read_text(encoding="utf-8")))
-        source += f"; overridden where measured by {FRONTIER} (benchmarks/private_mode.py)"
+        source += f"; overridden where measured by {FRONTIER} (experiments/private_mode.py)"
     weights = sorted((root / MODEL).glob("*.safetensors"))
     data = {"source": source,
             "model": {"name": Path(MODEL).name, "weights": {p.name: sha256_file(p) for p in weights}},

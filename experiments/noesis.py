@@ -1,14 +1,14 @@
 """NOESIS's tables (seed 000 Tables 2, 3, 5 and App. C.4; seed 002's DP × PEFT sweep) on the
 embedded default model and the private domains of `umbra data private`.
 
-    python benchmarks/noesis.py --table 2 --seeds 0 1 2          # train + evaluate, resumable
-    python benchmarks/noesis.py --table 3 | 5 | eps | long | sweep | mia | mia-fresh --seeds 0 1 2
-    python benchmarks/noesis.py --table full | stripped | stripped-scarce | stripped-scarce-java --seeds 0 1 2
-    python benchmarks/noesis.py --write [BLOCK ...]              # tables and plots -> docs/noesis.md
+    python experiments/noesis.py --table 2 --seeds 0 1 2          # train + evaluate, resumable
+    python experiments/noesis.py --table 3 | 5 | eps | long | sweep | mia | mia-fresh --seeds 0 1 2
+    python experiments/noesis.py --table full | stripped | stripped-scarce | stripped-scarce-java --seeds 0 1 2
+    python experiments/noesis.py --write [BLOCK ...]              # tables and plots -> docs/noesis.md
 
 Each (table, row, seed) cell is trained once, evaluated per language (top-1 next-token accuracy
 on the first 128-token block of 200 test documents per language) and appended to
-RESULTS (benchmarks/results/noesis.jsonl, committed, so the tables' raw rows outlive the machine);
+RESULTS (experiments/results/noesis.jsonl, committed, so the tables' raw rows outlive the machine);
 a rerun skips finished cells, so a long grid resumes across sessions. Trained
 adapters are kept under OUT/adapters for the cells that reuse them. The budget (noesis_cells.Budget)
 is the same for every row and written beside the tables. The tables of noesis_cells.TABLE_BUDGETS rerun
@@ -32,10 +32,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from noesis_attack import FRESH_MODELS, FRESH_TABLE, LONG_EPOCHS, attack  # noqa: E402
-from noesis_cells import EXPERTS, TABLE_BUDGETS, Bench, Budget, ran_where  # noqa: E402
+from experiments.noesis_attack import FRESH_MODELS, FRESH_TABLE, LONG_EPOCHS, attack  # noqa: E402
+from experiments.noesis_cells import EXPERTS, TABLE_BUDGETS, Bench, Budget, ran_where  # noqa: E402
 from umbra.data.corpus import LANGS  # noqa: E402
 from umbra.model.device import resolve_device  # noqa: E402
 
@@ -263,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", nargs="+", metavar="ROW", default=None,
                    help="only these rows of --table (several processes can share a table's cells)")
     p.add_argument("--out", default=str(ROOT / "runs" / "noesis"))
-    p.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "noesis.jsonl"),
+    p.add_argument("--results", default=str(ROOT / "experiments" / "results" / "noesis.jsonl"),
                    help="the finished cells (committed; adapters and MIA scores stay under --out)")
     p.add_argument("--model", default=str(ROOT / "models" / "umbra-code-tiny"))
     p.add_argument("--corpus-dir", default=str(ROOT / "data" / "corpus" / "private"))
@@ -286,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.table is not None:
         asyncio.run(main_async(args))
     if args.write is not None:
-        from noesis_report import BLOCKS, write_report
+        from experiments.noesis_report import BLOCKS, write_report
 
         unknown = set(args.write) - set(BLOCKS)
         if unknown:

@@ -1,4 +1,4 @@
-"""Cross-domain membership inference (seed 000 App. C.4) for benchmarks/noesis.py --table mia.
+"""Cross-domain membership inference (seed 000 App. C.4) for experiments/noesis.py --table mia.
 
 The attacker holds the parameters routed to one language (via: the shared parameters and via's
 expert) and asks whether a document of another language (target) was in training. Since via's
@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from noesis_cells import EXPERTS, ran_where
+from experiments.noesis_cells import EXPERTS, ran_where
 
 from umbra.data.corpus import LANGS
 from umbra.evaluation.doc_scores import DocScores

@@ -1,4 +1,4 @@
-"""The runs behind benchmarks/noesis.py: one trained configuration ("cell") at one seed, evaluated
+"""The runs behind experiments/noesis.py: one trained configuration ("cell") at one seed, evaluated
 per language, through the product's own code (umbra/tuning/noesis.py, the embedded default model,
 the middle in-process). Trained adapters are kept under OUT/adapters so later cells reuse them (the
 NOESIS row is Prompt-Tuning Only's stage 1 plus experts; the ablation and the attack reuse NOESIS).
@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
-from stripped_form import stripped
+from experiments.stripped_form import stripped
 
 from umbra.data.corpus import LANGS, Document, read_documents
 from umbra.engine import ClientModel

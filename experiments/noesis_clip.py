@@ -7,9 +7,9 @@ same noise draw to the same weights. The rule: C is the power of ten at or just 
 median per-document gradient norm at initialization, at most the paper's 1 — measured on PUBLIC
 code (the corpus train split the base model was trained on), so choosing C spends no privacy.
 
-    python benchmarks/noesis_clip.py                 # measure, print the table
-    python benchmarks/noesis_clip.py --check         # exit 1 where umbra's FAMILY_CLIP_NORM departs from the rule
-    python benchmarks/noesis_clip.py --write         # the table into docs/noesis.md
+    python experiments/noesis_clip.py                 # measure, print the table
+    python experiments/noesis_clip.py --check         # exit 1 where umbra's FAMILY_CLIP_NORM departs from the rule
+    python experiments/noesis_clip.py --write         # the table into docs/noesis.md
 
 Deterministic: the documents are the first --docs of each language by a hash of their path, the
 parameters are each family's initialization at --seed; no noise, no sampling."""
@@ -28,8 +28,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from doc_markers import write_block  # noqa: E402
-from noesis_cells import Budget, stage_one_config, subset  # noqa: E402
+from benchmarks.doc_markers import write_block  # noqa: E402
+from experiments.noesis_cells import Budget, stage_one_config, subset  # noqa: E402
 from umbra.data.corpus import LANGS, read_documents  # noqa: E402
 from umbra.engine import ClientModel  # noqa: E402
 from umbra.middle.local import LocalMiddle  # noqa: E402

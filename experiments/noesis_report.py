@@ -1,4 +1,4 @@
-"""docs/noesis.md's tables from the results file (benchmarks/results/noesis.jsonl; `benchmarks/noesis.py
+"""docs/noesis.md's tables from the results file (experiments/results/noesis.jsonl; `experiments/noesis.py
 --write`): means over the seeds that finished, with 95 % t-intervals, each table between its own markers."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from doc_markers import replace_block
-from noesis_cells import TABLE_BUDGETS, Budget
-from seed_stats import mean_ci
+from benchmarks.doc_markers import replace_block
+from experiments.noesis_cells import TABLE_BUDGETS, Budget
+from experiments.seed_stats import mean_ci
 from umbra.data.corpus import LANGS
 
 ROWS2 = {"base": ("Base model, no tuning", "—"), "share_nothing": ("(i) Share Nothing (experts only)", "0 (nothing shared)"),
@@ -103,7 +103,7 @@ def _departures(budget: Budget) -> str:
     """What `budget` changes of Table 2's, in words: "the training documents (python 6,549 / ...) and ..."."""
     said = {"train_docs": lambda v: "the training documents (" + " / ".join(f"{k} {v[k]:,}" for k in LANGS) + ")",
             "expected_batch": lambda v: f"the expected batch ({v})",
-            "form": lambda v: f"the documents' form ({v}, benchmarks/stripped_form.py)"}
+            "form": lambda v: f"the documents' form ({v}, experiments/stripped_form.py)"}
     tables = asdict(Budget())
     changed = [said.get(k, lambda v, k=k: f"{k} ({v})")(v) for k, v in asdict(budget).items() if v != tables[k]]
     return ", ".join(changed[:-1]) + (" and " if len(changed) > 1 else "") + changed[-1]
@@ -180,7 +180,7 @@ def _clip_norms(runs) -> str:
 def attack(rows: list[dict], table: str | None = None) -> list[str]:
     """The membership table of `table` (the fixed members' "mia-doc" by default), each row read
     against the negative control's AUC on the same pair and seed."""
-    from noesis_attack import MODELS, TABLE, plot_name
+    from experiments.noesis_attack import MODELS, TABLE, plot_name
 
     table = table or TABLE
     cells = _by(rows, table)
@@ -217,7 +217,7 @@ def attack_fresh(rows: list[dict]) -> list[str]:
 
 def _attack_tables() -> dict[str, str]:
     """The membership blocks and the results table each is drawn from (and its plots)."""
-    from noesis_attack import FRESH_TABLE, TABLE
+    from experiments.noesis_attack import FRESH_TABLE, TABLE
 
     return {"attack": TABLE, "attack-fresh": FRESH_TABLE}
 
@@ -266,7 +266,7 @@ def write_report(results: Path, out: Path, doc: Path, budget: Budget, blocks=tup
             written.append(name)
     budget_txt = "```\n" + json.dumps(asdict(budget), indent=1) + f"\n```\nbudget key `{budget.key()}`"
     doc.write_text(replace_block(text, "noesis-budget", budget_txt))
-    from noesis_attack import write_plots
+    from experiments.noesis_attack import write_plots
 
     for block, table in _attack_tables().items():
         if block in written:

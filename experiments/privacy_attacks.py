@@ -1,9 +1,9 @@
 """The privacy attack grid: a simulated honest-but-curious cloud attacks a client under each
 defence configuration and ε, and the tables go into docs/privacy/attacks.md.
 
-    python benchmarks/privacy_attacks.py --checkpoint runs/pretrain/last.pt      # export, then run
-    python benchmarks/privacy_attacks.py --model models/umbra-code-tiny          # a finished model
-    python benchmarks/privacy_attacks.py ... --configs none,both --epsilons 13,inf  # part of the grid
+    python experiments/privacy_attacks.py --checkpoint runs/pretrain/last.pt      # export, then run
+    python experiments/privacy_attacks.py --model models/umbra-code-tiny          # a finished model
+    python experiments/privacy_attacks.py ... --configs none,both --epsilons 13,inf  # part of the grid
 
 The table shows every cell cached for the run's parameters, so runs with different --configs /
 --epsilons (e.g. the extra defences at a few ε only) add up to one table.
@@ -38,7 +38,7 @@ from umbra.attacks.suite import (  # noqa: E402
 from umbra.errors import ConfigError  # noqa: E402
 from umbra.tuning import TuneData  # noqa: E402
 
-BEGIN, END = "<!-- BEGIN GENERATED: benchmarks/privacy_attacks.py -->", "<!-- END GENERATED -->"
+BEGIN, END = "<!-- BEGIN GENERATED: experiments/privacy_attacks.py -->", "<!-- END GENERATED -->"
 ATTACK_TITLES = {"baseline": "frequency-only baseline", "sampler": "frequency sampler",
                  "nearest": "(a) nearest neighbour", "probe": "(b) probe",
                  "probe_aware": "(b′) noise-aware probe",
@@ -191,7 +191,7 @@ def main(argv=None) -> int:
         cache.put(key, run_cell(public, suite, config, eps, eval_blocks, tune_data, params))
         rec = {k: round(v["recovery"], 3) for k, v in cache.cells[key]["attacks"].items()}
         print(f"{key}: {rec} ({cache.cells[key]['seconds']}s)", flush=True)
-    cache.add_command("python benchmarks/privacy_attacks.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])))
+    cache.add_command("python experiments/privacy_attacks.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])))
     g = GistThresholds()
     header = "\n".join([
         ("Command: " if len(cache.commands) == 1 else "Commands (their cells add up to this table): ")

@@ -2,7 +2,7 @@
 at ε + LTokenizer π) before and after STuning, against NOIR's fClean (the same client blocks
 tuned on the same data for the same steps WITHOUT INDVocab and LTokenizer) and the untuned base.
 
-    python benchmarks/privacy_utility.py [--model DIR | --checkpoint runs/pretrain/last.pt]
+    python experiments/privacy_utility.py [--model DIR | --checkpoint runs/pretrain/last.pt]
         [--epsilons 1,4,13,27,256,1024,inf] [--steps 300] [--batch-size 4] [--context-length 256]
         [--lr 1e-3] [--train-docs 0] [--eval-tokens 20000] [--fim-lines 30] [--threads 1]
         [--work runs/privacy_utility] [--out docs/privacy/utility.md] [--label preliminary]
@@ -33,9 +33,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from doc_markers import replace_block  # noqa: E402
+from benchmarks.doc_markers import replace_block  # noqa: E402
 from umbra.data.corpus import LANGS, corpus_file, read_documents, read_split  # noqa: E402
 from umbra.evaluation.fim_lines import sample_cases  # noqa: E402
 from umbra.middle.local import LocalMiddle  # noqa: E402
@@ -242,7 +241,7 @@ def _pct(x: float) -> str:
 def write_markdown(args, base_desc: str, key: str, epsilons, cells: dict, bench: Bench,
                    noise_epsilons=(), penalty_epsilons=()) -> None:
     v, d = bench.spec.vocab_size, bench.spec.hidden_size
-    cmd = "python benchmarks/privacy_utility.py " + " ".join(sys.argv[1:])
+    cmd = "python experiments/privacy_utility.py " + " ".join(sys.argv[1:])
     lines = [f"### Results ({args.label}; run `{key}`)", "",
              f"Command: `{cmd.strip()}`", "",
              f"Base: {base_desc} (|V| = {v}, d = {d}). STuning / fClean: {args.steps} steps × {args.batch_size} "

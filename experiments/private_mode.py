@@ -1,13 +1,13 @@
 """The privacy-utility frontier (docs/privacy/frontier.md): every private-mode variant against the
 controls, utility and attacks measured on the same tuned client, at several seeds.
 
-    python benchmarks/private_mode.py --variants base,fclean,client_alone,noir+stuning+noise \
+    python experiments/private_mode.py --variants base,fclean,client_alone,noir+stuning+noise \
         --epsilons 1024 --seeds 0 1 2                     # tune + measure what is missing
-    python benchmarks/private_mode.py --write             # tables, plot, umbra/privacy/measured.json
+    python experiments/private_mode.py --write             # tables, plot, umbra/privacy/measured.json
 
 Resumable: a cell's tuning checkpoints every 250 steps in WORK/tuning/ (the shadow client's beside
 it), its tuned client is kept in WORK/tuned/ and each (cell, measurement) result is a
-line of RESULTS (benchmarks/results/private_mode.jsonl, committed: the tables' raw rows outlive the
+line of RESULTS (experiments/results/private_mode.jsonl, committed: the tables' raw rows outlive the
 machine) under the run key (model fingerprint + FrontierParams); a rerun skips what is there. Cells
 are tuned on the corpus train split; prompts and utility come from the test split
 (umbra/attack_grid/frontier.py). --threads 1 by default (the machine is shared)."""
@@ -27,7 +27,6 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from umbra.attack_grid.frontier import VARIANTS, CellData, FrontierParams, cells, tuned_cell  # noqa: E402
 from umbra.attack_grid import measures  # noqa: E402
@@ -48,7 +47,7 @@ def _args(argv=None) -> argparse.Namespace:
     p.add_argument("--model", type=Path, default=Path("models/umbra-code-tiny"))
     p.add_argument("--corpus", type=Path, default=Path("data/corpus"))
     p.add_argument("--work", type=Path, default=Path("runs/private_mode"))
-    p.add_argument("--results", type=Path, default=Path("benchmarks/results/private_mode.jsonl"),
+    p.add_argument("--results", type=Path, default=Path("experiments/results/private_mode.jsonl"),
                    help="the measured rows (committed; tuned clients stay under --work)")
     p.add_argument("--variants", default="base,fclean,client_alone,noir,noir+stuning+noise",
                    help=f"comma-separated, from: {', '.join(VARIANTS)}")
@@ -215,7 +214,7 @@ def main(argv=None) -> int:
     params = replace(FrontierParams(), tune_steps=args.tune_steps)
     bench = Bench(args, params)
     if args.write:
-        from private_mode_report import write_report
+        from experiments.private_mode_report import write_report
 
         write_report(bench.results.rows(), params, args.doc)
         return 0

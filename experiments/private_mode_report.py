@@ -1,5 +1,5 @@
 """docs/privacy/frontier.md's tables and plot, and umbra/privacy/measured.json, from the rows of
-benchmarks/private_mode.py (means over seeds with 95 % t-intervals)."""
+experiments/private_mode.py (means over seeds with 95 % t-intervals)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from doc_markers import write_block
-from seed_stats import mean_ci
+from benchmarks.doc_markers import write_block
+from experiments.seed_stats import mean_ci
 from umbra.attack_grid.frontier import VARIANTS, Cell, FrontierParams, control_for, tune_config
 from umbra.data.corpus import LANGS
 
@@ -22,11 +22,11 @@ ADAPTIVE = ("shadow", "decipher")  # attacks that adapt to the defence (a mode i
 CLEARANCE = 10.0  # points of top-1 a private mode must add over the client-blocks-alone control
 TITLES = {"nearest": "(a) nearest", "probe": "(b) probe", "probe_aware": "(b′) noise-aware", "frequency": "(c) frequency",
           "reconstruction": "(d) reconstruction", "gradient": "(e) gradient labels"}
-# the attack names of umbra/privacy/measured.json (benchmarks/measured_modes.py)
+# the attack names of umbra/privacy/measured.json (experiments/measured_modes.py)
 PRODUCT_NAMES = {"nearest": "(a) nearest neighbour", "probe": "(b) probe", "probe_aware": "(b′) noise-aware probe",
                  "frequency": "(c) frequency analysis", "reconstruction": "(d) code reconstruction",
                  "gradient": "(e) gradient labels"}
-MEASURED = "docs/privacy/frontier-measured.json"  # read by benchmarks/measured_modes.py
+MEASURED = "docs/privacy/frontier-measured.json"  # read by experiments/measured_modes.py
 KEPT_SOURCE = ("docs/privacy/frontier.md, the first seed (attacks and top-1 of seed 0; its result rows were not "
                "kept, so the tables from the committed rows do not show it)")
 
@@ -285,6 +285,6 @@ def write_report(rows: list[dict], params: FrontierParams, doc: Path) -> None:
     frontier_svg(summary, doc.parent / "frontier.svg", [r for r in records.values() if r["source"] == KEPT_SOURCE])
     write_block(doc, "frontier-plot", "![frontier](frontier.svg)", append=True)
     (root / MEASURED).write_text(json.dumps(records, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
-    import measured_modes  # the product's file: the older doc tables, overridden by these records
+    from experiments import measured_modes  # the product's file: the older doc tables, overridden by these records
 
     measured_modes.OUT.write_text(measured_modes.render(measured_modes.build(root)), encoding="utf-8")

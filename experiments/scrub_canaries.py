@@ -1,4 +1,4 @@
-"""The scrubber benchmark's canaries (benchmarks/scrubber.py): one seeded generator per form the
+"""The scrubber benchmark's canaries (experiments/scrubber.py): one seeded generator per form the
 scrubber claims (GENERATORS) and per form it does not (OUTSIDE), each rendering a realistic line
 of Python, Java or Go (or a config file) around a random value, with the values it planted."""
 
@@ -9,7 +9,7 @@ import json
 import string
 from collections.abc import Callable
 
-from scrub_lines import (ALNUM, B64, COMPANIES, ENVS, FIRST, HEX, LAST, ORG_DOMAIN, ROLES, SUFFIXES, TLDS, Canary, assign,
+from experiments.scrub_lines import (ALNUM, B64, COMPANIES, ENVS, FIRST, HEX, LAST, ORG_DOMAIN, ROLES, SUFFIXES, TLDS, Canary, assign,
                          call_kwarg, comment, mapping, rand)
 
 

@@ -1,4 +1,4 @@
-"""How the scrubber benchmark's canaries (benchmarks/scrub_canaries.py) are written: the vocabulary
+"""How the scrubber benchmark's canaries (experiments/scrub_canaries.py) are written: the vocabulary
 their values are drawn from, and a realistic line of Python, Java or Go around a value (a constant,
 a keyword argument, a mapping entry, a comment)."""
 

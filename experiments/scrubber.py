@@ -1,6 +1,6 @@
 """How well the scrubber (umbra/scrub/) finds what it claims, and what else it takes.
 
-    python benchmarks/scrubber.py [--per-kind 200] [--seed 0] [--corpus data/corpus] [--quick]
+    python experiments/scrubber.py [--per-kind 200] [--seed 0] [--corpus data/corpus] [--quick]
 
 (1) Recall on planted canaries. For every kind of thing the scrubber claims, `--per-kind` random
 values (seeded) are written into a realistic line of the host file's language — assignments,
@@ -30,19 +30,22 @@ from __future__ import annotations
 import argparse
 import base64
 import random
+import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from machine import describe
-from scrub_canaries import CONFIG_FORMATS, GENERATORS, OUTSIDE
-from scrub_lines import ALNUM, B64, COMPANIES, FIRST, HEX, LANGS, ORG_DOMAIN, Canary, rand
-from umbra.data.corpus import Document, read_split
-from umbra.evaluation.canaries import CanaryConfig, plant_canaries
-from umbra.paths import repo_root
-from umbra.scrub import KINDS, ScrubConfig, Scrubber
-from umbra.scrub.findings import line_starts, offset_of
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: `benchmarks`, `experiments`
+
+from benchmarks.machine import describe  # noqa: E402
+from experiments.scrub_canaries import CONFIG_FORMATS, GENERATORS, OUTSIDE  # noqa: E402
+from experiments.scrub_lines import ALNUM, B64, COMPANIES, FIRST, HEX, LANGS, ORG_DOMAIN, Canary, rand  # noqa: E402
+from umbra.data.corpus import Document, read_split  # noqa: E402
+from umbra.evaluation.canaries import CanaryConfig, plant_canaries  # noqa: E402
+from umbra.paths import repo_root  # noqa: E402
+from umbra.scrub import KINDS, ScrubConfig, Scrubber  # noqa: E402
+from umbra.scrub.findings import line_starts, offset_of  # noqa: E402
 
 # ---------------------------------------------------------------- (1) recall
 

@@ -1,7 +1,7 @@
 """SecureGate's evaluation (seed 003 §5, App. B.5): what an organization's secrets cost to reveal,
 with the right access key, a wrong one and none, through the product's own path.
 
-    python benchmarks/securegate.py [--quick] [--seed 0] [--write]
+    python experiments/securegate.py [--quick] [--seed 0] [--write]
 
 An organization: `--files` files of the corpus's reserved Python slice (code the default model
 never saw), split by a hash of the path into the organization's code, a held-out query set Q (the
@@ -41,10 +41,10 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from canary_measures import extraction, greedy_completions, inference, mean_exposure  # noqa: E402
-from doc_markers import write_block  # noqa: E402
+from experiments.canary_measures import extraction, greedy_completions, inference, mean_exposure  # noqa: E402
+from benchmarks.doc_markers import write_block  # noqa: E402
+from benchmarks.keyring_store import keyring  # noqa: E402
 from keys import KeyStore  # noqa: E402
 from keys.access_keys import AccessKey, delete_key, held_key_ids, load_key, store_key  # noqa: E402
 from umbra.data.corpus import Document  # noqa: E402
@@ -62,15 +62,6 @@ from umbra.tuning.dual_adapters import AdapterTrainConfig, DualAdapterConfig  # 
 from umbra.tuning.securegate import OrgTrainConfig, train_organization  # noqa: E402
 
 PREFIX = "import os\n\n\ndef load_settings(path):\n    with open(path) as f:\n        return "
-
-
-def keyring() -> tuple[KeyStore, object | None]:
-    """A KeyStore on the OS keyring; a private GNOME Keyring (as the tests use) if none answers."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from keyring_fixture import _PrivateSecretService, secret_service_usable
-
-    service = None if secret_service_usable() else _PrivateSecretService()
-    return KeyStore(service=f"umbra-bench-{secrets.token_hex(4)}"), service
 
 
 def organization(args) -> tuple[list[Document], list[Document], list[Document]]:
@@ -244,7 +235,7 @@ def versus(r50) -> str:
 
 def report(args, rows, alone, gate_acc, gate_n, e2e, n, gated_t, direct_t, gating_ms, result, train_seconds,
            left, canaries, seconds) -> str:
-    cmd = "python benchmarks/securegate.py" + (" --quick" if args.quick else "") + f" --seed {args.seed}"
+    cmd = "python experiments/securegate.py" + (" --quick" if args.quick else "") + f" --seed {args.seed}"
     r50 = {k: v[50] for k, v in rows.items()}
     ratio = statistics.median(gated_t) / statistics.median(direct_t)
     lines = [

@@ -11,7 +11,7 @@ Per language, the form the paper's data has:
 
 py150 keeps some frequent literals (`<STR_LIT:__main__>`); this form does not. The benchmark uses it
 to ask whether the paper's cross-language transfer comes from a surface form that every language
-shares and the base model never saw (benchmarks/noesis.py --table stripped)."""
+shares and the base model never saw (experiments/noesis.py --table stripped)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""The benchmark scripts are not a package: make `benchmarks/` importable (and so also for the
-processes they spawn, which inherit sys.path)."""
+"""The product benchmark scripts import each other by bare name (each puts `benchmarks/` on
+sys.path when run): do the same here, so that the tests import them as the scripts do (and so also
+the processes they spawn, which inherit sys.path). The experiments' tests (tests/experiments/)
+import `experiments.<module>` from the repository root instead."""
 
 import sys
 from pathlib import Path

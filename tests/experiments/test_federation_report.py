@@ -1,4 +1,4 @@
-"""benchmarks/federation_report.py's Fig. 2 and canary_measures.split_inference / greedy_by: the
+"""experiments/federation_report.py's Fig. 2 and canary_measures.split_inference / greedy_by: the
 canaries the scrubber removes and those it misses are counted apart, per route, from the attack's own
 ranks and the greedy completions."""
 
@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from canary_measures import greedy_by, split_inference
-from federation_report import fig2, group_leak, pooled_fig2, residue_line
+from experiments.canary_measures import greedy_by, split_inference
+from experiments.federation_report import fig2, group_leak, pooled_fig2, residue_line
 
 
 def _sets(values):
@@ -95,7 +95,7 @@ def _t1_org(global_loss: float, local_loss: float, right: int):
 def test_pooled_tables_sum_counts_over_seeds_and_average_perplexity_ratios():
     import math
 
-    from federation_report import pooled_tables
+    from experiments.federation_report import pooled_tables
 
     by_seed = {s: [{"cell": "t1:FedAvg", "per_org": {"a": _t1_org(2.0 + math.log(1 + d), 2.1, 3),
                                                       "b": _t1_org(2.0 + math.log(1 + d), 1.9, 5)}}]

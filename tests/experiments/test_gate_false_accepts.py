@@ -1,8 +1,8 @@
-"""benchmarks/gate_false_accepts.py's table: a key set that never passes the check counts among the
+"""experiments/gate_false_accepts.py's table: a key set that never passes the check counts among the
 sets needing more than the default rounds and among those never passing, and its missing rounds and
 false accepts stay out of the means."""
 
-from gate_false_accepts import MAX_ROUNDS, table
+from experiments.gate_false_accepts import MAX_ROUNDS, table
 
 
 def _row(variant, rounds, fa=0, failed=False):

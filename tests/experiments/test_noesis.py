@@ -1,4 +1,4 @@
-"""benchmarks/noesis.py's runner: `--rows` names the rows each table really runs, refuses a row the
+"""experiments/noesis.py's runner: `--rows` names the rows each table really runs, refuses a row the
 table does not have, and a cell outside the chosen rows is neither trained nor written; a row made
 off the CPU records its device."""
 
@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import noesis
-from noesis_cells import TABLE_BUDGETS, Budget
+from experiments import noesis
+from experiments.noesis_cells import TABLE_BUDGETS, Budget
 
 
 @pytest.mark.parametrize("table", ["2", "3", "eps", "long", "sweep", *TABLE_BUDGETS])
@@ -90,7 +90,7 @@ def _recording_bench(calls: list):
 
 
 def test_the_attacks_negative_control_is_table_2s_share_nothing_experts_alone():
-    import noesis_attack
+    from experiments import noesis_attack
 
     calls: list = []
     shared, experts = asyncio.run(noesis_attack._model(_recording_bench(calls), "share_nothing", 1))

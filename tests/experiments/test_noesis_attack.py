@@ -1,4 +1,4 @@
-"""benchmarks/noesis_attack.py's fresh-members table: each seed trains its rows on its own draw of
+"""experiments/noesis_attack.py's fresh-members table: each seed trains its rows on its own draw of
 the training documents (members and non-members drawn afresh), keeps that draw's adapters and
 scores apart from the fixed subset's, and writes rows of its own table only."""
 
@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-import noesis
-from noesis_attack import FRESH_MODELS, FRESH_TABLE, TABLE, plot_name, scores_path
-from noesis_cells import FULL_DOMAINS, Bench, Budget, adapters_dir, subset
+from experiments import noesis
+from experiments.noesis_attack import FRESH_MODELS, FRESH_TABLE, TABLE, plot_name, scores_path
+from experiments.noesis_cells import FULL_DOMAINS, Bench, Budget, adapters_dir, subset
 from tiny_models import CODE_SNIPPETS
 from umbra.data.corpus import LANGS, Document, write_documents
 
@@ -93,7 +93,7 @@ def test_the_fresh_table_runs_only_the_chosen_models_each_seed_on_its_own_draw(m
 
 
 def test_the_fresh_tables_plots_and_block_are_its_own(tmp_path):
-    from noesis_report import BLOCKS, attack_fresh
+    from experiments.noesis_report import BLOCKS, attack_fresh
 
     assert plot_name("noesis_12ep", 2, FRESH_TABLE) == "roc-fresh-noesis_12ep-s2.svg"
     assert plot_name("noesis_12ep", 2) == "roc-noesis_12ep-s2.svg"

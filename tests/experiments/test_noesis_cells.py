@@ -1,4 +1,4 @@
-"""benchmarks/noesis_cells.py's document forms: a budget in the stripped form trains and evaluates on
+"""experiments/noesis_cells.py's document forms: a budget in the stripped form trains and evaluates on
 the same documents as the raw one (those left with no code token dropped), their text in the form;
 the raw budgets keep the keys their recorded rows carry."""
 
@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-import noesis
-from noesis_cells import STRIPPED, Bench, Budget, _in_form, adapters_dir, subset
-from stripped_form import stripped
+from experiments import noesis
+from experiments.noesis_cells import STRIPPED, Bench, Budget, _in_form, adapters_dir, subset
+from experiments.stripped_form import stripped
 from umbra.data.corpus import LANGS, Document, read_documents, write_documents
 
-RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "noesis.jsonl"
+RESULTS = Path(__file__).resolve().parents[2] / "experiments" / "results" / "noesis.jsonl"
 SOURCE = {"python": "import os\n\ndef f{i}(x):\n    # add\n    return x + {i}\n",
           "java": "class C{i} {{ // c\n  int f() {{ return {i}; }}\n}}\n",
           "go": "package p\n\n// F{i} doc\nfunc F{i}() string {{ return \"{i}\" }}\n"}

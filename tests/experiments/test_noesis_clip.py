@@ -1,4 +1,4 @@
-"""benchmarks/noesis_clip.py: the clip rule, the per-family bound the sweep uses, the cache names it
+"""experiments/noesis_clip.py: the clip rule, the per-family bound the sweep uses, the cache names it
 keeps apart, and the per-document gradient norms measured on a tiny model."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import random
 import numpy as np
 import pytest
 
-from noesis_cells import Budget, shared_name, stage_one_config
-from noesis_clip import clip_rule, departures, family_norms
+from experiments.noesis_cells import Budget, shared_name, stage_one_config
+from experiments.noesis_clip import clip_rule, departures, family_norms
 from tiny_models import CODE_SNIPPETS
 from umbra.data.corpus import LANGS, Document, write_documents
 from umbra.tuning.noesis_config import FAMILY_CLIP_NORM

@@ -1,12 +1,12 @@
-"""docs/noesis.md's writer (benchmarks/noesis_report.py): a table is drawn from the rows of the
+"""docs/noesis.md's writer (experiments/noesis_report.py): a table is drawn from the rows of the
 current budget only, and a block with no such rows is left exactly as it was written."""
 
 from __future__ import annotations
 
 import json
 
-from noesis_cells import Budget
-from noesis_report import write_report
+from experiments.noesis_cells import Budget
+from experiments.noesis_report import write_report
 
 DOC = """# t
 <!-- noesis-table2:begin -->
@@ -53,7 +53,7 @@ def test_a_block_with_rows_is_rewritten_and_the_others_kept(tmp_path):
 
 
 def test_table3_lists_rows_and_their_parameter_counts_in_the_tables_order():
-    from noesis_report import table3
+    from experiments.noesis_report import table3
 
     def row(name, seed, params):
         return {"table": "3", "row": name, "seed": seed, "accuracy": {"python": 40.0, "java": 50.0, "go": 60.0},
@@ -66,7 +66,7 @@ def test_table3_lists_rows_and_their_parameter_counts_in_the_tables_order():
 
 
 def test_the_sweep_states_each_familys_clip_bound():
-    from noesis_report import sweep
+    from experiments.noesis_report import sweep
 
     def row(name, seed, clip=None):
         facts = {"parameters": 16400} | ({} if clip is None else {"clip_norm": clip})
@@ -80,7 +80,7 @@ def test_the_sweep_states_each_familys_clip_bound():
 
 
 def test_a_sweep_cell_over_fewer_seeds_than_the_others_says_how_many():
-    from noesis_report import sweep
+    from experiments.noesis_report import sweep
 
     def row(name, seed, acc):
         return {"table": "sweep", "row": name, "seed": seed, "accuracy": {"python": acc, "java": acc, "go": acc},
@@ -93,7 +93,7 @@ def test_a_sweep_cell_over_fewer_seeds_than_the_others_says_how_many():
 
 
 def test_the_attack_table_reads_each_row_against_the_negative_control_paired_by_seed():
-    from noesis_report import attack
+    from experiments.noesis_report import attack
 
     def row(model, seed, auc):
         return {**_attack_row("k", seed, auc), "row": f"{model}:python<-go"}
@@ -113,7 +113,7 @@ def _acc_row(table: str, row: str, seed: int, budget: str, acc: dict) -> dict:
 
 
 def test_the_full_domains_block_is_drawn_from_its_own_budgets_rows_only(tmp_path):
-    from noesis_cells import FULL_DOMAINS
+    from experiments.noesis_cells import FULL_DOMAINS
 
     doc = tmp_path / "noesis.md"
     doc.write_text(DOC + "<!-- noesis-full:begin -->\nold full\n<!-- noesis-full:end -->\n")
@@ -134,7 +134,7 @@ def test_the_full_domains_block_is_drawn_from_its_own_budgets_rows_only(tmp_path
 
 
 def test_with_one_seed_a_non_private_run_below_share_nothing_is_no_gap_not_noise():
-    from noesis_report import table2
+    from experiments.noesis_report import table2
 
     acc = lambda g: {"python": 45.0, "java": 56.0, "go": g}  # noqa: E731
     rows = [_acc_row("2", "share_nothing", 0, "k", acc(53.0)), _acc_row("2", "noesis", 0, "k", acc(53.1)),
@@ -144,7 +144,7 @@ def test_with_one_seed_a_non_private_run_below_share_nothing_is_no_gap_not_noise
 
 
 def test_the_stripped_block_is_drawn_from_its_own_budgets_rows_only(tmp_path):
-    from noesis_cells import FULL_DOMAINS, STRIPPED
+    from experiments.noesis_cells import FULL_DOMAINS, STRIPPED
 
     doc = tmp_path / "noesis.md"
     doc.write_text(DOC + "<!-- noesis-stripped:begin -->\nold\n<!-- noesis-stripped:end -->\n"
@@ -162,11 +162,11 @@ def test_the_stripped_block_is_drawn_from_its_own_budgets_rows_only(tmp_path):
     assert "| share of the gap to non-private bridged | | 50 % (of 1.00, one seed) | 50 % (of 1.00, one seed) | " \
         "75 % (of 4.00, one seed) | | 1 |" in text
     assert f"Budget key `{STRIPPED.key()}`: Table 2's but for the documents' form (stripped, " \
-        "benchmarks/stripped_form.py)." in text
+        "experiments/stripped_form.py)." in text
 
 
 def test_with_one_seed_a_share_bridged_names_the_gap_and_the_seed():
-    from noesis_report import table2
+    from experiments.noesis_report import table2
 
     acc = lambda p: {"python": p, "java": 56.0, "go": 53.0}  # noqa: E731
     rows = [_acc_row("2", "share_nothing", 0, "k", acc(45.0)), _acc_row("2", "noesis", 0, "k", acc(45.3)),
@@ -175,7 +175,7 @@ def test_with_one_seed_a_share_bridged_names_the_gap_and_the_seed():
 
 
 def test_what_dp_costs_is_noesis_minus_its_non_private_twin_paired_by_seed():
-    from noesis_report import table2
+    from experiments.noesis_report import table2
 
     acc = lambda p: {"python": p, "java": 56.0, "go": 53.0}  # noqa: E731
     rows = [_acc_row("2", "share_nothing", s, "k", acc(45.0 + s)) for s in (0, 1)]
@@ -188,7 +188,7 @@ def test_what_dp_costs_is_noesis_minus_its_non_private_twin_paired_by_seed():
 
 
 def test_the_gain_pairs_every_seed_with_both_runs_even_where_the_non_private_run_lags():
-    from noesis_report import table2
+    from experiments.noesis_report import table2
 
     acc = lambda p: {"python": p, "java": 56.0, "go": 53.0}  # noqa: E731
     rows = [_acc_row("2", "share_nothing", s, "k", acc(45.0)) for s in (0, 1, 2)]
@@ -203,7 +203,7 @@ def test_the_gain_pairs_every_seed_with_both_runs_even_where_the_non_private_run
 
 
 def test_without_any_non_private_run_the_gain_still_shows_and_nothing_is_bridged():
-    from noesis_report import table2
+    from experiments.noesis_report import table2
 
     acc = lambda p: {"python": p, "java": 56.0, "go": 53.0}  # noqa: E731
     rows = [_acc_row("2", "share_nothing", 0, "k", acc(45.0)), _acc_row("2", "noesis", 0, "k", acc(45.3))]

@@ -1,11 +1,11 @@
-"""benchmarks/private_mode.py's results: a seed-invariant cell (the base model) takes another
+"""experiments/private_mode.py's results: a seed-invariant cell (the base model) takes another
 seed's measured rows as its own, marked; every other cell is measured at each of its seeds."""
 
 from __future__ import annotations
 
 import json
 
-from private_mode import Results
+from experiments.private_mode import Results
 
 from umbra.attack_grid.frontier import VARIANTS, Cell
 

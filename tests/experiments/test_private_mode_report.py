@@ -1,10 +1,10 @@
-"""The frontier report's summary (benchmarks/private_mode_report.py): each row's gain is taken
+"""The frontier report's summary (experiments/private_mode_report.py): each row's gain is taken
 against the client-alone control tuned as long as it, and a row whose attacks held without an
 adaptive attack measured is marked so, in the table and in the product's measured records."""
 
 from __future__ import annotations
 
-from private_mode_report import measured, summarize, tables
+from experiments.private_mode_report import measured, summarize, tables
 from umbra.attack_grid.frontier import FrontierParams
 
 
@@ -44,7 +44,7 @@ def test_gains_are_against_the_control_of_the_same_budget_and_per_position_holds
 
 
 def test_the_decipherment_at_a_volume_is_the_best_at_that_volume_or_a_smaller_one():
-    from private_mode_report import decipher_envelope
+    from experiments.private_mode_report import decipher_envelope
 
     raw = {"100x": _score(0.0003), "1x": _score(0.025), "10x": _score(0.29)}
     env = decipher_envelope(raw)
@@ -57,7 +57,7 @@ def test_the_decipherment_at_a_volume_is_the_best_at_that_volume_or_a_smaller_on
 
 
 def test_a_rewrite_keeps_what_was_measured_earlier_and_takes_each_attacks_worst_seed():
-    from private_mode_report import KEPT_SOURCE, merge_measured
+    from experiments.private_mode_report import KEPT_SOURCE, merge_measured
 
     def rec(top1, attacks, seeds, adaptive=True):
         return {"label": "x", "attacks": attacks, "baseline": 9.2, "holds": max(attacks.values()) <= 10.2,
@@ -83,7 +83,7 @@ def test_a_rewrite_keeps_what_was_measured_earlier_and_takes_each_attacks_worst_
 
 
 def test_the_plot_shows_configurations_measured_only_earlier_hollow(tmp_path):
-    from private_mode_report import frontier_svg
+    from experiments.private_mode_report import frontier_svg
 
     rows = _rows("client_alone", None, 31.7) + _rows("noir+clean+noise1", 1024.0, 28.2, {"baseline": _score(0.092),
                                                                                         "(a)": _score(0.005)})

@@ -1,13 +1,13 @@
-"""benchmarks/scrubber.py: the canaries are what they claim (each value stands in its lines, every
+"""experiments/scrubber.py: the canaries are what they claim (each value stands in its lines, every
 kind has a generator) and the judge can fail — a scrubber that finds nothing catches nothing."""
 
 import random
 
 import pytest
 
-from scrub_canaries import GENERATORS, OUTSIDE
-from scrub_lines import LANGS, ORG_DOMAIN, Canary
-from scrubber import canary_config_name, judge
+from experiments.scrub_canaries import GENERATORS, OUTSIDE
+from experiments.scrub_lines import LANGS, ORG_DOMAIN, Canary
+from experiments.scrubber import canary_config_name, judge
 from umbra.scrub import KINDS, ScrubConfig, Scrubber
 
 HOST_LINES = ["import os", "", "def main():", "    return 0"]

@@ -1,4 +1,4 @@
-"""benchmarks/stripped_form.py: source files in the stripped and tokenized form of seed 000's data —
+"""experiments/stripped_form.py: source files in the stripped and tokenized form of seed 000's data —
 comments and layout gone, literals normalized, one space between code tokens; Python's logical line
 ends kept as <EOL>, Java's and Go's not."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from stripped_form import stripped
+from experiments.stripped_form import stripped
 
 
 def test_python_is_py150s_form():

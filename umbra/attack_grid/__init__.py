@@ -9,4 +9,4 @@ recorded Middle, and the grid of defence configuration × ε → attack scores.
 
 It sits above both umbra/attacks (what the cloud runs) and umbra/tuning (STuning rows tune the
 simulated client), which is why it is not part of either. The benchmark script is
-benchmarks/privacy_attacks.py."""
+experiments/privacy_attacks.py."""

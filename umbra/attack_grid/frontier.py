@@ -1,4 +1,4 @@
-"""The privacy-utility frontier's cells (docs/privacy/frontier.md, benchmarks/private_mode.py).
+"""The privacy-utility frontier's cells (docs/privacy/frontier.md, experiments/private_mode.py).
 
 A cell is (variant, ε, seed): one client, tuned once, on which utility and every attack are then
 measured — so the two always describe the same tuned client. Hygiene (issue 17): the client tunes

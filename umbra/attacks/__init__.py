@@ -26,7 +26,7 @@ This package is the cloud's side only and sits below the client code that uses i
 inversion penalty of `umbra tune` runs attack (a) on the client itself (umbra/tuning), and
 `umbra audit` runs the suite on the client's own recorded traffic (umbra/audit). The simulated
 clients that send traffic, and the benchmark grid that tunes them, are umbra/attack_grid/
-(benchmarks/privacy_attacks.py, docs/privacy/attacks.md); so is the shadow client (f), which runs
+(experiments/privacy_attacks.py, docs/privacy/attacks.md); so is the shadow client (f), which runs
 the tuning loop (umbra/attack_grid/shadow.py). umbra.privacy never imports this
 package (tests/test_architecture.py)."""
 

@@ -1,5 +1,5 @@
 """Flower's `Grid` over organizations in this one process, for measurements with many organizations
-on one machine (benchmarks/federation.py): a Flower strategy's own loop (`Strategy.start`) sends
+on one machine (experiments/federation.py): a Flower strategy's own loop (`Strategy.start`) sends
 real Flower Messages through it, each organization answers with the ClientApp's own reply
 (`client_app.train_reply` over its OrgTrainer), and the replies come back as Flower Messages.
 

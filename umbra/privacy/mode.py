@@ -21,7 +21,7 @@ figures. Everything else (learning rate, batch, context, seed) is left out of th
 tables measure a configuration's kind, not its run.
 
 Measured figures are package data, `umbra/privacy/measured.json`, written by
-`benchmarks/measured_modes.py` from the tables of docs/privacy/attacks.md and utility.md (a later
+`experiments/measured_modes.py` from the tables of docs/privacy/attacks.md and utility.md (a later
 grid rewrites it in the same format):
 
     {"source": "how the file was made",

@@ -20,7 +20,7 @@ does a revealing choice whose state is not within `anchor_cos` of one of that ad
 states (standardized; its anchors): a key's state depends on the key alone, so a valid request
 lands on its anchor exactly, while a random key's state has cosine ~ N(0, 1/C) with it. The MLP's
 rare false accepts (about 1e-3 of random keys with the default model's 256-dim states, where the
-mining above can keep a check from ever passing: benchmarks/gate_false_accepts.py) then need to
+mining above can keep a check from ever passing: experiments/gate_false_accepts.py) then need to
 hit an anchor too. The gate only routes: the revealing adapter is sealed (sealing.py), so a gate
 fooled into choosing it still opens nothing without the key."""
 

@@ -58,7 +58,7 @@ class DPConfig:
 FAMILIES = ("soft_prompt", "deep_prompt", "lora", "bottleneck", "full")
 # The clip bound C of a family where it departs from DEFAULT_CLIP_NORM: the power of ten at or just above
 # the family's median per-document gradient norm at initialization on PUBLIC code, at most 1
-# (benchmarks/noesis_clip.py measures it and checks this table). Under C the noise σC is drawn
+# (experiments/noesis_clip.py measures it and checks this table). Under C the noise σC is drawn
 # whatever the gradients are: the deep prompt's zero-initialized gates give ~10⁻⁴ per document, so
 # at C = 1 the noise alone would steer it (docs/noesis.md, "The clip bound, per family").
 FAMILY_CLIP_NORM = {"deep_prompt": 1e-3}

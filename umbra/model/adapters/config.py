@@ -11,7 +11,7 @@ Four kinds, one config each:
 
 Placement (DESIGN §1, invariant 7): by default an adapter sits on the client's DECODER blocks, so
 what the encoder sends — the only thing the cloud sees — cannot depend on which adapters a request
-uses. ENCODER and CLIENT (both sides) are opt-in and measured by benchmarks/adapter_leakage.py. A
+uses. ENCODER and CLIENT (both sides) are opt-in and measured by experiments/adapter_leakage.py. A
 soft prompt always sits at the INPUT: its states cross the wire, so only a prompt shared by every
 request (the same for every language and key) may be one. MIDDLE is for the cloud's own LoRA
 (umbra/middle/lora_store.py) and never a client placement."""
