@@ -1,10 +1,14 @@
 """The package DAG of docs/ARCHITECTURE.md ("Layers") holds: import-linter checks the contracts in
 pyproject.toml ([tool.importlinter]) on the real import graph, lazy imports inside functions
 included. A broken contract fails this test with import-linter's report, which names the
-offending import chain."""
+offending import chain. The product never imports benchmarks/ or experiments/, and benchmarks/
+never imports experiments/: import-linter checks the package imports (`benchmarks.machine`), and
+a scan here the bare-name ones the scripts make after putting their folder on sys.path, which
+import-linter cannot attribute."""
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -12,7 +16,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("umbra", "lsp", "server", "keys")  # root_packages of the contracts
+PRODUCT = ("umbra", "lsp", "server", "keys")
+PACKAGES = PRODUCT + ("benchmarks", "experiments")  # root_packages of the contracts
 
 
 def lint_imports(root: Path = REPO) -> tuple[int, str]:
@@ -42,3 +47,50 @@ def test_a_forbidden_import_breaks_the_contracts(tmp_path):
     status, report = lint_imports(tmp_path)
     assert status != 0, report
     assert "keys.cli -> umbra.privacy.bundle" in report and "BROKEN" in report
+
+
+def test_research_code_is_imported_one_way(tmp_path):
+    """On copies of the packages, a product module importing a benchmark, and a benchmark importing
+    an experiment (both lazily), break the contracts, each named in the report."""
+    for name in PACKAGES:
+        shutil.copytree(REPO / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    edge = tmp_path / "umbra" / "edge.py"
+    edge.write_text(edge.read_text() + "\n\ndef _bad():\n    from benchmarks.machine import describe\n")
+    machine = tmp_path / "benchmarks" / "machine.py"
+    machine.write_text(machine.read_text() + "\n\ndef _bad():\n    from experiments.seed_stats import mean_ci\n")
+    status, report = lint_imports(tmp_path)
+    assert status != 0, report
+    assert "umbra.edge -> benchmarks.machine" in report
+    assert "benchmarks.machine -> experiments.seed_stats" in report
+
+
+def bare_imports(path: Path) -> set[str]:
+    """The top-level names a module imports absolutely (`import a.b`, `from a import b`: "a"),
+    lazy imports included."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_no_bare_name_import_crosses_the_line():
+    """The scripts of benchmarks/ and experiments/ also import by bare name (`from machine import
+    describe`, with the folder on sys.path), which import-linter cannot see: no product module
+    imports a benchmark or an experiment by any name, and no benchmark imports an experiment."""
+    benchmarks = {p.stem for p in (REPO / "benchmarks").glob("*.py")} - {"__init__"}
+    experiments = {p.stem for p in (REPO / "experiments").glob("*.py")} - {"__init__"}
+    assert benchmarks and experiments and not benchmarks & experiments
+    crossings = []
+    for package in PRODUCT:
+        for path in sorted((REPO / package).rglob("*.py")):
+            crossings += [f"{path.relative_to(REPO)} imports {name}"
+                          for name in bare_imports(path) & (benchmarks | experiments | {"benchmarks", "experiments"})]
+    for path in sorted((REPO / "benchmarks").glob("*.py")):
+        crossings += [f"{path.relative_to(REPO)} imports {name}"
+                      for name in bare_imports(path) & (experiments | {"experiments"})]
+    assert not crossings, crossings
+
