@@ -10,7 +10,11 @@ no cloud configured) and for tests.
 The service runs `python -m server` (or, for `local_cloud_thread`, uvicorn in a thread of this
 process: faster to start, real sockets all the same) on a free port with a freshly issued token whose hash sits
 in a private (0700) temp directory, together with the TLS pair when `tls=True`; the token
-itself exists only in this process. On exit the service is terminated and the directory removed."""
+itself exists only in this process. On exit the service is terminated and the directory removed.
+
+Every service started here counts in `LIVE` while it runs and, when `WATCH` is on (the test
+suite), reports the 5xx it answered (`LocalCloud.server_errors()`) into `SHUTDOWN_REPORTS` as it
+stops: the suite fails a test whose services answered a 5xx (tests/no_server_errors.py)."""
 
 from __future__ import annotations
 
@@ -18,22 +22,26 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import ssl
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+import itertools
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import AsyncIterator, Iterator
 
 import httpx
 
 from server.auth import TokenStore
-from umbra.errors import CloudUnavailable
+from umbra.errors import CloudUnavailable, UmbraError
 from umbra.model.parts import SplitPlan
 
 _REPO = Path(__file__).resolve().parent.parent
+_FIVE_XX = re.compile(r'umbra_cloud_errors_total\{status="5\d\d"\} (\S+)')
+_READER = "127.0.0.9"  # the source address of the 5xx read: its own slots at the edge, whatever a test holds
 
 
 @dataclass
@@ -45,6 +53,7 @@ class LocalCloud:
     verify: Path | None = None  # certificate to trust (tls=True)
     server: object | None = None  # the uvicorn.Server when served in a thread
     token_file: Path | None = None  # the token file it reads (default: workdir / "tokens.json")
+    serial: int = field(default_factory=itertools.count().__next__)  # unique in this process (LIVE's key)
 
     def __iter__(self):  # `as (base_url, token)`
         return iter((self.base_url, self.token))
@@ -63,6 +72,45 @@ class LocalCloud:
     def add_token(self, name: str) -> str:
         """Issue another client's token (the service re-reads its token file)."""
         return TokenStore(self.token_file or self.workdir / "tokens.json").add(name)
+
+    def server_errors(self, issue_token: bool = False) -> int | None:
+        """The 5xx the service has answered so far (its /metrics), or None when it cannot tell
+        (killed, or its token revoked: `issue_token` then issues a fresh one to read them)."""
+        if self.server is not None:  # in this process: the app's own counters
+            app = getattr(self.server.config, "app", None)
+            metrics = getattr(getattr(app, "state", None), "metrics", None)
+            return None if metrics is None else _count_5xx(metrics.render())
+        if self.process is None or self.process.poll() is not None or not self.base_url:
+            return None
+        verify = ssl.create_default_context(cafile=str(self.verify)) if self.verify else True
+        transport = httpx.HTTPTransport(local_address=_READER, verify=verify)
+        try:
+            with httpx.Client(base_url=self.base_url, timeout=10, transport=transport) as http:
+                r = http.get("/metrics", headers={"Authorization": f"Bearer {self.token}"})
+                if r.status_code == 401 and issue_token:
+                    r = http.get("/metrics", headers={"Authorization": f"Bearer {self.add_token('launch-check')}"})
+        except (httpx.HTTPError, UmbraError, OSError):  # down, or a token file it cannot read
+            return None
+        return _count_5xx(r.text) if r.status_code == 200 else None
+
+
+def _count_5xx(metrics_text: str) -> int:
+    return int(sum(float(v) for v in _FIVE_XX.findall(metrics_text)))
+
+
+WATCH = False  # set by the test suite (tests/no_server_errors.py): read each stopping service's 5xx
+LIVE: dict[int, LocalCloud] = {}  # serial -> every service of this process's helpers, while it runs
+SHUTDOWN_REPORTS: list[tuple[int, str, int]] = []  # (serial, base URL, 5xx answered) of each stopped service
+
+
+def _report(cloud: LocalCloud) -> None:
+    """Read the stopping service's 5xx count into SHUTDOWN_REPORTS (unknown counts are left out)."""
+    LIVE.pop(cloud.serial, None)
+    if not WATCH:
+        return
+    count = cloud.server_errors(issue_token=True)
+    if count is not None:
+        SHUTDOWN_REPORTS.append((cloud.serial, cloud.base_url, count))
 
 
 def _env_value(value) -> str:
@@ -96,6 +144,7 @@ def _start(workdir: Path, model_dir, plan: SplitPlan | None, tls: bool, settings
     except BaseException:
         _stop(cloud)
         raise
+    LIVE[cloud.serial] = cloud
     return cloud
 
 
@@ -139,6 +188,7 @@ def wait_healthy(base_url: str, process: subprocess.Popen, deadline: float,
 
 
 def _stop(cloud: LocalCloud) -> None:
+    _report(cloud)
     if cloud.process.poll() is None:
         cloud.process.terminate()
         try:
@@ -214,9 +264,12 @@ def local_cloud_thread(model_dir, plan: SplitPlan | None = None, *, tls: bool = 
                 raise CloudUnavailable("local cloud thread did not start (see the log output above)")
             time.sleep(0.02)
         scheme = "https" if tls else "http"
+        cloud = LocalCloud(f"{scheme}://127.0.0.1:{sock.getsockname()[1]}", token, None, workdir, verify, server)
+        LIVE[cloud.serial] = cloud
         try:
-            yield LocalCloud(f"{scheme}://127.0.0.1:{sock.getsockname()[1]}", token, None, workdir, verify, server)
+            yield cloud
         finally:
+            _report(cloud)
             server.should_exit = True
             thread.join(timeout=30)
             sock.close()

@@ -1,0 +1,61 @@
+"""tests/no_server_errors.py, the suite's "any 5xx fails" check, run on an inner test session: a
+real cloud (local_cloud_thread) made to answer a real 500 (its token file broken under it) fails
+the test that caused it — unless the test is marked server_errors_expected — and a test whose
+cloud answered only 4xx passes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+_TESTS = Path(__file__).resolve().parent
+_INNER = '''
+import httpx, pytest
+from server.launch import local_cloud_thread
+from tiny_models import build_tiny_model
+
+@pytest.fixture(scope="module")
+def cloud(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tiny")
+    build_tiny_model("qwen2-tied", d)
+    with local_cloud_thread(d, settings={"torch_threads": 1}) as c:
+        yield c
+
+def _call(cloud, break_tokens):
+    if break_tokens:
+        (cloud.workdir / "tokens.json").write_text("not json")  # the service cannot read its tokens: 500
+    r = httpx.post(cloud.base_url + "/v1/sessions", json={}, headers={"Authorization": f"Bearer {cloud.token}"})
+    return r.status_code
+
+def test_a_4xx_only(cloud):
+    assert httpx.post(cloud.base_url + "/v1/sessions", json={}).status_code == 401
+
+MARK
+
+def test_a_500(cloud):
+    assert _call(cloud, True) == 500
+'''
+
+
+def inner(tmp_path: Path, mark: str) -> subprocess.CompletedProcess:
+    (tmp_path / "test_inner.py").write_text(_INNER.replace("MARK", mark))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_TESTS.parent), str(_TESTS)])}
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                           "-p", "no_server_errors", "test_inner.py"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("mark, fails", [("", True), ("@pytest.mark.server_errors_expected", False)])
+def test_a_5xx_fails_the_test_that_caused_it_unless_declared(tmp_path, mark, fails):
+    run = inner(tmp_path, mark)
+    out = run.stdout + run.stderr
+    assert "2 passed" in out, out[-3000:]  # both tests' own assertions held: the cloud really answered 401, then 500
+    if fails:
+        assert run.returncode == 1 and "1 error" in out and "a cloud service answered 5xx" in out, out[-3000:]
+        assert "test_a_500" in out.split("short test summary")[-1] and "test_a_4xx_only" not in out.split("short test summary")[-1], out[-3000:]
+    else:
+        assert run.returncode == 0, out[-3000:]
