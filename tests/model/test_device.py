@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from umbra.errors import ConfigError
-from umbra.model.device import device_of, placed, resolve_device
+from umbra.model.device import check_dtype, device_of, placed, resolve_device, resolve_dtype
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA accelerator")
 
@@ -93,3 +93,35 @@ def test_on_cuda_every_part_and_buffer_is_there_and_the_split_computes_what_the_
             return model.decoder(middle(model.encoder(x, p), p), p).cpu()
 
     torch.testing.assert_close(run(gpu, mid_gpu, gpu.device), run(cpu, mid_cpu, cpu.device), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("choice,dtype", [("bf16", torch.bfloat16), ("bfloat16", torch.bfloat16), ("fp16", torch.float16),
+                                          ("float16", torch.float16), ("fp32", torch.float32), (torch.float32, torch.float32)])
+def test_a_dtype_choice_is_its_torch_dtype(choice, dtype):
+    assert resolve_dtype(choice) is dtype
+
+
+@pytest.mark.parametrize("choice", ["fp8", "int8", "half", "", torch.int8, torch.float64])
+def test_other_dtypes_are_refused(choice):
+    with pytest.raises(ConfigError, match="dtype"):
+        resolve_dtype(choice)
+
+
+def test_the_cpu_runs_fp32_and_bf16_and_refuses_fp16():
+    cpu = torch.device("cpu")
+    check_dtype(cpu, torch.float32)
+    check_dtype(cpu, torch.bfloat16)
+    with pytest.raises(ConfigError, match="float16 on the CPU is not served"):
+        check_dtype(cpu, torch.float16)
+
+
+@needs_cuda
+def test_cuda_runs_fp32_and_fp16_and_bf16_where_it_has_bf16_units():
+    cuda = resolve_device("cuda")
+    check_dtype(cuda, torch.float32)
+    check_dtype(cuda, torch.float16)
+    if torch.cuda.is_bf16_supported():
+        check_dtype(cuda, torch.bfloat16)
+    else:
+        with pytest.raises(ConfigError, match="no bf16 support"):
+            check_dtype(cuda, torch.bfloat16)
