@@ -7,6 +7,8 @@ one clear line on stderr with exit status ≠ 0 and the bundle exactly as before
 from __future__ import annotations
 
 import hashlib
+import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -15,12 +17,14 @@ from tiny_models import build_tiny_model_dir
 from adapter_helpers import perturb
 from cli_helpers import umbra_in_process, umbra_subprocess
 from keys.access_keys import delete_key, entry_name, held_key_ids, parse
+from securegate.helpers import SMALL_GATE
 from umbra.engine import ClientModel
 from umbra.model.adapters import LoraConfig, build_adapter
 from umbra.model.adapters.files import save_adapter
 from umbra.privacy.bundle import BundleConfig, init_bundle
 from umbra.privacy.bundle_adapters import add_adapter
 from umbra.privacy.manifest import Manifest
+from umbra.securegate.gate import GateConfig, gate_from_bytes
 
 umbra = umbra_in_process
 
@@ -30,8 +34,17 @@ def snapshot(d: Path) -> dict[str, str]:
             for p in sorted(d.rglob("*")) if p.is_file() and p.name != ".lock"}
 
 
+def gate_config(bundle: Path) -> GateConfig:
+    """The settings the bundle's access gate was trained with (recorded in the gate file)."""
+    return gate_from_bytes((bundle / Manifest.read(bundle).access["gate"]["file"]).read_bytes(), "gate").config
+
+
 @pytest.fixture
 def setup(tmp_path, keystore):
+    """(bundle, plaintext revealing adapter, the commands' common options). The commands that
+    retrain the gate get `--gate-config` with the SecureGate tests' small settings (retraining with
+    the defaults takes tens of seconds on a loaded machine); the console-program test below keeps
+    the defaults, so one `create` per run trains the product's default gate through the CLI."""
     base = tmp_path / "base"
     build_tiny_model_dir(base, family="llama", style="starcoder")
     bundle = tmp_path / "bundle"
@@ -43,17 +56,20 @@ def setup(tmp_path, keystore):
     plain = tmp_path / "plain" / "team.safetensors"  # the trainer's own plaintext copy, outside the bundle
     plain.parent.mkdir()
     save_adapter(team, plain, model.spec, shape)
-    return bundle, plain, ["--bundle", str(bundle), "--service", keystore.service]
+    small = tmp_path / "small-gate.json"
+    small.write_text(json.dumps(SMALL_GATE))
+    return bundle, plain, ["--bundle", str(bundle), "--service", keystore.service], ["--gate-config", str(small)]
 
 
 def test_keys_are_created_listed_exported_imported_rotated_and_revoked(setup, keystore, tmp_path):
-    bundle, plain, b = setup
-    created = umbra("keys", "access", "create", "team-a", "--adapter", "team", "--adapter-file", str(plain), *b)
+    bundle, plain, b, g = setup
+    created = umbra("keys", "access", "create", "team-a", "--adapter", "team", "--adapter-file", str(plain), *b, *g)
     assert created.returncode == 0, created.stderr
     key_a = parse(created.stdout)  # stdout is the key alone: one line
     assert created.stdout.count("\n") == 1 and "shown once" in created.stderr
     assert len(key_a.secret) * 8 >= 128
-    second = umbra("keys", "access", "create", "team-b", "--adapter", "team", *b)  # a second key, same adapter
+    assert asdict(gate_config(bundle)) == asdict(GateConfig(**SMALL_GATE))  # --gate-config trained it
+    second = umbra("keys", "access", "create", "team-b", "--adapter", "team", *b, *g)  # a second key, same adapter
     assert second.returncode == 0, second.stderr
     key_b = parse(second.stdout)
     assert key_b.key_id != key_a.key_id and key_b.secret != key_a.secret
@@ -81,7 +97,7 @@ def test_keys_are_created_listed_exported_imported_rotated_and_revoked(setup, ke
     assert "you can unlock: team (key team-a)" in umbra("keys", "access", "status", *b).stdout
     assert umbra("keys", "access", "import", *b, stdin=key_b.text()).returncode == 0
 
-    rotated = umbra("keys", "access", "rotate", "team-a", *b)
+    rotated = umbra("keys", "access", "rotate", "team-a", *b, *g)
     assert rotated.returncode == 0, rotated.stderr
     new_a = parse(rotated.stdout)
     assert new_a.key_id != key_a.key_id and key_a.key_id not in held_key_ids(keystore, key_a.bundle_id)
@@ -89,11 +105,11 @@ def test_keys_are_created_listed_exported_imported_rotated_and_revoked(setup, ke
     assert stale.returncode != 0 and "rotated or revoked" in stale.stderr
     assert "you can unlock: team (key team-a)" in umbra("keys", "access", "status", *b).stdout
 
-    last = umbra("keys", "access", "revoke", "team-b", *b)
+    last = umbra("keys", "access", "revoke", "team-b", *b, *g)
     assert last.returncode == 0, last.stderr
-    refused = umbra("keys", "access", "revoke", "team-a", *b)
+    refused = umbra("keys", "access", "revoke", "team-a", *b, *g)
     assert refused.returncode != 0 and "--drop-adapter" in refused.stderr
-    dropped = umbra("keys", "access", "revoke", "team-a", "--drop-adapter", *b)
+    dropped = umbra("keys", "access", "revoke", "team-a", "--drop-adapter", *b, *g)
     assert dropped.returncode == 0 and "team" not in Manifest.read(bundle).adapters
     assert "revealing adapters: none" in umbra("keys", "access", "status", *b).stdout
     assert held_key_ids(keystore, key_a.bundle_id) == []
@@ -106,12 +122,15 @@ def test_keys_are_created_listed_exported_imported_rotated_and_revoked(setup, ke
 
 
 def test_bad_input_is_one_clear_error_and_leaves_the_bundle_as_it_was(setup, keystore, tmp_path):
-    bundle, plain, b = setup
-    created = umbra("keys", "access", "create", "team-a", "--adapter", "team", "--adapter-file", str(plain), *b)
+    bundle, plain, b, g = setup
+    created = umbra("keys", "access", "create", "team-a", "--adapter", "team", "--adapter-file", str(plain), *b, *g)
     assert created.returncode == 0, created.stderr
     key = parse(created.stdout)
     before = snapshot(bundle)
     other = tmp_path / "other"
+    bad_gate, low_gate = tmp_path / "bad-gate.json", tmp_path / "low-gate.json"
+    bad_gate.write_text(json.dumps({**SMALL_GATE, "layers": 3}))
+    low_gate.write_text(json.dumps({**SMALL_GATE, "threshold": 0.2}))
     init_bundle(tmp_path / "base", BundleConfig(epsilon=float("inf")), other, store=keystore)
     cases = {
         "unknown key": (["keys", "access", "rotate", "nobody", *b], None, "no access key named 'nobody'"),
@@ -126,6 +145,14 @@ def test_bad_input_is_one_clear_error_and_leaves_the_bundle_as_it_was(setup, key
                                key.text(), "belongs to another bundle"),
         "not a bundle": (["keys", "access", "list", "--bundle", str(tmp_path / "nothing"), "--service", keystore.service],
                          None, "not a client bundle"),
+        "unknown gate setting": (["keys", "access", "rotate", "team-a", *b, "--gate-config", str(bad_gate)], None,
+                                 "malformed gate config"),
+        "bad gate setting": (["keys", "access", "revoke", "team-a", *b, "--gate-config", str(low_gate)], None,
+                             "gate threshold must be in [0.5, 1)"),
+        "gate config not JSON": (["keys", "access", "create", "k2", "--adapter", "team", *b, "--gate-config",
+                                  str(plain)], None, "cannot read the gate config"),
+        "no gate config file": (["keys", "access", "rotate", "team-a", *b, "--gate-config", str(tmp_path / "none")],
+                                None, "cannot read the gate config"),
     }
     for what, (args, stdin, message) in cases.items():
         r = umbra(*args, stdin=stdin)
@@ -138,14 +165,14 @@ def test_bad_input_is_one_clear_error_and_leaves_the_bundle_as_it_was(setup, key
     for damage in (good[:-7], good[:20] + bytes([good[20] ^ 1]) + good[21:]):  # truncated, flipped
         sealed.write_bytes(damage)
         damaged = snapshot(bundle)
-        r = umbra("keys", "access", "rotate", "team-a", *b)
+        r = umbra("keys", "access", "rotate", "team-a", *b, *g)
         assert r.returncode != 0 and "corrupted" in r.stderr and "Traceback" not in r.stderr
         assert snapshot(bundle) == damaged
         assert "unlock: nothing" in umbra("keys", "access", "status", *b).stdout  # the secure adapter serves
     sealed.write_bytes(good)
     assert "you can unlock: team (key team-a)" in umbra("keys", "access", "status", *b).stdout  # works again
     delete_key(keystore, key.bundle_id, key.key_id)  # a key this keyring does not hold
-    r = umbra("keys", "access", "rotate", "team-a", *b)
+    r = umbra("keys", "access", "rotate", "team-a", *b, *g)
     assert r.returncode != 0 and "needs its current secret in this keyring" in r.stderr
     assert snapshot(bundle) == before
 
@@ -154,10 +181,12 @@ def test_the_console_program_prints_the_key_alone_and_reads_it_from_a_pipe(setup
     """The real `umbra` process: stdout is the key alone (so `... | tool` captures it), and `import`
     reads the key from a real pipe on stdin; a bad key is exit status 2 and one line on stderr, no
     traceback. (The key is created in-process: creating one retrains the gate, which the tests
-    above run five times; the console program adds nothing to that.)"""
-    bundle, plain, b = setup
+    above run five times; the console program adds nothing to that. It is created without
+    --gate-config: the one access gate per run trained through the CLI with the defaults.)"""
+    bundle, plain, b, _ = setup
     created = umbra_in_process("keys", "access", "create", "team-a", "--adapter", "team", "--adapter-file", str(plain), *b)
     assert created.returncode == 0, created.stderr
+    assert asdict(gate_config(bundle)) == asdict(GateConfig())
     key = parse(created.stdout)
     exported = umbra_subprocess("keys", "access", "export", "team-a", *b, timeout=300)
     assert exported.returncode == 0, exported.stderr

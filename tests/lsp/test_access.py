@@ -10,6 +10,7 @@ completion equals the in-process completion of the adapters it names."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 import subprocess
@@ -20,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 import pytest_lsp
+from securegate.helpers import SMALL_GATE
 from lsp_helpers import API_TOKEN, EXACT_INLINE, LSP_COMMAND, StatusLog, initialize_params, serving
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
@@ -33,6 +35,7 @@ from umbra.model.adapters import LoraConfig, build_adapter
 from umbra.privacy.bundle import BundleConfig, init_bundle
 from umbra.privacy.bundle_adapters import add_adapter
 from umbra.securegate.bundle_access import add_revealing_adapter
+from umbra.securegate.gate import GateConfig
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"),
               pytest.mark.filterwarnings("error::pytest_lsp.LspSpecificationWarning")]
@@ -40,6 +43,17 @@ pytestmark = [pytest.mark.asyncio(loop_scope="module"),
 ROOT = Path(__file__).resolve().parents[2]
 COMPLETION = CompletionOptions(max_tokens=10, multiline=True)
 PREFIX, SUFFIX = "def area(width, height):\n    result = width * height\n    return ", "\n"
+# The gate is trained with the SecureGate tests' small settings, in-process and through the CLI's
+# --gate-config (the defaults take tens of seconds per retraining on a loaded machine; tests/cli
+# trains them once through the CLI and tests/securegate/test_gate.py checks them).
+GATE = GateConfig(**SMALL_GATE)
+
+
+@pytest.fixture(scope="module")
+def gate_option(tmp_path_factory) -> list[str]:
+    path = tmp_path_factory.mktemp("gate") / "small-gate.json"
+    path.write_text(json.dumps(SMALL_GATE))
+    return ["--gate-config", str(path)]
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +70,7 @@ def bundle(lsp_model_dir, tmp_path_factory, keystore):
     build = lambda name, seed: perturb(build_adapter(name, LoraConfig(rank=4), model.spec, shape), seed=seed, std=0.6)  # noqa: E731
     add_adapter(out, build("python", 0), role="expert", language="python")
     add_adapter(out, build("guarded", 1), role="secure")
-    add_revealing_adapter(out, build("team", 2), "team-key", keystore)
+    add_revealing_adapter(out, build("team", 2), "team-key", keystore, gate_config=GATE)
     return out
 
 
@@ -83,7 +97,8 @@ def umbra_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProce
     return r
 
 
-async def test_http_composes_and_picks_up_rotation_and_revocation(bundle, lsp_model_dir, keystore, expected):
+async def test_http_composes_and_picks_up_rotation_and_revocation(bundle, lsp_model_dir, keystore, expected,
+                                                                  gate_option):
     settings = LocalSettings(bundle=bundle, model_dir=lsp_model_dir, keyring_service=keystore.service, threads=1,
                              max_tokens=COMPLETION.max_tokens, multiline=True)
     b = ["--bundle", str(bundle), "--service", keystore.service]
@@ -110,7 +125,7 @@ async def test_http_composes_and_picks_up_rotation_and_revocation(bundle, lsp_mo
             assert other["access"] == "revealing: team" and other["expert"] is None
 
             old = parse(umbra_cli("keys", "access", "export", "team-key", *b).stdout)
-            new = parse(umbra_cli("keys", "access", "rotate", "team-key", *b).stdout)
+            new = parse(umbra_cli("keys", "access", "rotate", "team-key", *b, *gate_option).stdout)
             rotated = await ask()  # the manifest changed: the new key, held here, opens the re-sealed adapter
             assert rotated["access"] == "revealing: team" and rotated["completion"] == expected[("python", "team")]
 
@@ -124,7 +139,7 @@ async def test_http_composes_and_picks_up_rotation_and_revocation(bundle, lsp_mo
             back = await until("revealing: team")
             assert back["access"] == "revealing: team" and back["completion"] == expected[("python", "team")]
 
-            umbra_cli("keys", "access", "revoke", "team-key", "--drop-adapter", *b)
+            umbra_cli("keys", "access", "revoke", "team-key", "--drop-adapter", *b, *gate_option)
             revoked = await ask()  # revocation: picked up on the next request, no restart
             assert revoked["access"] == "secure" and revoked["completion"] == expected[("guarded", "python")]
 
@@ -136,7 +151,7 @@ async def client(lsp_client: LanguageClient, tmp_path_factory, lsp_model_dir, ke
     model = ClientModel.from_bundle(out, lsp_model_dir, store=keystore)
     shape = model.plan.shape(model.spec.num_layers)
     add_revealing_adapter(out, perturb(build_adapter("ops", LoraConfig(rank=4), model.spec, shape), seed=3),
-                          "ops-key", keystore)
+                          "ops-key", keystore, gate_config=GATE)
     lsp_client.statuses = StatusLog(lsp_client)
     lsp_client.bundle = out
     options = {"model": {"bundle": str(out), "dir": str(lsp_model_dir), "keyringService": keystore.service},

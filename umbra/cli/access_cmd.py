@@ -37,15 +37,45 @@ def register(sub) -> None:
     c.add_argument("--adapter-file", metavar="FILE",
                    help="a trained adapter file (umbra adapters format) to add as the revealing adapter ADAPTER, "
                         "sealed under the new key; delete your plaintext copy afterwards")
+    gate_config_option(c)
     cmd("list", "the bundle's access keys: name, adapter, key id, whether this keyring holds it", _list, False)
     cmd("status", "which revealing adapters this user's keys unlock (never a key)", _status, False)
     cmd("export", "print a key this keyring holds, for distribution (a secret: use a secure channel)", _export)
     cmd("import", "store a distributed key in this keyring, read from stdin or a hidden prompt", _import, False)
-    cmd("rotate", "replace a key: new key printed once, gate retrained, adapter re-sealed; the old key opens nothing",
-        _rotate)
+    gate_config_option(cmd("rotate", "replace a key: new key printed once, gate retrained, adapter re-sealed; the old "
+                               "key opens nothing", _rotate))
     r = cmd("revoke", "remove a key: its sealed copy deleted, gate retrained", _revoke)
     r.add_argument("--drop-adapter", action="store_true",
                    help="allow revoking the last key of an adapter, which drops the adapter (nothing could open it)")
+    gate_config_option(r)
+
+
+def gate_config_option(parser) -> None:
+    """--gate-config on the commands that retrain the access gate."""
+    parser.add_argument("--gate-config", metavar="FILE",
+                        help="a JSON object of access-gate training settings (GateConfig's fields in "
+                             "umbra/securegate/gate.py: steps, random_keys, check_per_class, ...) replacing the "
+                             "defaults for this retraining; smaller values train faster and check fewer requests "
+                             "(the gate still routes every check right, or the command fails and changes nothing)")
+
+
+def _gate_config(args):
+    """The GateConfig of --gate-config FILE, or None (the defaults)."""
+    if not args.gate_config:
+        return None
+    import json
+    from pathlib import Path
+
+    from umbra.errors import ConfigError
+    from umbra.securegate.gate import GateConfig
+
+    try:
+        data = json.loads(Path(args.gate_config).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the gate config {args.gate_config}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"the gate config {args.gate_config} must be a JSON object of GateConfig fields")
+    return GateConfig.from_dict(data)
 
 
 def _store(args):
@@ -68,14 +98,14 @@ def _show_once(key, what: str) -> None:
 def _create(args) -> int:
     from umbra.securegate.bundle_access import add_revealing_adapter, create_key
 
-    store = _store(args)
+    store, gate_config = _store(args), _gate_config(args)
     if args.adapter_file:
         adapter = _read_adapter_file(args.bundle, args.adapter_file, args.adapter)
         key = add_revealing_adapter(args.bundle, adapter, args.name, store, progress=_progress,
-                                    training={"source": "file"})
+                                    training={"source": "file"}, gate_config=gate_config)
         what = f"sealed {args.adapter_file} as revealing adapter {args.adapter!r} under new key {args.name!r}"
     else:
-        key = create_key(args.bundle, args.name, args.adapter, store, progress=_progress)
+        key = create_key(args.bundle, args.name, args.adapter, store, progress=_progress, gate_config=gate_config)
         what = f"created key {args.name!r} for revealing adapter {args.adapter!r}"
     _show_once(key, what)
     return 0
@@ -136,7 +166,7 @@ def _import(args) -> int:
 def _rotate(args) -> int:
     from umbra.securegate.bundle_access import rotate_key
 
-    key = rotate_key(args.bundle, args.name, _store(args), progress=_progress)
+    key = rotate_key(args.bundle, args.name, _store(args), progress=_progress, gate_config=_gate_config(args))
     _show_once(key, f"rotated key {args.name!r}: the old key opens nothing in this bundle (copies of old sealed "
                     f"files stay readable with it)")
     return 0
@@ -145,6 +175,7 @@ def _rotate(args) -> int:
 def _revoke(args) -> int:
     from umbra.securegate.bundle_access import revoke_key
 
-    dropped = revoke_key(args.bundle, args.name, _store(args), drop_adapter=args.drop_adapter, progress=_progress)
+    dropped = revoke_key(args.bundle, args.name, _store(args), drop_adapter=args.drop_adapter, progress=_progress,
+                         gate_config=_gate_config(args))
     print(f"revoked key {args.name!r}" + (f"; revealing adapter {dropped!r} dropped" if dropped else ""))
     return 0
