@@ -3,8 +3,9 @@
     python benchmarks/part_memory.py DIR {encoder,middle,decoder,client} DTYPE [--encoder-blocks E --decoder-blocks D]
 
 Prints one JSON line: the part's bytes as loaded (`part_bytes`), the resident set before the load
-(`before`; torch imported, the meta device warmed up), its peak during the load (`peak`, VmHWM
-after resetting it through /proc/self/clear_refs) and `peak_delta` = peak - before. Linux only."""
+(`before`; torch imported, the meta device warmed up), its peak once loaded (`peak_after_load`) and
+after `--forward T` positions (`peak`; VmHWM after resetting it through /proc/self/clear_refs) and
+`peak_delta` = peak - before. Linux only."""
 
 from __future__ import annotations
 
@@ -43,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("dtype", choices=["bfloat16", "float16", "float32"])
     p.add_argument("--encoder-blocks", type=int)
     p.add_argument("--decoder-blocks", type=int)
+    p.add_argument("--forward", type=int, default=0, metavar="T",
+                   help="client: then run T positions through encoder and decoder (a weight checkpointed in "
+                        "the asked dtype stays mapped from its file until it is first read: this reads them all)")
     args = p.parse_args(argv)
     dtype = getattr(torch, args.dtype)
     spec = load_spec(args.dir)
@@ -55,10 +59,17 @@ def main(argv: list[str] | None = None) -> int:
         parts = [model.encoder, model.decoder]
     else:
         parts = [load_part(args.dir, args.part, plan, dtype, spec, Checkpoint(args.dir))]
+    loaded = status_bytes("VmHWM")
+    if args.forward and args.part == "client":
+        ids = torch.randint(0, model.tokenizer.size, (1, args.forward))
+        pos = torch.arange(args.forward)[None]
+        with torch.no_grad():
+            model.decoder(model.encoder(ids, pos, model.encoder.stack.new_cache()), pos,
+                          model.decoder.stack.new_cache(), last_only=True)
     peak = status_bytes("VmHWM")
     nbytes = sum(t.numel() * t.element_size() for m in parts for t in m.state_dict().values())
     print(json.dumps({"part": args.part, "dtype": args.dtype, "part_bytes": nbytes, "before": before,
-                      "peak": peak, "peak_delta": peak - before}))
+                      "peak_after_load": loaded, "peak": peak, "peak_delta": peak - before}))
     return 0
 
 

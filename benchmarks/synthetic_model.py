@@ -11,7 +11,9 @@ checkpoint order (embedding, layer 0 ... layer N-1, final norm), a shard never s
 so removing the shards that hold none of one side's tensors leaves that side a working directory.
 
 Tensors are drawn one at a time (normal, std 0.02; norms 1) and written shard by shard, so the
-builder never holds more than one shard in memory. `--shape small` is the same build at a size the
+builder never holds more than one shard in memory. `--side client|middle` writes only the shards of
+one side's tensors (a directory as a machine serving that side would keep it; the 7B shape's client
+side fits this disk and memory where the whole model would not). `--shape small` is the same build at a size the
 tests use (4 layers of 64)."""
 
 from __future__ import annotations
@@ -79,8 +81,21 @@ def _draw(key: str, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Gener
     return torch.empty(shape, dtype=torch.float32).normal_(0.0, 0.02, generator=gen).to(dtype)
 
 
-def write_weights(out: Path, cfg: dict, dtype: torch.dtype, shard_bytes: int, seed: int = 0) -> list[str]:
-    """Shards model-0000i-of-0000n.safetensors and the index; returns the shard names."""
+def side_of(key: str, cfg: dict) -> str:
+    """"client" or "middle": the side whose part holds a checkpoint tensor under the default split."""
+    from umbra.model.parts import SplitPlan
+
+    if not key.startswith("model.layers."):
+        return "client"
+    first, last = SplitPlan.default(cfg["num_hidden_layers"]).middle_range(cfg["num_hidden_layers"])
+    return "middle" if first <= int(key.split(".")[2]) < last else "client"
+
+
+def write_weights(out: Path, cfg: dict, dtype: torch.dtype, shard_bytes: int, seed: int = 0,
+                  side: str | None = None) -> list[str]:
+    """Shards model-0000i-of-0000n.safetensors and the index; returns the shard names written.
+    `side` "client" / "middle": only the shards holding that side's tensors are written (the index
+    names them all), as a machine that serves one side would keep the directory."""
     size = torch.empty((), dtype=dtype).element_size()
     shards: list[list[tuple[str, tuple[int, ...]]]] = [[]]
     filled = 0
@@ -94,15 +109,19 @@ def write_weights(out: Path, cfg: dict, dtype: torch.dtype, shard_bytes: int, se
     names = [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
     gen = torch.Generator().manual_seed(seed)
     weight_map, total = {}, 0
+    written = []
     for name, tensors in zip(names, shards):
+        weight_map.update({key: name for key, _ in tensors})
+        total += sum(torch.Size(shape).numel() for _, shape in tensors) * size
+        if side is not None and all(side_of(key, cfg) != side for key, _ in tensors):
+            continue
         state = {key: _draw(key, shape, dtype, gen) for key, shape in tensors}
         save_file(state, str(out / name), metadata={"format": "pt"})
-        total += sum(t.numel() * t.element_size() for t in state.values())
-        weight_map.update({key: name for key in state})
+        written.append(name)
         del state
     index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
     (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
-    return names
+    return written
 
 
 def write_tokenizer(out: Path, vocab_size: int, corpus: list[Path] | None = None) -> int:
@@ -127,7 +146,7 @@ def write_tokenizer(out: Path, vocab_size: int, corpus: list[Path] | None = None
 
 def build(out: str | Path, shape: str = "qwen2.5-coder-1.5b", dtype: torch.dtype = torch.bfloat16,
           shard_bytes: int = 500_000_000, seed: int = 0, corpus: list[Path] | None = None,
-          overrides: dict | None = None) -> Path:
+          overrides: dict | None = None, side: str | None = None) -> Path:
     """Write the whole directory; returns it. `overrides`: config fields changed from the shape's."""
     if shape not in SHAPES:
         raise SystemExit(f"unknown shape {shape!r} (known: {', '.join(SHAPES)})")
@@ -137,7 +156,7 @@ def build(out: str | Path, shape: str = "qwen2.5-coder-1.5b", dtype: torch.dtype
     write_tokenizer(out, cfg["vocab_size"], corpus)
     cfg.update(bos_token_id=0, eos_token_id=0)  # this tokenizer's <|endoftext|> (151643 in the real one)
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-    write_weights(out, cfg, dtype, shard_bytes, seed)
+    write_weights(out, cfg, dtype, shard_bytes, seed, side)
     return out
 
 
@@ -148,8 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     p.add_argument("--shard-bytes", type=int, default=500_000_000, help="largest shard (a layer is never split)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--side", choices=["client", "middle"], default=None,
+                   help="write only the shards of this side's tensors (default split; the index names them all)")
     args = p.parse_args(argv)
-    out = build(args.out, args.shape, getattr(torch, args.dtype), args.shard_bytes, args.seed)
+    out = build(args.out, args.shape, getattr(torch, args.dtype), args.shard_bytes, args.seed, side=args.side)
     print(f"wrote {out} ({sum(f.stat().st_size for f in out.iterdir()) / 1e9:.2f} GB)")
     return 0
 

@@ -43,3 +43,22 @@ def test_a_small_build_is_a_sharded_model_directory_the_client_loads(tmp_path):
     assert model.fim.template.name == "qwen2.5-coder" and model.tokenizer.size <= model.spec.vocab_size == 2048
     ids = model.tokenizer.encode("def add(a, b):\n    return a + b\n")
     assert ids and max(ids) < model.tokenizer.size
+
+
+def test_one_sides_build_writes_only_its_shards_and_serves_that_side(tmp_path):
+    from umbra.model.loader import Checkpoint, load_part
+
+    d = build(tmp_path / "client", "small", torch.bfloat16, shard_bytes=1, side="client")
+    index = json.loads((d / "model.safetensors.index.json").read_text())["weight_map"]
+    present = {p.name for p in d.glob("model-*.safetensors")}
+    assert present < set(index.values())  # the middle's shards are named but absent
+    assert index["model.layers.1.mlp.up_proj.weight"] not in present  # of 4 layers (E=1, D=2): the middle
+    model = ClientModel.load(d, dtype=torch.bfloat16)
+    assert {k for k in model.checkpoint.read_keys if k.startswith("model.layers.")} == {
+        k for k in index if k.startswith(("model.layers.0.", "model.layers.2.", "model.layers.3."))}
+    try:
+        load_part(d, "middle", checkpoint=Checkpoint(d))
+    except Exception as exc:
+        assert "is missing" in str(exc)
+    else:
+        raise AssertionError("the middle loaded from a client-only directory")
