@@ -60,7 +60,7 @@ async def stream(websocket: WebSocket, sid: str) -> None:
         return
     state.streams[websocket] = websocket.headers.get("authorization")
     try:
-        if await _serve(websocket, state, client, sid):
+        if await _serve(websocket, state, client, sid) and websocket in state.streams:  # the sweeper did not close it
             aborts.count(ROUTE, "disconnect")
     except _GONE:  # the client left while its reply was sent
         aborts.count(ROUTE, "disconnect")

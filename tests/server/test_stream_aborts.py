@@ -2,7 +2,8 @@
 the socket dropped mid-stream, half-way through a speculative verify frame (one multi-position
 FORWARD_TRIM message) or while its reply is computed, or cut while its token is checked — is a
 counted client abort (umbra_cloud_client_aborts_total), one log line, never a 5xx or a
-traceback; a client that closes properly is no abort. Against the real service in its own
+traceback; a client that closes properly, or whose stream the service closes (a revoked
+token, an idle stream), is no abort. Against the real service in its own
 process (uvicorn on a free loopback port), over real sockets."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 
 from cloud_helpers import C, auth, open_session, step
 from raw_websocket import RawWebSocket, upgrade_request
+from server.auth import TokenStore
 from server.launch import local_cloud_sync
 from umbra import wire
 
@@ -25,7 +27,8 @@ WS = "WS /v1/sessions/{sid}/stream"
 
 @pytest.fixture(scope="module")
 def cloud(model_dir):
-    with local_cloud_sync(model_dir, settings=dict(torch_threads=1, max_sessions_per_client=64)) as c:
+    settings = dict(torch_threads=1, max_sessions_per_client=64, sweep_interval_seconds=0.5, ws_idle_seconds=2.0)
+    with local_cloud_sync(model_dir, settings=settings) as c:
         yield c
 
 
@@ -136,3 +139,24 @@ def test_a_request_cut_while_authenticating_is_a_client_abort(cloud, http):
             s.sendall(request)
             s.close()
         assert settled(http, cloud.token, route, before + 3) == before + 3, route  # today: 0 aborts
+
+
+def test_a_stream_the_service_closes_is_no_client_abort(cloud, http):
+    before = aborts(http, cloud.token, WS)
+    store = TokenStore(cloud.workdir / "tokens.json")
+    token = store.add("revokee")
+    sid = open_session(http, token)
+    ws = RawWebSocket(cloud.base_url, f"/v1/sessions/{sid}/stream", token)
+    ws.send(step(t=2))
+    hidden_reply(ws)
+    store.revoke("revokee")
+    opcode, payload = ws.recv()  # the sweeper closes it: 4401
+    assert opcode == 8 and int.from_bytes(payload[:2], "big") == 4401, (opcode, payload)
+    ws.close(4401)  # the close echoed, as a client does
+    ws = stream(cloud, open_session(http, cloud.token))
+    opcode, payload = ws.recv()  # idle past ws_idle_seconds: 1001
+    assert opcode == 8 and int.from_bytes(payload[:2], "big") == 1001, (opcode, payload)
+    ws.close(1001)
+    ws = stream(cloud, open_session(http, cloud.token))  # then one real drop, counted: the count is live
+    ws.drop()
+    assert settled(http, cloud.token, WS, before + 1) == before + 1  # the two closes above counted nothing
