@@ -5,20 +5,18 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
-import sys
 
 import pytest
 import torch
 
+from cli_helpers import umbra_in_process
 from keyring_fixture import keystore, secret_service  # noqa: F401  (pytest fixtures)
 from server.launch import local_cloud_thread
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig, StopConfig
 from umbra.errors import ConfigError
 from umbra.middle.local import LocalMiddle
 from umbra.middle.remote import RemoteMiddle
-from umbra.paths import repo_root
 from umbra.privacy.bundle import BundleConfig, init_bundle
 
 PREFIX = "def greet(name):\n    message = 'hello ' + name\n    "
@@ -94,11 +92,10 @@ def test_wrong_base_model_is_refused(bundle_eps, keystore, tmp_path):
 
 
 def _umbra(*args, env=None) -> subprocess.CompletedProcess:
-    env = {**os.environ, **(env or {})}
-    for name in [k for k, v in env.items() if v is None]:
-        env.pop(name)
-    return subprocess.run([sys.executable, "-m", "umbra.cli.main", "complete", *map(str, args)],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=repo_root())
+    """`umbra complete ARGS` in-process (tests/cli_helpers.py; env entries set to None are unset):
+    the console program in a subprocess, with the cloud it starts as its child, is
+    tests/cli/test_complete.py::test_split_through_a_self_started_cloud_prints_the_same_as_local."""
+    return umbra_in_process("complete", *args, env=env)
 
 
 def test_cli_bundle_split_through_a_self_started_cloud_equals_local(bundle_eps, keystore, tmp_path):
