@@ -27,6 +27,7 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from adapter_helpers import perturb
+from cli_helpers import umbra_in_process
 from keys.access_keys import delete_key, parse, store_key
 from lsp.options import CompletionOptions
 from lsp.settings import LocalSettings
@@ -90,7 +91,14 @@ def expected(bundle, lsp_model_dir, keystore) -> dict[tuple[str, ...], str]:
     return out
 
 
-def umbra_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+def umbra_cli(*args: str, stdin: str | None = None, in_process: bool = False) -> subprocess.CompletedProcess:
+    """`umbra ARGS`, exit status 0: the console program in another process, or in_process=True
+    the entry point in this one (tests/cli_helpers.py) where the server runs in another process
+    anyway or the command changes nothing."""
+    if in_process:
+        r = umbra_in_process(*args, stdin=stdin)
+        assert r.returncode == 0, r.stderr
+        return r
     r = subprocess.run([sys.executable, "-m", "umbra.cli.main", *args], input=stdin, capture_output=True, text=True,
                        cwd=ROOT, env=dict(os.environ), timeout=300)
     assert r.returncode == 0, r.stderr
@@ -124,7 +132,7 @@ async def test_http_composes_and_picks_up_rotation_and_revocation(bundle, lsp_mo
             other = await ask("rust")  # no expert: the revealing adapter alone
             assert other["access"] == "revealing: team" and other["expert"] is None
 
-            old = parse(umbra_cli("keys", "access", "export", "team-key", *b).stdout)
+            old = parse(umbra_cli("keys", "access", "export", "team-key", *b, in_process=True).stdout)
             new = parse(umbra_cli("keys", "access", "rotate", "team-key", *b, *gate_option).stdout)
             rotated = await ask()  # the manifest changed: the new key, held here, opens the re-sealed adapter
             assert rotated["access"] == "revealing: team" and rotated["completion"] == expected[("python", "team")]
@@ -176,8 +184,8 @@ async def test_lsp_status_names_the_access_state_never_the_key(client: LanguageC
     await _inline(client)
     assert client.statuses.items[-1]["access"] == "revealing: ops"
     b = ["--bundle", str(client.bundle), "--service", keystore.service]
-    key = umbra_cli("keys", "access", "export", "ops-key", *b).stdout.strip()
-    umbra_cli("keys", "access", "revoke", "ops-key", "--drop-adapter", *b)
+    key = umbra_cli("keys", "access", "export", "ops-key", *b, in_process=True).stdout.strip()
+    umbra_cli("keys", "access", "revoke", "ops-key", "--drop-adapter", *b, in_process=True)  # the server: a subprocess
     await _inline(client)
     assert client.statuses.items[-1]["access"] == "secure"
     assert all(key not in str(item) for item in client.statuses.items)
