@@ -12,7 +12,7 @@ in training), fixed by --seed. For each cursor a warm session first completes on
 earlier (untimed: the prompt's prefill), then the timed request completes at the cursor (one
 keystroke: prefix reuse), once with speculation off and once on, alternating, in one run on the
 same link, so load drifts hit both alike. Reported per RTT and mode: mean and median latency of
-the timed request, its round trips (Middle.round_trips: stream steps, HTTP frames, truncates),
+the timed request, its round trips (mean and median) (Middle.round_trips: stream steps, HTTP frames, truncates),
 generated tokens per round trip, and for speculation the verify frames and the acceptance of
 each draft source (prompt lookup, the client's blocks with the middle skipped). The greedy texts
 of the two modes must be identical; the script counts any that differ."""
@@ -83,7 +83,7 @@ async def measure_link(model: ClientModel, cloud, rtt_ms: float, points, args) -
                 order = list(modes.items()) if i % 2 == 0 else list(modes.items())[::-1]
                 for name, mode in order:
                     cfg = EngineConfig(stop=StopConfig(max_tokens=args.max_tokens, multiline=True),
-                                       speculation=SpeculationConfig(mode=mode, k=args.k))
+                                       speculation=SpeculationConfig(mode=mode, k=args.k, k_max=args.k_max))
                     async with engine.session(cfg) as session:
                         await session.complete(prefix[:-1], prefix[-1:] + suffix)  # warm: the prompt's prefill
                         t0 = time.perf_counter()
@@ -107,7 +107,8 @@ async def measure_link(model: ClientModel, cloud, rtt_ms: float, points, args) -
     for name, row in rows.items():
         out[name] = {
             "latency_ms_mean": statistics.fmean(row["latency"]), "latency_ms_median": statistics.median(row["latency"]),
-            "trips_mean": statistics.fmean(row["trips"]), "tokens_mean": statistics.fmean(row["tokens"]),
+            "trips_mean": statistics.fmean(row["trips"]), "trips_median": statistics.median(row["trips"]),
+            "tokens_mean": statistics.fmean(row["tokens"]),
             "tokens_per_trip": sum(row["tokens"]) / max(1, sum(row["trips"])),
             "frames": row["frames"], "lookup_drafted_accepted": row["lookup"], "model_drafted_accepted": row["model"],
         }
@@ -115,7 +116,7 @@ async def measure_link(model: ClientModel, cloud, rtt_ms: float, points, args) -
 
 
 def table(results: list[dict]) -> str:
-    lines = ["| RTT | mode | latency mean (median) ms | round trips | tokens | tokens / trip | "
+    lines = ["| RTT | mode | latency mean (median) ms | round trips mean (median) | tokens | tokens / trip | "
              "prompt lookup: accepted / drafted | client blocks: accepted / drafted |",
              "|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in results:
@@ -124,7 +125,7 @@ def table(results: list[dict]) -> str:
             acc = [(f"{a} / {d} ({a / d:.0%})" if d else "–") if name == "speculative" else "–"
                    for d, a in (m["lookup_drafted_accepted"], m["model_drafted_accepted"])]
             lines.append(f"| {r['rtt_ms']:g} ms | {name} | {m['latency_ms_mean']:.0f} ({m['latency_ms_median']:.0f}) | "
-                         f"{m['trips_mean']:.1f} | {m['tokens_mean']:.1f} | {m['tokens_per_trip']:.2f} | {acc[0]} | {acc[1]} |")
+                         f"{m['trips_mean']:.1f} ({m['trips_median']:g}) | {m['tokens_mean']:.1f} | {m['tokens_per_trip']:.2f} | {acc[0]} | {acc[1]} |")
     return "\n".join(lines)
 
 
@@ -134,7 +135,9 @@ def main() -> int:
     p.add_argument("--rtts", default="0,30,80,150", help="round-trip times in ms, comma-separated (default: %(default)s)")
     p.add_argument("--positions", type=int, default=12, help="cursors per RTT (default: %(default)s)")
     p.add_argument("--max-tokens", type=int, default=16, help="tokens per completion at most (default: %(default)s)")
-    p.add_argument("--k", type=int, default=4, help="drafted positions per verify frame (default: %(default)s)")
+    p.add_argument("--k", type=int, default=SpeculationConfig().k,
+                   help="drafted positions per verify frame, the ladder's first rung (default: %(default)s)")
+    p.add_argument("--k-max", type=int, default=None, help="the ladder's top (default: 2k)")
     p.add_argument("--jitter-ms", type=float, default=0.0, help="jitter of each direction (default: %(default)s)")
     p.add_argument("--bandwidth-mbps", type=float, default=None, help="cap of each direction (default: none)")
     p.add_argument("--seed", type=int, default=0, help="of the cursors (default: %(default)s)")
@@ -156,7 +159,8 @@ def main() -> int:
                                            "results": results}, indent=1) + "\n")
     if args.write:
         note = (f"Measured {started} UTC by `python benchmarks/wan.py --rtts {args.rtts} --positions {args.positions} "
-                f"--max-tokens {args.max_tokens} --k {args.k}` on {describe()}; link: benchmarks/wan_link.py's "
+                f"--max-tokens {args.max_tokens} --k {args.k}{'' if args.k_max is None else f' --k-max {args.k_max}'}` "
+                f"on {describe()}; link: benchmarks/wan_link.py's "
                 f"delaying TCP proxy on 127.0.0.1 (no netem in this kernel).")
         write_block(ROOT / "docs/benchmarks.md", "wan", note + "\n\n" + text)
     return 0

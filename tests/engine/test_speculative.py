@@ -2,7 +2,9 @@
 middle blocks: the completion of every request equals step-by-step decoding's — over many cursors
 in this repository's Python and TypeScript, with each draft source alone and both, FIM suffixes,
 stop strings, max_tokens budgets and token healing — while frames of k + 1 positions verify
-drafts that really are accepted; every frame has k + 1 positions whatever the acceptance; a
+drafts that really are accepted; the first frame is the prompt's new ids + k drafts (prefill and first
+verify in one trip), every later frame has k + 1 positions whatever the acceptance (or climbs the
+ladder by what the cloud saw); a
 verify cancelled in flight and a session evicted mid-request leave the next result unchanged;
 sampled requests and a fast link decode step by step; a streamed completion adds up to the same text."""
 
@@ -40,9 +42,15 @@ class ShapedMiddle(LocalMiddle):
         self.hold: asyncio.Event | None = None
         self.held = asyncio.Event()
         self.evict_at: int | None = None  # evict the session at this many verify frames
+        self.events: list[tuple[str, int]] = []  # what the cloud sees, in order: forwards and truncates
+
+    async def truncate(self, session, length):
+        self.events.append(("truncate", length))
+        return await super().truncate(session, length)
 
     async def forward(self, hidden, positions, session, key_padding=None):
         self.frames.append(hidden.shape[1])
+        self.events.append(("forward", hidden.shape[1]))
         if self.delay:
             await asyncio.sleep(self.delay)
         if self.hold is not None and hidden.shape[1] > 1 and len(self.frames) > 1:
@@ -108,11 +116,36 @@ async def test_every_frame_has_k_plus_one_positions_whatever_the_acceptance(mode
         for prefix, suffix in _cursors(6, seed=1):
             middle.frames.clear()
             cfg = replace(_config(DRAFTS["both"], "on", max_tokens=16, multiline=True),
-                          speculation=SpeculationConfig(mode="on", k=k))
+                          speculation=SpeculationConfig(mode="on", k=k, k_max=k))
             result = await engine.complete(prefix, suffix, cfg)
-            chunks = -(-result.recomputed_tokens // cfg.prefill_chunk)  # the prompt's frames
-            decode = middle.frames[chunks:]
-            assert len(decode) == result.speculation.frames > 0 and set(decode) == {k + 1}, (k, middle.frames)
+            # the prompt's new ids head the first verify frame (one trip), every later frame has k + 1
+            assert middle.frames[0] == result.recomputed_tokens + k, (k, middle.frames)
+            decode = middle.frames[1:]
+            assert len(decode) == result.speculation.frames - 1 and set(decode) <= {k + 1}, (k, middle.frames)
+
+
+async def test_the_ladder_follows_only_what_the_cloud_saw(model):
+    """With k_max > k a frame's size is k + 1 after a frame the next one trims (a rejection), and
+    one rung up after a frame left whole: a function of the truncates the cloud already saw."""
+    middle = ShapedMiddle(model.load_middle())
+    engine = CompletionEngine.split(model, middle)
+    climbed = 0
+    for prefix, suffix in _cursors(8, seed=6):
+        spec = SpeculationConfig(mode="on", k=2, k_max=8)
+        cfg = EngineConfig(stop=StopConfig(max_tokens=32, multiline=True), speculation=spec)
+        plain = await engine.complete(prefix, suffix, _config({}, "off", max_tokens=32, multiline=True))
+        middle.events.clear()
+        result = await engine.complete(prefix, suffix, cfg)
+        assert (result.text, result.tokens) == (plain.text, plain.tokens)
+        frames = [(n, i) for i, (what, n) in enumerate(middle.events) if what == "forward"]
+        verify = frames[-(result.speculation.frames - 1):] if result.speculation.frames > 1 else []
+        k = 2
+        for (n, at), (_, before) in zip(verify, frames[-result.speculation.frames:]):
+            trimmed = any(what == "truncate" for what, _ in middle.events[before + 1 : at])
+            k = 2 if trimmed else min(2 * k, 8)
+            assert n == k + 1, (middle.events, k)
+            climbed += k > 2
+    assert climbed > 0  # some frames really went up the ladder
 
 
 async def test_a_verify_cancelled_in_flight_leaves_the_next_result_unchanged(model):
@@ -153,13 +186,13 @@ async def test_a_session_evicted_during_speculation_is_rerun_with_the_same_resul
     assert (result.text, result.tokens) == (expected.text, expected.tokens)
 
 
-async def test_sampled_requests_and_a_fast_link_decode_step_by_step(model):
+async def test_sampled_requests_speculate_and_a_fast_link_decodes_step_by_step(model):
     prefix, suffix = _cursors(1, seed=4)[0]
     middle = ShapedMiddle(model.load_middle())
     engine = CompletionEngine.split(model, middle)
     sampled = EngineConfig(sampling=SamplingConfig(temperature=0.8, seed=1), stop=StopConfig(max_tokens=8),
                            speculation=SpeculationConfig(mode="on"))
-    assert (await engine.complete(prefix, suffix, sampled)).speculation is None
+    assert (await engine.complete(prefix, suffix, sampled)).speculation is not None  # the sampling rule (its own test)
     auto = EngineConfig(stop=StopConfig(max_tokens=8), speculation=SpeculationConfig(mode="auto", min_trip_ms=40))
     engine.link.trip_ms = None
     assert (await engine.complete(prefix, suffix, auto)).speculation is None  # nothing measured yet
@@ -210,5 +243,5 @@ def test_auto_never_speculates_with_a_client_bundle_in_force():
     auto, on = SpeculationConfig(mode="auto"), SpeculationConfig(mode="on")
     assert spec.wanted(auto, greedy=True) and not spec.wanted(auto, greedy=True, private=True)
     assert spec.wanted(on, greedy=True, private=True)
-    assert not spec.wanted(on, greedy=False, private=True)
+    assert spec.wanted(on, greedy=False, private=True) and spec.wanted(auto, greedy=False)  # the sampling rule
     assert not spec.wanted(auto, greedy=True, remote=False) and spec.wanted(on, greedy=True, remote=False)

@@ -92,14 +92,22 @@ SPECULATION_MODES = ("off", "on", "auto")
 
 @dataclass(frozen=True)
 class SpeculationConfig:
-    """Speculative split decoding (speculative.py): greedy requests only; the output is the same."""
+    """Speculative split decoding (speculative.py): greedy output is the same, sampled output has
+    the same distribution (the speculative-sampling rule)."""
 
-    # "off": one cloud round trip per token; "on": speculate on every greedy request; "auto":
+    # "off": one cloud round trip per token; "on": speculate on every request; "auto":
     # speculate once a decode trip is measured to cost at least `min_trip_ms` (a slow link), and
     # never with a client bundle in force (what acceptance shows the cloud is not yet measured there),
     # never with an in-process middle (no trips to save)
     mode: str = "auto"
-    k: int = 4  # drafted positions per verify frame; every frame carries k + 1 positions, whatever the acceptance
+    # drafted positions per verify frame (the ladder's first rung); a frame carries k + 1 positions
+    # (the first one: the prompt's new ids + k), whatever the acceptance of its drafts
+    k: int = 12
+    # the ladder's top (None: 2k): a frame whose drafts were all accepted is followed by one of
+    # twice as many, up to k_max; any rejection goes back to k. The rung is a function of the
+    # trims the cloud already saw, so frame sizes say nothing more (docs/privacy/speculation.md).
+    # k_max = k: a fixed k.
+    k_max: int | None = None
     lookup: bool = True  # draft from the prompt's own tokens (the latest earlier match of the last n-gram)
     ngram: int = 3  # longest n-gram prompt lookup matches (it tries ngram .. min_ngram)
     min_ngram: int = 2  # shortest one
@@ -114,6 +122,16 @@ class SpeculationConfig:
             raise ConfigError(f"speculation mode must be one of {', '.join(SPECULATION_MODES)}, got {self.mode!r}")
         if not 1 <= self.k <= 16:
             raise ConfigError(f"speculation k must lie in [1, 16], got {self.k}")
+        if self.k_max is not None and not self.k <= self.k_max <= 32:
+            raise ConfigError(f"speculation k_max must lie in [k, 32], got {self.k_max} with k = {self.k}")
+
+    @property
+    def rungs(self) -> tuple[int, ...]:
+        """The ladder of drafts per frame: k, 2k, 4k, ... up to k_max."""
+        top, out = self.k_max if self.k_max is not None else 2 * self.k, [self.k]
+        while out[-1] * 2 <= top:
+            out.append(out[-1] * 2)
+        return tuple(out)
         if not 1 <= self.min_ngram <= self.ngram:
             raise ConfigError(f"need 1 <= min_ngram <= ngram, got {self.min_ngram} and {self.ngram}")
         if self.min_trip_ms < 0:

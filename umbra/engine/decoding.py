@@ -41,6 +41,27 @@ class Continuation:
         """The next id from one position's logits [V], under the healing constraint."""
         return self.sampler(logits, self.healing.mask(self.produced))
 
+    def verify(self, logits: torch.Tensor, draft: int | None) -> tuple[int, bool]:
+        """The next id from one position's logits when `draft` was proposed there (speculative
+        decoding; None: nothing was), and whether it is the draft. Greedy: the choice, compared.
+        Sampled: the standard speculative-sampling rule (Leviathan et al. 2023, Chen et al. 2023)
+        for a draft that is a point mass — every draft here is a deterministic function of the
+        ids so far — accept it with probability p(draft), else draw from p with the draft taken
+        out, renormalised; the id then has exactly the distribution p of `choose`."""
+        if draft is None or self.sampler.cfg.greedy:
+            choice = self.choose(logits)
+            return choice, choice == draft
+        p = self.sampler.probs(logits, self.healing.mask(self.produced))
+        generator = self.sampler.generator
+        if float(torch.rand((), generator=generator)) < float(p[draft]):
+            return draft, True
+        rest = p.clone()
+        rest[draft] = 0.0
+        total = float(rest.sum())
+        if total <= 0.0:  # p is all on the draft (the draw above can miss it only by rounding)
+            return draft, True
+        return int(torch.multinomial(rest / total, 1, generator=generator)), False
+
     def take(self, next_id: int) -> str | None:
         """Append `next_id`; the stop reason if the completion ends with it (a stop id is not appended)."""
         if next_id in self.stop_ids:

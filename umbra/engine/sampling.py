@@ -39,13 +39,16 @@ class Sampler:
     def __call__(self, logits: torch.Tensor, allowed: torch.Tensor | None = None) -> int:
         """logits [V] (last position) -> the chosen id; `allowed` narrows the eligible ids for
         this one call (token healing), else the request's own mask applies."""
-        logits = logits.float().masked_fill(~(self.allowed if allowed is None else allowed), float("-inf"))
         if self.cfg.greedy:
-            return int(torch.argmax(logits))
+            masked = logits.float().masked_fill(~(self.allowed if allowed is None else allowed), float("-inf"))
+            return int(torch.argmax(masked))
+        return int(torch.multinomial(self.probs(logits, allowed), 1, generator=self.generator))
+
+    def probs(self, logits: torch.Tensor, allowed: torch.Tensor | None = None) -> torch.Tensor:
+        """The distribution [V] a sampled choice draws from (temperature, top-p, the masks)."""
+        logits = logits.float().masked_fill(~(self.allowed if allowed is None else allowed), float("-inf"))
         probs = torch.softmax(logits / self.cfg.temperature, dim=-1)
-        if self.cfg.top_p < 1.0:
-            probs = _top_p(probs, self.cfg.top_p)
-        return int(torch.multinomial(probs, 1, generator=self.generator))
+        return _top_p(probs, self.cfg.top_p) if self.cfg.top_p < 1.0 else probs
 
 
 def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:

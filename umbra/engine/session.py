@@ -202,8 +202,14 @@ class CompletionSession:
         common = min(common, len(ids) - 1)  # run at least one token to get next-token logits
         await self.runner.truncate(common)
         del self._cached[common:]
+        spec = self.speculator
+        speculate = spec is not None and spec.wanted(cfg.speculation, cfg.sampling.greedy,
+                                                     private=self.tokenizer.private, remote=self.runner.round_trips > 0)
+        # speculating, the prompt's new ids head the first verify frame: the edit's prefill and the
+        # first drafts cost one trip (the middle splits a frame only at the cloud's size limit)
+        starts = [common] if speculate else list(range(common, len(ids), cfg.prefill_chunk))
         logits = None
-        for start in range(common, len(ids), cfg.prefill_chunk):
+        for start in starts[:-1] if speculate else starts:
             await _checkpoint(cancel)
             logits = await self._run(ids[start : start + cfg.prefill_chunk])
         t1 = time.perf_counter()
@@ -212,11 +218,9 @@ class CompletionSession:
                             deadline)
         checkpoint = lambda: _checkpoint(cancel)  # noqa: E731
         counts = None
-        spec = self.speculator
-        if spec is not None and spec.wanted(cfg.speculation, cfg.sampling.greedy, private=self.tokenizer.private,
-                                                remote=self.runner.round_trips > 0):
+        if speculate:
             counts = SpeculationCounts()
-            reason = await spec.decode(cfg.speculation, cont, logits, ids, adapters, self._run, self._drop,
+            reason = await spec.decode(cfg.speculation, cont, ids[starts[-1]:], ids, adapters, self._run, self._drop,
                                        self._room, checkpoint, counts)
         else:
             clock = spec.clock if spec is not None else None

@@ -3,32 +3,39 @@
 Step-by-step decoding pays one round trip to the middle per token. Here the client drafts k
 tokens itself and sends them, behind the token just chosen, as ONE forward of k + 1 positions;
 the client's decoder then reads the logits of every position in order, choosing each token as
-step-by-step decoding would (`Continuation.choose`: the same sampler, the same healing
-constraint), and keeps drafts while they equal that choice. The first disagreeing choice is the
+step-by-step decoding would (`Continuation.verify`: the same sampler, the same healing
+constraint), and keeps drafts while they are that choice. The first disagreeing choice is the
 "plus one" token; the rejected drafts are dropped from every cache, the client's and the middle
-session's (`drop`, a truncate). So the tokens are those of step-by-step decoding, only the
-number of trips changes. A draft that token healing forbids is never the choice, so it is a
-rejection like any other.
+session's (`drop`, a truncate that travels in the next frame). The first frame of a request
+carries the prompt's new ids (the edit) ahead of its k drafts: the prefill and the first verify
+are one trip. Greedy: the tokens are those of step-by-step decoding, only the number of trips
+changes. Sampled (temperature > 0): the standard speculative-sampling rule (decoding.py,
+`Continuation.verify`) keeps each token's distribution that of step-by-step sampling (the draws
+differ, the distribution does not). A draft that token healing forbids is never the choice.
 
 Drafts, in this order, until k are drafted:
   prompt lookup  the ids that followed the latest earlier occurrence of the last n-gram
-                 (n = ngram .. min_ngram) in the prompt (prefix and suffix) and the tokens so far;
-  draft model    the client's own blocks with the middle skipped (encoder -> decoder, greedy),
-                 with caches of their own that follow the session's ids by common prefix;
-  padding        the last drafted id repeated, so that every frame has k + 1 positions.
-The draft model drafts position j only while its measured acceptance p gives p**j >= min_acceptance:
-a poor drafter costs client compute, not frame size.
+                 (n = ngram .. min_ngram) in the prompt (prefix and suffix) and the tokens so far,
+                 looked up again from the end of what it drafted;
+  draft model    where lookup finds nothing: one id from the client's own blocks with the middle
+                 skipped (encoder -> decoder, greedy), with caches of their own that follow the
+                 session's ids by common prefix — then lookup again;
+  one-id match   the id after the latest earlier occurrence of the last id;
+  padding        the last drafted id repeated, so that every frame has its size.
+The draft model drafts at most j positions per frame while its measured acceptance p gives
+p**j >= min_acceptance: a poor drafter costs client compute, not frame size.
 
-What the cloud sees (invariant 8, DESIGN.md): every verify frame carries k + 1 positions, whatever
-the acceptance; near the end of the context window, where k + 1 no longer fit, frames of one
-position (a function of the position alone). Whether a request speculates depends on the mode,
-on greedy sampling and on the measured trip latency (`LinkClock`: the link and the load), never
-on the acceptance. The truncation points do reveal how many drafts were accepted: that is the
-leak invariant 8 asks to measure and document.
+k climbs a ladder (`SpeculationConfig.rungs`: k, 2k, ... k_max): after a frame whose drafts were
+all accepted the next frame has twice as many, after any rejection k again. Near the context
+window's end a frame carries what still fits, then single positions.
 
-Only greedy requests speculate (temperature 0): with sampling the choice of one position would
-need the standard speculative-sampling acceptance rule to keep the distribution, which is not
-implemented; a sampled request decodes step by step.
+What the cloud sees (invariant 8, DESIGN.md): a frame's size is the prompt's new ids + k for the
+first, then rung + 1, where the rung is a function of the truncates the cloud already saw (a
+frame left whole is followed by no truncate), and near the window's end a function of the
+position. Whether a request speculates depends on the mode, on the measured trip latency
+(`LinkClock`: the link and the load) and whether a client bundle is in force, never on the
+acceptance. The truncation points do reveal how many drafts were accepted: that is the leak
+invariant 8 asks to measure and document (docs/privacy/speculation.md).
 
 Exactness holds to the float: the verify forward computes k + 1 positions in one batch, whose
 kernels may round differently from k + 1 single steps (measured ~1e-5 on logits); a greedy
@@ -99,61 +106,66 @@ class Speculator:
         self.model_acceptance = 0.5  # running mean of the draft model's per-position acceptance
 
     def wanted(self, cfg: SpeculationConfig, greedy: bool, private: bool = False, remote: bool = True) -> bool:
-        """Does this request speculate? (mode, greedy, the privacy mode, whether the middle is
+        """Does this request speculate? (mode, the privacy mode, whether the middle is
         across a link and the link's measured trip: never acceptance). `private`: a client bundle
         is in force — the accepted lengths the next frame shows may depend on the language or a
         held key (invariant 7, not yet measured: docs/privacy/speculation.md), so "auto" does not
         speculate there; "on" does. `remote`: the middle is reached through round trips (an
         in-process middle has none to save, and its step time is the machine's load, so "auto"
         leaves it step by step)."""
-        if not greedy or cfg.mode == "off":
+        if cfg.mode == "off":
             return False
         if cfg.mode == "on":
             return True
         return (remote and not private and self.clock.trip_ms is not None
                 and self.clock.trip_ms >= cfg.min_trip_ms)
 
-    async def decode(self, cfg: SpeculationConfig, cont: Continuation, logits: torch.Tensor, prompt: list[int],
+    async def decode(self, cfg: SpeculationConfig, cont: Continuation, head: list[int], prompt: list[int],
                      adapters: AdapterSet, run: Callable[[list[int], bool], Awaitable[torch.Tensor]],
                      drop: Callable[[int], Awaitable[None]], room: Callable[[], int],
                      checkpoint: Callable[[], Awaitable[None]], counts: SpeculationCounts) -> str:
-        """Decode from the prompt's last logits; returns the stop reason. `run(ids, every)` feeds
-        ids (every: all positions' logits [T,V]); `drop(n)` removes the last n cached positions;
-        `room()`: positions left in the context window."""
-        k = cfg.k
-        pending = cont.choose(logits)  # chosen, not yet fed
-        reason = cont.take(pending)
-        while reason is None:
+        """Decode after `prompt`, whose last ids `head` are not yet fed (the prompt's last chunk:
+        they head the first frame, so its prefill and the first verify are one trip); returns the
+        stop reason. `run(ids, every)` feeds ids (every: all positions' logits [T,V]); `drop(n)`
+        removes the last n cached positions; `room()`: positions left in the context window."""
+        rungs, rung = cfg.rungs, 0
+        while True:
             await checkpoint()
-            if room() < k + 1:  # the window's end: plain steps, sized by the position alone
-                logits = await self._timed(run, [pending], False)
-                pending = cont.choose(logits)
-                reason = cont.take(pending)
+            k = min(rungs[rung], room() - len(head))  # near the window's end: what still fits (the position's)
+            if k < 1:  # the window's end: plain steps, sized by the position alone
+                logits = await self._timed(run, head, False)
+                choice = cont.choose(logits)
+                reason = cont.take(choice)
+                if reason is not None:
+                    return reason
+                head = [choice]
                 continue
-            drafts, sources = await self._drafts(cfg, prompt + cont.generated, adapters, checkpoint)
+            # drafts continue everything chosen so far (prompt + generated ends with the head)
+            drafts, sources = await self._drafts(cfg, k, prompt + cont.generated, adapters, checkpoint)
             for source in sources:
                 if source is None:
                     counts.padded += 1
                 else:
                     _count(counts, source, drafted=True)
-            all_logits = await self._timed(run, [pending, *drafts], True)
+            all_logits = await self._timed(run, [*head, *drafts], True)
             counts.frames += 1
+            base = len(head) - 1  # the head's last position predicts the first draft
             for i in range(k + 1):
-                choice = cont.choose(all_logits[i])
-                hit = i < k and choice == drafts[i]
+                choice, hit = cont.verify(all_logits[base + i], drafts[i] if i < k else None)
                 if i < k and sources[i] is not None:
                     _count(counts, sources[i], accepted=hit)
                     if sources[i] == "model":
                         self.model_acceptance = (1 - _EWMA) * self.model_acceptance + _EWMA * float(hit)
                 reason = cont.take(choice)
                 if reason is not None:
-                    break
+                    return reason
                 if not hit:
-                    if i < k:  # the caches hold pending + k drafts: keep pending + the i accepted
+                    if i < k:  # the caches hold head + k drafts: keep head + the i accepted
                         await drop(k - i)
-                    pending = choice
+                    # every draft accepted (no trim in the next frame): up one rung; else the first
+                    rung = min(rung + 1, len(rungs) - 1) if i == k else 0
+                    head = [choice]  # chosen, not yet fed
                     break
-        return reason
 
     async def _timed(self, run, ids: list[int], every: bool) -> torch.Tensor:
         t0 = time.perf_counter()
@@ -161,27 +173,37 @@ class Speculator:
         self.clock.observe(time.perf_counter() - t0)
         return out
 
-    async def _drafts(self, cfg: SpeculationConfig, seq: list[int], adapters: AdapterSet,
+    async def _drafts(self, cfg: SpeculationConfig, k: int, seq: list[int], adapters: AdapterSet,
                       checkpoint: Callable[[], Awaitable[None]]) -> tuple[list[int], list[str | None]]:
-        """k draft ids continuing seq, and each one's source ("lookup", "model", None = padding)."""
-        k = cfg.k
-        ids = prompt_lookup(seq, k, cfg.ngram, cfg.min_ngram) if cfg.lookup else []
-        sources: list[str | None] = ["lookup"] * len(ids)
-        if len(ids) < k and cfg.draft_model and self.draft is not None:
-            n = min(k - len(ids), self._model_positions(cfg))
-            more = await self.draft.extend(seq + ids, n, adapters, checkpoint)
-            ids, sources = ids + more, sources + ["model"] * len(more)
+        """k draft ids continuing seq, and each one's source ("lookup", "model", None = padding).
+        Prompt lookup (n-grams of ngram .. min_ngram) first, again from the end of each run of
+        drafts; where it finds nothing the draft model drafts one id (while its acceptance makes
+        that position worth it), after which lookup tries again; then a one-id match; then padding."""
+        ids: list[int] = []
+        sources: list[str | None] = []
+        budget = self._model_positions(cfg, k) if cfg.draft_model and self.draft is not None else 0
+        while len(ids) < k:
+            more = prompt_lookup(seq + ids, k - len(ids), cfg.ngram, cfg.min_ngram) if cfg.lookup else []
+            source = "lookup"
+            if not more and budget > 0:
+                more, source, budget = await self.draft.extend(seq + ids, 1, adapters, checkpoint), "model", budget - 1
+            if not more and cfg.lookup and cfg.min_ngram > 1:  # a one-id match: better than padding
+                more = prompt_lookup(seq + ids, k - len(ids), 1, 1)
+            if not more:
+                break
+            ids += more
+            sources += [source] * len(more)
         fill = ids[-1] if ids else seq[-1]
         sources += [None] * (k - len(ids))
         ids += [fill] * (k - len(ids))
         return ids, sources
 
-    def _model_positions(self, cfg: SpeculationConfig) -> int:
+    def _model_positions(self, cfg: SpeculationConfig, k: int) -> int:
         """Positions worth drafting with the model: j while p**j >= min_acceptance (1 .. k)."""
         p = min(self.model_acceptance, 0.999)
         if p <= 0:
             return 1
-        return max(1, min(cfg.k, int(math.log(cfg.min_acceptance) / math.log(p))))
+        return max(1, min(k, int(math.log(cfg.min_acceptance) / math.log(p))))
 
 
 def _count(counts: SpeculationCounts, source: str, drafted: bool = False, accepted: bool = False) -> None:

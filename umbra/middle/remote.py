@@ -56,7 +56,7 @@ ROUTING_HEADER = "X-Umbra-Session"  # the routing key a balancer hashes (deploy/
 class RemoteMiddle:
     def __init__(self, base_url: str, token: str, *, wire_dtype: torch.dtype = torch.float32,
                  verify: str | Path | None = None, hidden_size: int | None = None, timeout: float = 120.0,
-                 connect_timeout: float = 10.0, stream_max_tokens: int = 8,
+                 connect_timeout: float = 10.0, stream_max_tokens: int = 40,
                  tap: Callable[[str, bytes], None] | None = None, layers: tuple[int, int] | None = None):
         """`verify`: None = system CAs, or a PEM file to trust (e.g. `umbra cloud cert`'s cert.pem).
         `hidden_size`: expected C, checked against the cloud (fetched from /v1/info when None).
