@@ -60,9 +60,10 @@ class Runner(Protocol):
         """Serve the next calls with `adapters`, invalidating the caches they change."""
         ...
 
-    async def run(self, ids: list[int], every: bool = False) -> torch.Tensor:
+    async def run(self, ids: list[int], every: bool = False, last: int | None = None) -> torch.Tensor:
         """Feed `ids` after the cached tokens; return the last position's logits [V] (fp32), or
-        every position's [T, V] when `every` (speculative verification)."""
+        every position's [T, V] when `every`, or the last `last` positions' [last, V]
+        (speculative verification)."""
         ...
 
     async def truncate(self, length: int) -> None:
@@ -177,9 +178,9 @@ class _Parts(abc.ABC):
         self.adapters, self._enc_key, self._dec_key = adapters, enc_key, dec_key
 
     async def _step(self, hidden_in: torch.Tensor | None, ids: list[int] | None, start: int,
-                    every: bool = False) -> torch.Tensor:
+                    every: bool = False, last: int | None = None) -> torch.Tensor:
         """Run positions [start, start+T) through every part; the last position's logits [1,1,V]
-        (every position's [1,T,V] when `every`)."""
+        (every position's [1,T,V] when `every`, the last `last` positions' with `last`)."""
         n = hidden_in.shape[1] if hidden_in is not None else len(ids)
         pos = _positions(start, n)
         with torch.no_grad():
@@ -193,7 +194,8 @@ class _Parts(abc.ABC):
             dec_in = out if self.path is None else self.path.decoder_input(out, hidden, sent=sent, clean=clean)
         self.mid_out.write(start, dec_in)
         with torch.no_grad():
-            return self.decoder(dec_in, pos, self.dec_cache, last_only=not every, adapters=self.adapters)
+            return self.decoder(dec_in, pos, self.dec_cache, last_only=not every and last is None,
+                                adapters=self.adapters, last=None if every else last)
 
     def _noise(self, hidden_in: torch.Tensor | None, ids: list[int] | None, start: int) -> torch.Tensor | None:
         """The keyed noise of positions [start, start+T) ([1,T,width]); None without noise."""
@@ -209,17 +211,17 @@ class _Parts(abc.ABC):
             z = self.noise.extend(embed_entries(digest, hidden_in.shape[1]))
         return torch.from_numpy(z).float()[None]
 
-    async def run(self, ids: list[int], every: bool = False) -> torch.Tensor:
+    async def run(self, ids: list[int], every: bool = False, last: int | None = None) -> torch.Tensor:
         await self._sync()
         self._dirty = True
         soft = self.adapters.soft_prompt
         if soft is not None and self.prompt_length == 0:  # first use of this prompt: run it once
             await self._step(soft[None].to(self.encoder.embed_tokens.weight.dtype), None, 0)
             self.prompt_length = soft.shape[0]
-        logits = await self._step(None, ids, self._total(), every)
+        logits = await self._step(None, ids, self._total(), every, last)
         self.length += len(ids)
         self._dirty = False
-        return logits[0].float() if every else logits[0, -1].float()
+        return logits[0].float() if every or last is not None else logits[0, -1].float()
 
     async def truncate(self, length: int) -> None:
         await self._sync()

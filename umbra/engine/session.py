@@ -176,8 +176,9 @@ class CompletionSession:
                               + (f" after the {soft_prompt}-vector soft prompt" if soft_prompt else ""))
         return cfg.prompt if cfg.prompt.budget <= limit else replace(cfg.prompt, budget=limit)
 
-    async def _run(self, ids: list[int], every: bool = False) -> torch.Tensor:
-        logits = await self.runner.run(ids, every) if every else await self.runner.run(ids)
+    async def _run(self, ids: list[int], last: int = 0) -> torch.Tensor:
+        """Feed ids; the last position's logits [V], or the last `last` positions' [last, V]."""
+        logits = await self.runner.run(ids, last=last) if last else await self.runner.run(ids)
         self._cached.extend(ids)
         return logits
 

@@ -121,19 +121,20 @@ class Speculator:
                 and self.clock.trip_ms >= cfg.min_trip_ms)
 
     async def decode(self, cfg: SpeculationConfig, cont: Continuation, head: list[int], prompt: list[int],
-                     adapters: AdapterSet, run: Callable[[list[int], bool], Awaitable[torch.Tensor]],
+                     adapters: AdapterSet, run: Callable[[list[int], int], Awaitable[torch.Tensor]],
                      drop: Callable[[int], Awaitable[None]], room: Callable[[], int],
                      checkpoint: Callable[[], Awaitable[None]], counts: SpeculationCounts) -> str:
         """Decode after `prompt`, whose last ids `head` are not yet fed (the prompt's last chunk:
         they head the first frame, so its prefill and the first verify are one trip); returns the
-        stop reason. `run(ids, every)` feeds ids (every: all positions' logits [T,V]); `drop(n)`
+        stop reason. `run(ids, n)` feeds ids (n: the last n positions' logits [n,V], 0: the last's
+        [V]); `drop(n)`
         removes the last n cached positions; `room()`: positions left in the context window."""
         rungs, rung = cfg.rungs, 0
         while True:
             await checkpoint()
             k = min(rungs[rung], room() - len(head))  # near the window's end: what still fits (the position's)
             if k < 1:  # the window's end: plain steps, sized by the position alone
-                logits = await self._timed(run, head, False)
+                logits = await self._timed(run, head, 0)
                 choice = cont.choose(logits)
                 reason = cont.take(choice)
                 if reason is not None:
@@ -147,11 +148,10 @@ class Speculator:
                     counts.padded += 1
                 else:
                     _count(counts, source, drafted=True)
-            all_logits = await self._timed(run, [*head, *drafts], True)
+            all_logits = await self._timed(run, [*head, *drafts], k + 1)  # the head's last position on
             counts.frames += 1
-            base = len(head) - 1  # the head's last position predicts the first draft
             for i in range(k + 1):
-                choice, hit = cont.verify(all_logits[base + i], drafts[i] if i < k else None)
+                choice, hit = cont.verify(all_logits[i], drafts[i] if i < k else None)
                 if i < k and sources[i] is not None:
                     _count(counts, sources[i], accepted=hit)
                     if sources[i] == "model":

@@ -105,8 +105,11 @@ class ClientDecoder(nn.Module):
         key_padding: torch.Tensor | None = None,
         last_only: bool = False,  # only the last position's logits (decoding)
         adapters: AdapterSet | None = None,  # experts and access adapters act here by default
+        last: int | None = None,  # only the last `last` positions' logits (a speculative verify)
     ) -> torch.Tensor:
         x = self.stack(x, positions, cache, key_padding, adapters)
         if last_only:
             x = x[:, -1:]
-        return self.lm_head(self.norm(x))  # [B,T|1,V]
+        elif last is not None:
+            x = x[:, -last:]
+        return self.lm_head(self.norm(x))  # [B,T|1|last,V]
