@@ -87,3 +87,11 @@ def comment(lang: str, text: str) -> str:
 
 def rand(rng: random.Random, alphabet: str, n: int) -> str:
     return "".join(rng.choice(alphabet) for _ in range(n))
+
+
+def internal_host_name(rng) -> str:
+    role = f"{rng.choice(ROLES)}{rng.choice(('', '-' + str(rng.randrange(1, 40)), str(rng.randrange(1, 9))))}"
+    if rng.random() < 0.25:
+        return f"{role}.{rng.choice(ENVS)}.{ORG_DOMAIN}"
+    middle = rng.choice(("", rng.choice(ENVS) + ".", rng.choice(ENVS) + "." + rng.choice(COMPANIES) + "."))
+    return f"{role}.{middle}{rng.choice(SUFFIXES)}"

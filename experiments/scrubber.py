@@ -39,7 +39,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: `benchmarks`, `experiments`
 
 from benchmarks.machine import describe  # noqa: E402
-from experiments.scrub_canaries import CONFIG_FORMATS, GENERATORS, OUTSIDE  # noqa: E402
+from experiments.scrub_canaries import GENERATORS, OUTSIDE  # noqa: E402
+from experiments.scrub_credentials import CONFIG_FORMATS  # noqa: E402
 from experiments.scrub_lines import ALNUM, B64, COMPANIES, FIRST, HEX, LANGS, ORG_DOMAIN, Canary, rand  # noqa: E402
 from umbra.data.corpus import Document, read_split  # noqa: E402
 from umbra.evaluation.canaries import CanaryConfig, plant_canaries  # noqa: E402
