@@ -1,7 +1,9 @@
 """The suite fails on any 5xx: a pytest plugin (registered by tests/conftest.py) that, after each
 test's teardown, reads the 5xx count of every cloud service started through server/launch.py's
 helpers (local_cloud, local_cloud_sync, local_cloud_thread) — those still running and those
-stopped since — and fails the test if any answered a 5xx it did not declare:
+stopped since — and of every `umbra serve` app served through tests/lsp/lsp_helpers.py's
+`serving` (wrapped in `count_server_errors`), and fails the test if any answered a 5xx it did
+not declare:
 
     @pytest.mark.server_errors_expected   # this test provokes a 5xx on purpose
 
@@ -10,6 +12,8 @@ plugin cannot read (a service the test killed) is not checked."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from server import launch
@@ -17,6 +21,40 @@ from server import launch
 MARKER = "server_errors_expected"
 _seen: dict[int, int] = {}  # service serial -> 5xx already accounted to an earlier test
 _reports = 0  # launch.SHUTDOWN_REPORTS consumed so far
+_serial = itertools.count(-1, -1)  # the serials of served apps (negative: never a launch serial)
+_served: dict[int, "ServerErrors"] = {}  # serial -> every app wrapped by count_server_errors
+
+
+class ServerErrors:
+    """ASGI wrapper counting the 5xx an app answers (an exception out of it is uvicorn's 500)."""
+
+    def __init__(self, app, name: str):
+        self.app, self.name, self.count = app, name, 0
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def counting(message):
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                self.count += message["status"] >= 500
+            await send(message)
+
+        try:
+            await self.app(scope, receive, counting)
+        except Exception:
+            self.count += not started
+            raise
+
+
+def count_server_errors(app, name: str = "umbra serve"):
+    """`app` wrapped so that the suite checks its 5xx like a cloud's."""
+    wrapped = ServerErrors(app, name)
+    _served[next(_serial)] = wrapped
+    return wrapped
 
 
 def pytest_configure(config) -> None:
@@ -33,6 +71,10 @@ def new_server_errors() -> list[str]:
         if count is not None and count > _seen.get(serial, 0):
             found.append(f"{cloud.base_url}: {count - _seen.get(serial, 0)}")
             _seen[serial] = count
+    for serial, app in list(_served.items()):
+        if app.count > _seen.get(serial, 0):
+            found.append(f"{app.name}: {app.count - _seen.get(serial, 0)}")
+            _seen[serial] = app.count
     stopped, _reports = launch.SHUTDOWN_REPORTS[_reports:], len(launch.SHUTDOWN_REPORTS)
     for serial, url, count in stopped:
         if count > _seen.get(serial, 0):

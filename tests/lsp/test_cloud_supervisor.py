@@ -22,6 +22,7 @@ def mono(lsp_model_dir) -> Monolithic:
     return Monolithic(lsp_model_dir)
 
 
+@pytest.mark.server_errors_expected  # umbra serve's 503 for an unreachable cloud, on purpose
 async def test_an_unreachable_cloud_is_503_and_never_a_fallback(lsp_model_dir, secret_service):
     with local_cloud_sync(lsp_model_dir, settings={"torch_threads": 1}) as cloud, pytest.MonkeyPatch.context() as mp:
         mp.setenv(TOKEN_ENV, cloud.token)
@@ -62,6 +63,7 @@ async def test_with_auditing_on_each_session_is_recorded_when_it_ends(lsp_model_
         assert len(store.paths()) == 2 and "x =" in _decode(lsp_model_dir, second.sequences[0].truth)
 
 
+@pytest.mark.server_errors_expected  # umbra serve's 503 while its cloud is down, on purpose
 async def test_a_self_started_cloud_that_dies_is_started_again(lsp_model_dir, mono, secret_service):
     """The server's own cloud is killed: the next completion is 503 (never a fallback), then the
     cloud is started again on a new port and completions give the same results as before."""
