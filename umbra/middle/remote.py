@@ -1,8 +1,9 @@
 """RemoteMiddle: the Middle protocol over the wire to the cloud service (server/).
 
 Prefill, truncate, close and training forward/backward go over HTTP (httpx); small inference
-steps (T <= stream_max_tokens after a prefill) go over one WebSocket per session, so a decode
-step costs one message each way and no HTTP round trip.
+steps (T <= stream_max_tokens after a prefill: decode steps and speculative verify frames, up to
+40 positions by default) go over one WebSocket per session, so a step costs one message each way
+and no HTTP round trip.
 
 Every inference session keeps the encoder outputs it sent (as sent: in the wire dtype) with
 their positions. When the cloud evicts or expires the session (410), does not know it (404: a
@@ -251,7 +252,7 @@ class RemoteMiddle:
             frame = wire.forward_frame(x[:, a:b], pos[:, a:b], kp, start=start + a, tail=0 if want else 1, trim=trim)
             data = self._frame_bytes(frame)
             try:
-                if want and start + a > 0 and b - a <= self.stream_max_tokens:
+                if want and start + a > 0 and t <= self.stream_max_tokens:  # a step (a verify frame), not a prefill
                     outs.append(await self._ws_step(s, data))
                 else:
                     outs.append(await self._exchange(s, f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN))
