@@ -2,10 +2,12 @@
 the distribution: on the default model through the real middle blocks, the first two tokens of
 many seeded speculative completions follow the exact distributions computed from the model's
 own logits (chi-square goodness of fit: the first token, and the second given the likeliest
-first), while drafts are both accepted and rejected."""
+first), while drafts are both accepted and rejected; and with a seed a speculative completion
+samples the very tokens of step-by-step decoding (the same draws, one per position)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -90,3 +92,18 @@ async def test_speculative_sampling_keeps_the_distribution(model):
     assert sum(seconds.values()) > 200
     assert _gof(firsts, p1, model.fim.stop_ids) > 1e-3
     assert _gof(seconds, p2, model.fim.stop_ids) > 1e-3
+
+
+async def test_a_seeded_sampled_completion_is_the_same_speculative_or_not(model):
+    engine = CompletionEngine.split(model, LocalMiddle(model.load_middle()))
+    differ = 0
+    for seed in range(12):
+        spec = EngineConfig(sampling=SamplingConfig(temperature=0.8, seed=seed),
+                            stop=StopConfig(max_tokens=16, multiline=True), speculation=SpeculationConfig(mode="on"))
+        plain = await engine.complete(PREFIX, "", replace(spec, speculation=SpeculationConfig(mode="off")))
+        fast = await engine.complete(PREFIX, "", spec)
+        assert fast.speculation is not None and plain.speculation is None
+        assert (fast.text, fast.tokens) == (plain.text, plain.tokens), seed
+        differ += plain.tokens != (await engine.complete(PREFIX, "", replace(spec, sampling=SamplingConfig(
+            temperature=0.8, seed=seed + 100)))).tokens
+    assert differ > 0  # the seed matters: these are samples, not the greedy completion

@@ -43,24 +43,16 @@ class Continuation:
 
     def verify(self, logits: torch.Tensor, draft: int | None) -> tuple[int, bool]:
         """The next id from one position's logits when `draft` was proposed there (speculative
-        decoding; None: nothing was), and whether it is the draft. Greedy: the choice, compared.
-        Sampled: the standard speculative-sampling rule (Leviathan et al. 2023, Chen et al. 2023)
-        for a draft that is a point mass — every draft here is a deterministic function of the
-        ids so far — accept it with probability p(draft), else draw from p with the draft taken
-        out, renormalised; the id then has exactly the distribution p of `choose`."""
-        if draft is None or self.sampler.cfg.greedy:
-            choice = self.choose(logits)
-            return choice, choice == draft
-        p = self.sampler.probs(logits, self.healing.mask(self.produced))
-        generator = self.sampler.generator
-        if float(torch.rand((), generator=generator)) < float(p[draft]):
-            return draft, True
-        rest = p.clone()
-        rest[draft] = 0.0
-        total = float(rest.sum())
-        if total <= 0.0:  # p is all on the draft (the draw above can miss it only by rounding)
-            return draft, True
-        return int(torch.multinomial(rest / total, 1, generator=generator)), False
+        decoding; None: nothing was), and whether it is the draft: the id `choose` draws, kept
+        draft or not. Greedy, that is the argmax compared. Sampled, it is the standard
+        speculative-sampling rule (Leviathan et al. 2023, Chen et al. 2023) for a draft that is a
+        point mass q — every draft here is a deterministic function of the ids so far: the draft
+        is accepted with probability min(1, p(d) / q(d)) = p(d), and a rejection draws from the
+        residual max(0, p - q), i.e. p without d, renormalised. Drawing x ~ p and accepting iff
+        x = d realises exactly that, with the same draws, one per position, as step-by-step
+        decoding: a seeded request samples the same tokens speculative or not."""
+        choice = self.choose(logits)
+        return choice, choice == draft
 
     def take(self, next_id: int) -> str | None:
         """Append `next_id`; the stop reason if the completion ends with it (a stop id is not appended)."""

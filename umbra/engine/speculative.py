@@ -9,9 +9,10 @@ constraint), and keeps drafts while they are that choice. The first disagreeing 
 session's (`drop`, a truncate that travels in the next frame). The first frame of a request
 carries the prompt's new ids (the edit) ahead of its k drafts: the prefill and the first verify
 are one trip. Greedy: the tokens are those of step-by-step decoding, only the number of trips
-changes. Sampled (temperature > 0): the standard speculative-sampling rule (decoding.py,
-`Continuation.verify`) keeps each token's distribution that of step-by-step sampling (the draws
-differ, the distribution does not). A draft that token healing forbids is never the choice.
+changes. Sampled (temperature > 0): the standard speculative-sampling rule for point-mass drafts
+(decoding.py, `Continuation.verify`), drawn with step-by-step decoding's own draws: the same
+distribution and, with a seed, the same tokens. A draft that token healing forbids is never the
+choice.
 
 Drafts, in this order, until k are drafted:
   prompt lookup  the ids that followed the latest earlier occurrence of the last n-gram
