@@ -91,6 +91,7 @@ class UmbraLanguageServer(LanguageServer):
         self.backend: Backend | None = None
         self._starting: asyncio.Task | None = None
         self._decodes = asyncio.Semaphore(EDITOR_DECODES)
+        self._latest: dict[str, object] = {}  # uri -> the newest completion request on it not yet decoding
 
     @property
     def initialized(self) -> bool:
@@ -148,15 +149,24 @@ class UmbraLanguageServer(LanguageServer):
             return self._empty("the document's language is not in completion.languages")
         budget = self.options.inline.deadline_s
         deadline = None if budget is None else arrived_at + budget
+        mine = self._latest[uri] = object()  # this request replaces the document's older ones:
+        self.backend.pool.supersede(uri)  # a running decode of one stops now instead of finishing first
         try:
             waiting = self._decodes.locked()
-            if deadline is None:
+            if deadline is None or not waiting:  # a free slot is taken, however late the request is
                 await self._decodes.acquire()
             else:
                 await asyncio.wait_for(self._decodes.acquire(), max(0.0, deadline - time.monotonic()))
         except TimeoutError:
             return self._empty(f"the editor's deadline ({budget * 1e3:.0f} ms) passed while other "
                                f"documents' completions ran ({EDITOR_DECODES} at a time)")
+        finally:
+            if self._latest.get(uri) is mine:
+                del self._latest[uri]
+        if self._latest.get(uri) is not None:  # a newer request on the document came while this one waited
+            self._decodes.release()
+            self.backend.counts["skipped"] += 1
+            raise JsonRpcRequestCancelled("a newer request on the document replaced this one")
         try:
             result = await self.backend.complete(uri, prefix, suffix, self.backend.inline_config,
                                                  language=language or None, typeahead=True, deadline=deadline)
