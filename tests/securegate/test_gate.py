@@ -174,8 +174,10 @@ def test_training_errors_are_gate_errors(enc):
         train_gate(enc, {})
     with pytest.raises(GateError, match="at least one valid key"):
         train_gate(enc, {"alpha": []})
+    # One step at lr 1e-9 cannot route; no near misses or mining passes to refit it first (with
+    # the defaults' 2,048 near misses and four passes over 65,536 drawn states it took 85 s to fail).
     hopeless = GateConfig(hidden=1, steps=1, lr=1e-9, max_rounds=1, random_keys=16, absent_tokens=16,
-                          check_per_class=50)
+                          check_per_class=50, near_misses=16, mine_passes=0)
     with pytest.raises(GateError, match=r"did not route every check right after 1 rounds \(valid"):
         train_gate(enc, VALID, hopeless)
 
