@@ -1,7 +1,12 @@
 """The language server's JSON-RPC edge (lsp/protocol.py), spoken to in raw frames over stdio:
 every request is answered with a result or an LSP error — broken JSON, bad params, a second
 `initialize`, anything after `shutdown` — and the server keeps serving; a document with lone
-surrogates completes; many documents completing at once are all answered."""
+surrogates completes; many documents completing at once are all answered.
+
+The tests that only need a server serving share one (`shared`, started once for the module with
+the cloud it starts): each opens documents of its own and checks that the server still answers
+after what it sent. The one that never sets a model up and the one that shuts the server down
+start their own."""
 
 from __future__ import annotations
 
@@ -9,7 +14,10 @@ import asyncio
 import contextlib
 
 import pytest
+import pytest_asyncio
 from lsp_helpers import SOURCE, RawLspClient
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
 
@@ -43,6 +51,14 @@ async def ready(client: RawLspClient, model_dir) -> None:
     await client.wait_for_status("ready")
 
 
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared(lsp_model_dir):
+    """One initialized, ready language server for the tests that only need one serving."""
+    async with raw_server() as client:
+        await ready(client, lsp_model_dir)
+        yield client
+
+
 async def test_broken_json_is_a_parse_error_with_id_null_and_the_server_keeps_serving():
     async with raw_server() as client:
         for body in (b'{"jsonrpc": "2.0", "id": 1, "method": ', b"\xff\xfe not utf-8", b""):
@@ -58,25 +74,23 @@ async def test_broken_json_is_a_parse_error_with_id_null_and_the_server_keeps_se
 
 
 @pytest.mark.parametrize("character", [-1, 1.5, "3", True, None, 2**40])
-async def test_a_bad_position_is_invalid_params_and_the_server_keeps_serving(lsp_model_dir, character):
-    async with raw_server() as client:
-        await ready(client, lsp_model_dir)
-        open_doc(client, "file:///a.py", SOURCE)
-        bad = await complete(client, "file:///a.py", 11, character)
-        assert bad["error"]["code"] == INVALID_PARAMS and "textDocument/completion" in bad["error"]["message"]
-        good = await complete(client, "file:///a.py", 11, 17)
-        assert "result" in good and good["result"]["items"]
+async def test_a_bad_position_is_invalid_params_and_the_server_keeps_serving(shared, character):
+    client, uri = shared, f"file:///position-{character!r}.py"
+    open_doc(client, uri, SOURCE)
+    bad = await complete(client, uri, 11, character)
+    assert bad["error"]["code"] == INVALID_PARAMS and "textDocument/completion" in bad["error"]["message"]
+    good = await complete(client, uri, 11, 17)
+    assert "result" in good and good["result"]["items"]
 
 
-async def test_a_second_initialize_is_an_error_and_the_server_keeps_its_session(lsp_model_dir):
-    async with raw_server() as client:
-        await ready(client, lsp_model_dir)
-        again = await client.request("initialize", {"processId": None, "rootUri": None, "capabilities": {},
-                                                    "initializationOptions": {"model": {"dir": "/absent"}}})
-        assert again["error"]["code"] == INVALID_REQUEST and "already initialized" in again["error"]["message"]
-        open_doc(client, "file:///a.py", SOURCE)
-        answer = await complete(client, "file:///a.py", 11, 17)
-        assert answer["result"]["items"], answer
+async def test_a_second_initialize_is_an_error_and_the_server_keeps_its_session(shared):
+    client = shared
+    again = await client.request("initialize", {"processId": None, "rootUri": None, "capabilities": {},
+                                                "initializationOptions": {"model": {"dir": "/absent"}}})
+    assert again["error"]["code"] == INVALID_REQUEST and "already initialized" in again["error"]["message"]
+    open_doc(client, "file:///again.py", SOURCE)
+    answer = await complete(client, "file:///again.py", 11, 17)
+    assert answer["result"]["items"], answer
 
 
 async def test_every_request_after_shutdown_is_invalid_request_and_exit_still_exits(lsp_model_dir):
@@ -93,31 +107,29 @@ async def test_every_request_after_shutdown_is_invalid_request_and_exit_still_ex
         assert await asyncio.wait_for(client.proc.wait(), 60) == 0
 
 
-async def test_lone_surrogates_in_a_document_complete_and_the_next_document_too(lsp_model_dir):
-    async with raw_server() as client:
-        await ready(client, lsp_model_dir)
-        text = 'name = "\ud800x\udfff"\nvalue = '  # lone surrogates, sent as JSON escapes
-        open_doc(client, "file:///bad.py", text)
-        client.notify("textDocument/didChange", {
-            "textDocument": {"uri": "file:///bad.py", "version": 2},
-            "contentChanges": [{"range": {"start": {"line": 1, "character": 8}, "end": {"line": 1, "character": 8}},
-                                "text": "\udc00"}]})
-        for position in [(1, 9), (0, 10)]:
-            answer = await complete(client, "file:///bad.py", *position)
-            assert "result" in answer, answer
-        inline = await client.request("textDocument/inlineCompletion", {
-            "textDocument": {"uri": "file:///bad.py"}, "position": {"line": 1, "character": 9},
-            "context": {"triggerKind": 1}})
-        assert "result" in inline, inline
-        open_doc(client, "file:///good.py", SOURCE)
-        assert (await complete(client, "file:///good.py", 11, 17))["result"]["items"]
+async def test_lone_surrogates_in_a_document_complete_and_the_next_document_too(shared):
+    client = shared
+    text = 'name = "\ud800x\udfff"\nvalue = '  # lone surrogates, sent as JSON escapes
+    open_doc(client, "file:///bad.py", text)
+    client.notify("textDocument/didChange", {
+        "textDocument": {"uri": "file:///bad.py", "version": 2},
+        "contentChanges": [{"range": {"start": {"line": 1, "character": 8}, "end": {"line": 1, "character": 8}},
+                            "text": "\udc00"}]})
+    for position in [(1, 9), (0, 10)]:
+        answer = await complete(client, "file:///bad.py", *position)
+        assert "result" in answer, answer
+    inline = await client.request("textDocument/inlineCompletion", {
+        "textDocument": {"uri": "file:///bad.py"}, "position": {"line": 1, "character": 9},
+        "context": {"triggerKind": 1}})
+    assert "result" in inline, inline
+    open_doc(client, "file:///good.py", SOURCE)
+    assert (await complete(client, "file:///good.py", 11, 17))["result"]["items"]
 
 
-async def test_twenty_documents_completing_at_once_are_all_answered(lsp_model_dir):
-    async with raw_server() as client:
-        await ready(client, lsp_model_dir)
-        uris = [f"file:///doc{i}.py" for i in range(20)]
-        for i, uri in enumerate(uris):
-            open_doc(client, uri, SOURCE.replace("total", f"total{i}"))
-        answers = await asyncio.gather(*(complete(client, uri, 11, 17) for uri in uris))
-        assert all("result" in a for a in answers), [a.get("error") for a in answers if "error" in a]
+async def test_twenty_documents_completing_at_once_are_all_answered(shared):
+    client = shared
+    uris = [f"file:///doc{i}.py" for i in range(20)]
+    for i, uri in enumerate(uris):
+        open_doc(client, uri, SOURCE.replace("total", f"total{i}"))
+    answers = await asyncio.gather(*(complete(client, uri, 11, 17) for uri in uris))
+    assert all("result" in a for a in answers), [a.get("error") for a in answers if "error" in a]
