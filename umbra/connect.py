@@ -176,6 +176,9 @@ class CloudLink:
         self.privacy = mode_in_force(self.mode, config.url, config.allow_undefended_remote_cloud)
         if config.url is None:
             settings = {} if config.threads is None else {"torch_threads": config.threads}
+            dtype = str(model.dtype).removeprefix("torch.")
+            if dtype != "float32":  # the middle in the client's dtype, as the whole model would run
+                settings["dtype"] = dtype
             base = await asyncio.to_thread(model.check_base)
             cloud = local_cloud_sync(base, model.plan, settings=settings, startup_timeout=config.startup_timeout)
             self.local = await asyncio.to_thread(self._stack.enter_context, cloud)

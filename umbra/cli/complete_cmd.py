@@ -50,6 +50,9 @@ def register(sub) -> None:
                         "with --bundle: the base model, default the one the bundle was made from)")
     p.add_argument("--bundle", type=Path, default=None, metavar="DIR",
                    help="client bundle to complete with (env UMBRA_BUNDLE; see `umbra init`)")
+    p.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32",
+                   help="the client's compute dtype, and the hidden states' on the wire; a cloud started "
+                        "here computes the middle in it too (default fp32)")
     p.add_argument("--service", default=None,
                    help="keyring service holding the bundle's key and the cloud's token (default: umbra)")
     where = p.add_argument_group("where the middle blocks run")
@@ -149,6 +152,7 @@ def run(args) -> int:
     if args.json:
         stats = {k: v for k, v in asdict(result).items() if k not in ("text", "tokens")}  # no token ids
         print(json.dumps({"completion": result.text, "generated_tokens": result.generated_tokens, "mode": mode,
+                          "dtype": args.dtype,
                           **stats}))
     else:
         sys.stdout.write(result.text + "\n")
@@ -158,14 +162,17 @@ def run(args) -> int:
 def _load_model(args) -> ClientModel:
     from umbra.engine import ClientModel
 
+    from umbra.model.device import resolve_dtype
+
+    dtype = resolve_dtype(args.dtype)
     bundle = args.bundle or os.environ.get("UMBRA_BUNDLE")
     if not bundle:
-        return ClientModel.load(args.model or default_model_dir(), _plan(args))
+        return ClientModel.load(args.model or default_model_dir(), _plan(args), dtype=dtype)
     if _plan(args) is not None:
         raise ConfigError("a bundle fixes the split; drop --encoder-blocks/--decoder-blocks")
     from keys import DEFAULT_SERVICE, KeyStore
 
-    return ClientModel.from_bundle(bundle, args.model, store=KeyStore(args.service or DEFAULT_SERVICE))
+    return ClientModel.from_bundle(bundle, args.model, store=KeyStore(args.service or DEFAULT_SERVICE), dtype=dtype)
 
 
 async def _complete(model: ClientModel, config, prefix, suffix, cloud: CloudConfig | None, language: str | None,
