@@ -118,9 +118,13 @@ class FimPrompt:
 
 
 def build_prompt(tok: ClientTokenizer, fmt: FimFormat, prefix: str, suffix: str,
-                 cfg: PromptConfig, cut_hint: int | None = None) -> FimPrompt:
+                 cfg: PromptConfig, cut_hint: int | None = None, head: tuple[int, ...] = (),
+                 lead: tuple[int, ...] = ()) -> FimPrompt:
     """The FIM prompt for the cursor between `prefix` and `suffix`. `cut_hint` is the previous
-    request's `prefix_cut`; it is kept whenever it still yields a prefix within budget."""
+    request's `prefix_cut`; it is kept whenever it still yields a prefix within budget. Context
+    from open files (engine/context.py; outside `cfg.budget`, which the caller shrinks for it):
+    `head` goes before the FIM markers (the repository layout: `<file_sep>` files), `lead`
+    right before the prefix (comment layout); both stay put across keystrokes."""
     budget = cfg.budget
     p_share = round(budget * cfg.prefix_share)
     tail_start = _line_start_before(prefix, len(prefix) - _CHARS_PER_TOKEN_CAP * budget)
@@ -141,11 +145,11 @@ def build_prompt(tok: ClientTokenizer, fmt: FimFormat, prefix: str, suffix: str,
         k = healed_tokens(tok, prefix, p_ids)
         if k:
             heal, p_ids = tok.decode(p_ids[-k:]), p_ids[:-k]
-    head = [fmt.bos_id] if fmt.bos_id is not None else []
+    bos = [fmt.bos_id] if fmt.bos_id is not None else []
     if fmt.uses_spm(cfg.order):
-        ids = head + [fmt.prefix_id, fmt.suffix_id, *s_ids, fmt.middle_id, *p_ids]
+        ids = bos + [*head, fmt.prefix_id, fmt.suffix_id, *s_ids, fmt.middle_id, *lead, *p_ids]
     else:
-        ids = head + [fmt.prefix_id, *p_ids, fmt.suffix_id, *s_ids, fmt.middle_id]
+        ids = bos + [*head, fmt.prefix_id, *lead, *p_ids, fmt.suffix_id, *s_ids, fmt.middle_id]
     return FimPrompt(ids, cut, len(p_ids), len(s_ids), heal)
 
 

@@ -21,6 +21,12 @@ request's arrival plus its latency budget): decoding stops at the first step pas
 completion is the text so far, trimmed to its last whole line or word (stop reason "deadline";
 completion_text.py). The prompt always runs in full, so its caches serve the next request.
 `StopConfig.repetition` stops a degenerate loop (repetition.py; stop reason "repetition").
+
+A request may carry context from open files (`context=`, a RepoContext of engine/context.py):
+its tokens head the prompt in the repository layout (`<file_sep>` files, when the tokenizer has
+a file separator) or as comments before the prefix (when not), within the context's token budget
+and at most half the prompt's room; the file's budget shrinks by as much. The same context gives
+the same ids (memoised), so across keystrokes it stays in the reused prefix of the caches.
 Neither is for streaming callers: both can take back text a stream would have sent.
 
 Decoding runs step by step (decoding.py: one cloud round trip per token) or, for a greedy
@@ -42,6 +48,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from umbra.engine.config import EngineConfig, PromptConfig
+from umbra.engine.context import RepoContext, render_comments
 from umbra.engine.decoding import Continuation, decode_plain
 from umbra.engine.file_style import FileStyle
 from umbra.engine.fim import FimFormat, build_prompt
@@ -53,6 +60,7 @@ from umbra.errors import Cancelled, CloudUnavailable, ConfigError, SessionError
 from umbra.model.adapters.selection import EMPTY, AdapterSet
 
 _CONTROL_TOKENS = 4  # BOS + the three FIM markers, outside the context budget
+FILE_SEPARATORS = ("<file_sep>", "<|file_sep|>")  # repository-layout file separators (context.py)
 
 
 class CancelToken:
@@ -92,6 +100,7 @@ class CompletionResult:
     access: str = "secure"  # SecureGate: "secure", or "revealing: NAME" when an access key unlocked NAME
     round_trips: int = 0  # trips to the cloud for this request (0 in process; see Middle.round_trips)
     speculation: SpeculationCounts | None = None  # drafts and frames, when the request speculated
+    context_files: tuple[str, ...] = ()  # open files whose snippets were in the prompt (names only)
 
     @property
     def generated_tokens(self) -> int:
@@ -111,6 +120,8 @@ class CompletionSession:
         self.config = config.validate()
         self._cached: list[int] = []  # ids whose KV the runner holds, in order
         self._cut_hint: int | None = None  # previous prompt's prefix cut (see fim.py)
+        self._file_sep = next((i for i in map(tokenizer.token_id, FILE_SEPARATORS) if i is not None), None)
+        self._context_memo: tuple | None = None  # (context, room) -> (head, lead, files)
         self._lock = asyncio.Lock()
         self.closed = False
 
@@ -121,12 +132,13 @@ class CompletionSession:
     async def complete(self, prefix: str, suffix: str = "", config: EngineConfig | None = None,
                        cancel: CancelToken | None = None, adapters: AdapterSet | None = None,
                        on_text: Callable[[str], None] | None = None,
-                       deadline: float | None = None) -> CompletionResult:
+                       deadline: float | None = None, context: RepoContext | None = None) -> CompletionResult:
         """Complete at the cursor between `prefix` and `suffix` with `adapters` (None: none).
         `on_text(delta)`, when given, streams the completion: it is called once per decode step
         that does not end it, with the text that step settled ("" if none), and once at the end
         with the rest; the deltas concatenate to `result.text` (completion_text.py).
-        `deadline`: a `time.monotonic()` instant after which decoding stops (see the module)."""
+        `deadline`: a `time.monotonic()` instant after which decoding stops (see the module).
+        `context`: snippets of other open files for the prompt (see the module)."""
         cfg = (config or self.config).validate()
         if on_text is not None and (deadline is not None or cfg.stop.repetition):
             raise ConfigError("a streamed completion takes no deadline and no repetition stop")
@@ -139,8 +151,11 @@ class CompletionSession:
             if self.closed:
                 raise SessionError("completion session is closed")
             cancel.raise_if_cancelled()
-            prompt = build_prompt(self.tokenizer, self.fim, prefix, suffix,
-                                  self._prompt_config(cfg, adapters.prompt_length), self._cut_hint)
+            pcfg = self._prompt_config(cfg, adapters.prompt_length)
+            head, lead, files = self._context_ids(context, pcfg.budget)
+            if head or lead:
+                pcfg = replace(pcfg, budget=pcfg.budget - len(head) - len(lead))
+            prompt = build_prompt(self.tokenizer, self.fim, prefix, suffix, pcfg, self._cut_hint, head, lead)
             self._cut_hint = prompt.prefix_cut
             trips = self.runner.round_trips
             try:
@@ -154,7 +169,7 @@ class CompletionSession:
                 result = _replace_evicted(await self._generate(prompt.ids, prompt.heal, prefix, suffix, cfg, cancel,
                                                                stream, deadline, adapters))
             return replace(result, text=style.render(result.text), adapters=adapters.names,
-                           round_trips=self.runner.round_trips - trips)
+                           round_trips=self.runner.round_trips - trips, context_files=files)
 
     async def close(self) -> None:
         async with self._lock:
@@ -175,6 +190,31 @@ class CompletionSession:
                               f"model's context of {self.context_length} positions"
                               + (f" after the {soft_prompt}-vector soft prompt" if soft_prompt else ""))
         return cfg.prompt if cfg.prompt.budget <= limit else replace(cfg.prompt, budget=limit)
+
+    def _context_ids(self, context: RepoContext | None, room: int
+                     ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[str, ...]]:
+        """(head, lead, files): the context's ids before the FIM markers (repository layout) or
+        before the prefix (comment layout), at most min(context.tokens, room // 2) of them (the
+        least relevant snippets dropped first), and the paths of the files they hold."""
+        if context is None or not context.snippets:
+            return (), (), ()
+        if self._context_memo is not None and self._context_memo[0] == (context, room):
+            return self._context_memo[1]
+        enc, sep = self.tokenizer.encode, self._file_sep
+        if sep is not None:
+            parts = [[sep, *enc(s.path + "\n"), *enc(s.text)] for s in context.snippets]
+            tail = [sep, *enc(context.path + "\n")]
+        else:
+            parts = [enc(render_comments(s, context.language)) for s in context.snippets]
+            tail = []
+        allowed, first = min(context.tokens, room // 2), 0
+        while first < len(parts) and sum(map(len, parts[first:])) + len(tail) > allowed:
+            first += 1
+        ids = tuple(t for part in parts[first:] for t in part) + (tuple(tail) if first < len(parts) else ())
+        files = tuple(s.path for s in context.snippets[first:])
+        out = (ids, (), files) if sep is not None else ((), ids, files)
+        self._context_memo = ((context, room), out)
+        return out
 
     async def _run(self, ids: list[int], last: int = 0) -> torch.Tensor:
         """Feed ids; the last position's logits [V], or the last `last` positions' [last, V]."""
