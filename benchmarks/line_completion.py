@@ -5,6 +5,7 @@ way a user judges it, at the positions an editor produces (issue 57).
         [--languages python,go,java] [--model DIR] [--threads 1] [--max-tokens 64] [--write]
         [--label TEXT] [--dump FILE] [--data-root DIR] [--results FILE] [--doc FILE] [--client-only]
     python benchmarks/line_completion.py --render-only     # docs/benchmarks.md from the results file
+    python benchmarks/line_completion.py --repo --positions 60   # context from open files (line_repo.py)
 
 `--positions` per language (default 300), half "after-indent" (the cursor after a real line's
 indentation inside a body, where an editor leaves it after Enter), half "mid-line" (after a
@@ -84,6 +85,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--client-only", action="store_true",
                    help="measure client-only completion: `umbra serve --client-only` and the client-only engine "
                         "(the client's blocks alone, no cloud); the run and its rows say so")
+    p.add_argument("--repo", action="store_true",
+                   help="repository mode: without and with context from the package's other files as open tabs "
+                        "(benchmarks/line_repo.py; its own results file and docs table)")
+    p.add_argument("--context-tokens", type=int, default=384, help="--repo: context tokens at most (default 384)")
     p.add_argument("--dump", type=Path, default=None, help="write every completion as JSON lines here (not committed)")
     return p.parse_args(argv)
 
@@ -210,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         write_block(args.doc, MARKER, render(read_rows(args.results)))
         print(f"wrote the tables into {args.doc}")
         return 0
+    if args.repo:
+        return _repo(args, argv)
     try:
         drawn = prepare(args)
     except (InputError, SetError) as exc:
@@ -246,6 +253,22 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(len(ps) for ps, _ in drawn.values()) * len(MODES) * len(SUFFIXES)
     print(f"serve and local disagree on {disagreements} of {total} completions", file=sys.stderr)
     return 1 if disagreements else 0
+
+
+def _repo(args, argv) -> int:
+    """The repository mode (benchmarks/line_repo.py): the set and model checked as for the others."""
+    from line_paths import code_root
+    from line_repo import run_repo
+
+    try:
+        if args.context_tokens < 1:
+            raise InputError(f"--context-tokens must be at least 1, got {args.context_tokens}")
+        languages = list(prepare(args))
+    except (InputError, SetError) as exc:
+        print(f"line_completion: error: {exc}", file=sys.stderr)
+        return 2
+    command = "python benchmarks/line_completion.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+    return run_repo(args, languages, git_commit(code_root()), command)
 
 
 def _interrupt(signum, frame) -> None:
