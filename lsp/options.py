@@ -11,6 +11,7 @@ Three sources, one schema:
           "completion": {"maxTokens": 64, "multiline": "auto", "temperature": 0.0, "topP": 1.0,
                          "contextTokens": 1024, "languages": null},
           "inline": {"deadlineMs": 250, "repetitionTokens": 12},
+          "context": {"enabled": false, "tokens": 384, "maxFiles": 5, "exclude": [".env globs", ...]},
           "languages": {"aliases": {"golang": "go", "py": "python", ...}},
           "threads": null,
           "allowUndefendedRemoteCloud": false,
@@ -53,6 +54,8 @@ from lsp.conversion import convert, field_name, json_type
 from lsp.errors import OptionsError
 from umbra.engine import EngineConfig, PromptConfig, SamplingConfig, StopConfig
 from umbra.engine.config import MAX_TEMPERATURE
+from umbra.engine.context import ContextConfig
+from umbra.engine.context_exclusions import DEFAULT_EXCLUDE
 from umbra.engine.routing import LANGUAGE_ALIASES, canonical_language
 from umbra.errors import ConfigError
 
@@ -205,6 +208,24 @@ class InlineOptions(_Options):
         return replace(completion, stop=replace(completion.stop, repetition=self.repetition_tokens))
 
 
+class ContextOptions(_Options):
+    # Snippets of the other open documents in the editor's prompts (umbra/engine/context.py): the
+    # files the current one imports, same language, most like the code above the cursor. Off by
+    # default until the line benchmark's --repo mode shows it raises accepted lines for the
+    # default model (docs/benchmarks.md); the deep model is trained on such repository sequences.
+    enabled: bool = False
+    # Most prompt tokens of context (at most half of the prompt; the file's own budget shrinks by as much).
+    tokens: int = Field(384, ge=1)
+    # Most open files that lend a snippet.
+    max_files: int = Field(5, ge=1)
+    # Globs of files never used (the extension's `umbra.exclude` semantics; default: its default).
+    # Files the workspace's .gitignore ignores and documents holding a secret are never used either.
+    exclude: tuple[NonEmpty, ...] = DEFAULT_EXCLUDE
+
+    def engine_config(self) -> ContextConfig:
+        return ContextConfig(enabled=self.enabled, tokens=self.tokens, max_files=self.max_files).validate()
+
+
 class LanguageOptions(_Options):
     # Editor language id or alias -> canonical language name ({"golang": "go", "py": "python"}),
     # merged over DEFAULT_ALIASES (map an id to itself to drop a default). Used to name a
@@ -231,6 +252,8 @@ class InitializationOptions(_Options):
     completion: CompletionOptions = Field(default_factory=CompletionOptions)
     # What the language server's editor requests add: a latency deadline, the loop stop.
     inline: InlineOptions = Field(default_factory=InlineOptions)
+    # Context from the other open documents (the language server's editor requests only).
+    context: ContextOptions = Field(default_factory=ContextOptions)
     # Language names: aliases of editor language ids.
     languages: LanguageOptions = Field(default_factory=LanguageOptions)
     # torch intra-op threads, here and in a self-started cloud; null = torch's default.

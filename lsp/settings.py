@@ -35,6 +35,7 @@ from lsp.options import (
     CloudOptions,
     CompletionOptions,
     InitializationOptions,
+    ContextOptions,
     InlineOptions,
     LanguageOptions,
     ModelOptions,
@@ -81,6 +82,7 @@ class LocalSettings(BaseSettings):
     completion: CompletionOptions = Field(default_factory=CompletionOptions)  # request defaults
     languages: LanguageOptions = Field(default_factory=LanguageOptions)
     inline: InlineOptions = Field(default_factory=InlineOptions)  # the language server's; unused here
+    context: ContextOptions = Field(default_factory=ContextOptions)  # the language server's; unused here
     threads: Threads = None
     allow_undefended_remote_cloud: bool = False  # the opt-in of umbra/privacy/cloud_policy.py
     client_only: bool = False  # the client's blocks alone: no cloud at all (UMBRA_LOCAL_CLIENT_ONLY=true)

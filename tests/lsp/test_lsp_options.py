@@ -11,6 +11,7 @@ import pytest
 
 from lsp.errors import OptionsError
 from lsp.options import DEFAULT_ALIASES, CompletionOptions, InitializationOptions
+from umbra.engine.context_exclusions import DEFAULT_EXCLUDE
 from umbra.engine import EngineConfig, StopConfig
 
 CONTRACT = {  # the defaults, as JSON; names and defaults must not drift
@@ -20,6 +21,8 @@ CONTRACT = {  # the defaults, as JSON; names and defaults must not drift
                    "languages": None},
     "languages": {"aliases": dict(DEFAULT_ALIASES)},
     "inline": {"deadlineMs": 250, "repetitionTokens": 12},  # the language server's editor requests only
+    # context from the other open documents: off until the --repo benchmark shows a gain
+    "context": {"enabled": False, "tokens": 384, "maxFiles": 5, "exclude": DEFAULT_EXCLUDE},
     "threads": None,
     "allowUndefendedRemoteCloud": False,  # private by default (umbra/privacy/cloud_policy.py)
     "clientOnly": False,  # split by default; true: the client's blocks alone, no cloud at all
@@ -108,6 +111,8 @@ def test_lists_and_maps():
     ({"completion": {"multiline": "block"}}, 'completion.multiline must be true, false or "auto", got a string'),
     ({"inline": {"deadlineMs": -1}}, "inline.deadlineMs must be >= 0, got -1"),
     ({"inline": {"repetitionTokens": 2}}, "inline.repetitionTokens must be 0 (off) or >= 3, got 2"),
+    ({"context": {"tokens": 0}}, "context.tokens must be >= 1, got 0"),
+    ({"context": {"exclude": [""]}}, "context.exclude[0] must be a non-empty string"),
     ({"completion": {"topP": "1"}}, "completion.topP must be a number, got a string"),
     ({"model": {"dir": 3}}, "model.dir must be a string, got an integer"),
     ({"completion": {"maxTokens": 0}}, "completion.maxTokens must be >= 1, got 0"),
