@@ -36,6 +36,7 @@ from lsp.status import Status, StatusBoard
 from lsp.typeahead import TypeAhead
 from umbra.connect import CloudLink
 from umbra.engine import ClientModel, CompletionResult, EngineConfig
+from umbra.engine.context import RepoContext
 from umbra.engine.engine import with_route
 from umbra.errors import Cancelled, CloudRejected, CloudUnavailable, ValidationError
 from umbra.privacy.mode import PrivacyMode
@@ -103,13 +104,13 @@ class Backend:
 
     async def complete(self, key: str | None, prefix: str, suffix: str, config: EngineConfig | None = None,
                        language: str | None = None, typeahead: bool = False,
-                       deadline: float | None = None) -> CompletionResult:
+                       deadline: float | None = None, context: RepoContext | None = None) -> CompletionResult:
         """Complete between `prefix` and `suffix` in the key's warm session (None: a fresh one),
         with the adapters of `language` (the editor's id or an alias; routing.py). With
         `typeahead` (the language server) and a key, text typed into the key's last completions
         is answered with their rest, without a decode (lsp/typeahead.py); the key's running
-        request is cancelled all the same, since this one replaces it. `deadline`: see
-        CompletionSession.complete."""
+        request is cancelled all the same, since this one replaces it. `deadline` and `context`
+        (snippets of other open files): see CompletionSession.complete."""
         prefix, suffix = well_formed(prefix), well_formed(suffix)
         if typeahead and key is not None:
             self._check_ready(language)
@@ -119,7 +120,8 @@ class Backend:
                 self.counts["typeahead"] += 1
                 self.board.served(hit)
                 return hit
-        (result,) = await self.complete_all(key, [Infill(prefix, suffix, config)], language, deadline=deadline)
+        (result,) = await self.complete_all(key, [Infill(prefix, suffix, config)], language, deadline=deadline,
+                                            context=context)
         if typeahead and key is not None:
             self.typeahead.remember(key, prefix, suffix, result, config=config, language=language)
         return result
@@ -145,7 +147,8 @@ class Backend:
     async def complete_all(self, key: str | None, infills: Sequence[Infill], language: str | None = None,
                            on_text: Callable[[int, str], None] | None = None,
                            on_result: Callable[[int, CompletionResult], None] | None = None,
-                           deadline: float | None = None) -> list[CompletionResult]:
+                           deadline: float | None = None, context: RepoContext | None = None
+                           ) -> list[CompletionResult]:
         """The completions of `infills`, one after another in the key's warm session (None: one
         fresh session for them all, so that they share their prompt's cache): one request, which
         a newer one on the key cancels whole. `on_text(i, delta)` streams completion i
@@ -162,8 +165,11 @@ class Backend:
                 for i, infill in enumerate(infills):
                     result = with_route(await session.complete(
                         infill.prefix, infill.suffix, infill.config or self.config, adapters=adapters,
-                        on_text=None if on_text is None else functools.partial(on_text, i), deadline=deadline), route)
+                        on_text=None if on_text is None else functools.partial(on_text, i), deadline=deadline,
+                        context=context), route)
                     self.stops[result.stop_reason] += 1
+                    if result.context_files and self.link is not None and self.link.audit is not None:
+                        self.link.audit.note_context(result.context_files)  # the files' names, never their text
                     if on_result is not None:
                         on_result(i, result)
                     results.append(result)

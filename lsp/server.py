@@ -50,6 +50,7 @@ from pygls.lsp.server import LanguageServer
 from lsp.arrivals import Arrival, Arrivals
 from lsp.backend import Backend
 from lsp.documents import Document, Documents, identifier_before
+from lsp.open_context import OpenContext
 from lsp.errors import NotReady, fault_for
 from lsp.options import InitializationOptions
 from lsp.protocol import UmbraProtocol, strict_converter
@@ -89,6 +90,7 @@ class UmbraLanguageServer(LanguageServer):
         self.arrivals = Arrivals()
         self.options: InitializationOptions | None = None
         self.backend: Backend | None = None
+        self.context: OpenContext | None = None  # context from the other open documents (options.context)
         self._starting: asyncio.Task | None = None
         self._decodes = asyncio.Semaphore(EDITOR_DECODES)
         self._latest: dict[str, object] = {}  # uri -> the newest completion request on it not yet decoding
@@ -135,14 +137,16 @@ class UmbraLanguageServer(LanguageServer):
             return JsonRpcException(code=CONTENT_MODIFIED, message="the document changed since this request")
         return None
 
-    async def complete(self, uri: str, prefix: str, suffix: str, language: str, arrived_at: float
-                       ) -> CompletionResult | None:
+    async def complete(self, uri: str, prefix: str, suffix: str, language: str, arrived_at: float,
+                       doc: Document | None = None) -> CompletionResult | None:
         """The completion in the document's session, with the expert of its `languageId` and the
         `inline` options (the deadline counted from `arrived_at`); None when the cloud is
         unreachable, `completion.languages` leaves the language out, or the deadline passed while
         other documents' completions ran (EDITOR_DECODES at once, first come first served: under
         many concurrent requests the first ones finish instead of all of them being cut empty).
-        Every empty answer says why in the editor's log and ours (`empty completion: <reason>`)."""
+        Every empty answer says why in the editor's log and ours (`empty completion: <reason>`).
+        With `options.context.enabled`, snippets of the other open documents go into the prompt
+        (lsp/open_context.py; `doc` is the document completed)."""
         if self.backend is None:
             raise lsp_error(NotReady("the server is not initialized"))
         if not self.backend.serves(language or None):
@@ -168,8 +172,12 @@ class UmbraLanguageServer(LanguageServer):
             self.backend.counts["skipped"] += 1
             raise JsonRpcRequestCancelled("a newer request on the document replaced this one")
         try:
+            context = None
+            if self.context is not None and doc is not None:
+                context = self.context.select(uri, doc, prefix, self.documents)
             result = await self.backend.complete(uri, prefix, suffix, self.backend.inline_config,
-                                                 language=language or None, typeahead=True, deadline=deadline)
+                                                 language=language or None, typeahead=True, deadline=deadline,
+                                                 context=context)
             log.debug("completion: %s", _stats(result))  # counts only, never text or ids
             if not result.text:
                 self._empty(f"stop reason {result.stop_reason} after {result.generated_tokens} tokens"
@@ -207,6 +215,9 @@ def create_server(allow_undefended_remote_cloud: bool = False) -> UmbraLanguageS
         encoding = ls.workspace.position_encoding or types.PositionEncodingKind.Utf16
         ls.documents.encoding = str(getattr(encoding, "value", encoding))
         ls.backend = Backend(ls.options, on_status=ls.send_status)
+        folders = params.workspace_folders or []
+        root = folders[0].uri if folders else params.root_uri
+        ls.context = OpenContext(ls.options.context, root, ls.options.languages.canonical)
 
     @ls.feature(types.INITIALIZED)
     def initialized(ls: UmbraLanguageServer, params: types.InitializedParams) -> None:
@@ -227,16 +238,22 @@ def create_server(allow_undefended_remote_cloud: bool = False) -> UmbraLanguageS
     @ls.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: UmbraLanguageServer, params: types.DidOpenTextDocumentParams) -> None:
         ls.documents.open(params.text_document)
+        if ls.context is not None:
+            ls.context.touch(params.text_document.uri)
 
     @ls.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: UmbraLanguageServer, params: types.DidChangeTextDocumentParams) -> None:
         ls.documents.change(params)
+        if ls.context is not None:
+            ls.context.touch(params.text_document.uri)
 
     @ls.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: UmbraLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
         # synchronous: the next message sees the document gone (an async handler runs as a later task)
         ls.documents.close(params.text_document.uri)
         ls.arrivals.forget(params.text_document.uri)
+        if ls.context is not None:
+            ls.context.forget(params.text_document.uri)
         if ls.backend is not None:
             ls.backend.release(params.text_document.uri)
 
@@ -259,7 +276,7 @@ def create_server(allow_undefended_remote_cloud: bool = False) -> UmbraLanguageS
             raise stale
         prefix, suffix = doc.text[:start] + lead, doc.text[end:]
         edit = types.Range(start=doc.position(start), end=doc.position(end))
-        result = await ls.complete(params.text_document.uri, prefix, suffix, doc.language_id, arrived_at)
+        result = await ls.complete(params.text_document.uri, prefix, suffix, doc.language_id, arrived_at, doc)
         if result is None or not result.text:
             return types.InlineCompletionList(items=[])
         return types.InlineCompletionList(items=[types.InlineCompletionItem(insert_text=lead + result.text, range=edit)])
@@ -276,7 +293,7 @@ def create_server(allow_undefended_remote_cloud: bool = False) -> UmbraLanguageS
         prefix, suffix = doc.text[:cursor], doc.text[cursor:]
         word = identifier_before(prefix)
         edit = types.Range(start=doc.position(cursor - len(word)), end=doc.position(cursor))
-        result = await ls.complete(params.text_document.uri, prefix, suffix, doc.language_id, arrived_at)
+        result = await ls.complete(params.text_document.uri, prefix, suffix, doc.language_id, arrived_at, doc)
         label = (word + result.text).strip().split("\n")[0].strip()[:80] if result is not None else ""
         if not label:
             return types.CompletionList(is_incomplete=True, items=[])

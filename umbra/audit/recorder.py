@@ -60,11 +60,19 @@ class AuditTap:
         self._truth = truth_from_encoder(model.encoder, self.middle, None if bundle is None else bundle.permutation)
         self._truth.__enter__()
         self.closed = False
+        self._context_files: set[str] = set()  # open files whose snippets were in a prompt since the last save
+
+    def note_context(self, files) -> None:
+        """Names of open files a completion's prompt took context from (kept locally in the
+        record's facts, `context_files`; never their text, never sent)."""
+        self._context_files.update(files)
 
     def _save(self, sequences) -> None:
         sequences = [s for s in sequences if s.truth is not None]
         if sequences:
-            path = self.store.save(self.facts, sequences)
+            facts = self.facts | ({"context_files": sorted(self._context_files)} if self._context_files else {})
+            self._context_files = set()
+            path = self.store.save(facts, sequences)
             log.info("audit: recorded %d sequence(s) in %s", len(sequences), path.name)
 
     def flush_closed(self) -> None:
