@@ -116,3 +116,25 @@ async def test_a_tap_saves_each_session_once_it_closes_and_the_rest_at_close(bas
     tap.close()
     assert len(store.paths()) == 2  # the still-open session, at close
     assert "x =" in model.tokenizer.decode(store.records()[-1].sequences[0].truth.tolist())
+
+
+async def test_the_record_lists_the_open_files_a_prompt_took_context_from_by_name_only(base_dir, keystore, tmp_path):
+    from umbra.audit import AuditTap
+    from umbra.engine.context import RepoContext, Snippet
+
+    model = ClientModel.load(base_dir)
+    store = AuditStore(tmp_path / "a", keystore)
+    tap = AuditTap(model, LocalMiddle(model.load_middle()), store)
+    engine = CompletionEngine.split(model, tap.middle, CONFIG)
+    secret_text = "def helper_only_in_util(x):\n    return x\n"
+    context = RepoContext("pkg/main.py", "python", (Snippet("pkg/util.py", secret_text),), 64)
+    async with engine.session() as s:
+        result = await s.complete(PREFIX, SUFFIX, context=context)
+        tap.note_context(result.context_files)
+    tap.flush_closed()
+    (rec,) = store.records()
+    assert result.context_files == ("pkg/util.py",) and rec.meta["context_files"] == ["pkg/util.py"]
+    assert "helper_only_in_util" not in repr(rec.meta)
+    await engine.complete("x = ", "")  # a later record without context lists none
+    tap.close()
+    assert "context_files" not in store.records()[-1].meta
