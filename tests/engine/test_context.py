@@ -18,6 +18,7 @@ CURRENT = "from shapes.geometry import circle_area\n\n\ndef total(radii):\n    r
 
 
 def provider(**kw) -> ContextProvider:
+    kw.setdefault("scan_ms", 600_000.0)  # every candidate scanned at once (scan_ms has its own test)
     return ContextProvider(ContextConfig(enabled=True, **kw), ContextExclusions((), root=ROOT, secrets=True))
 
 
@@ -101,6 +102,14 @@ def test_thousands_of_documents_and_odd_ones_give_less_context_never_an_error():
     assert provider().select(current(), CURRENT, []).snippets == ()
 
 
+def test_documents_not_seen_before_are_scanned_a_few_per_selection_until_all_are():
+    p = provider(scan_ms=0.0)  # one new document per selection
+    others = [OpenFile(f"/ws/g{i}.py", GEOMETRY + f"# {i}\n", "python", i) for i in range(3)]
+    sizes = [len(p.select(current(), CURRENT, others).snippets) for _ in range(4)]
+    assert sizes == [1, 2, 3, 3]
+    assert p.select(current(), CURRENT, others) is p.select(current(), CURRENT, others)  # all seen: memoised
+
+
 def test_best_window_and_comment_rendering():
     text = "\n".join(f"line_{i} = {i}" for i in range(50)) + "\n"
     score, chunk = best_window(text, frozenset({"line_30", "line_31"}), 10)
@@ -116,3 +125,5 @@ def test_bad_config_is_refused():
         ContextConfig(window_lines=1).validate()
     with pytest.raises(ConfigError):
         ContextConfig(tokens=0).validate()
+    with pytest.raises(ConfigError):
+        ContextConfig(scan_ms=-1).validate()

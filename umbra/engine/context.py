@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import time
 from dataclasses import dataclass
 
 from umbra.engine.context_exclusions import ContextExclusions
@@ -52,10 +53,13 @@ class ContextConfig:
     max_files: int = 5  # most files that lend a snippet
     window_lines: int = 20  # lines of a snippet and of the query above the cursor
     max_candidates: int = 64  # only the most recently used documents are considered
+    # Milliseconds one selection may spend scanning documents not seen before (the secret scan
+    # reads ~5 MB/s); at least one is scanned per selection, the rest wait for the next keystrokes.
+    scan_ms: float = 50.0
 
     def validate(self) -> ContextConfig:
-        if self.tokens < 1 or self.max_files < 1 or self.max_candidates < 1:
-            raise ConfigError("context tokens, max_files and max_candidates must be >= 1")
+        if self.tokens < 1 or self.max_files < 1 or self.max_candidates < 1 or self.scan_ms < 0:
+            raise ConfigError("context tokens, max_files and max_candidates must be >= 1, scan_ms >= 0")
         if self.window_lines < 2:
             raise ConfigError(f"context window_lines must be >= 2, got {self.window_lines}")
         return self
@@ -105,12 +109,20 @@ def query_lines(prefix: str, window: int) -> tuple[int, str]:
     return band, "\n".join(lines[-window:])
 
 
-def best_window(text: str, query: frozenset[str], window: int) -> tuple[float, str]:
-    """(similarity, snippet): the window of `window` lines (stride window // 2) most like the query."""
+def windows(text: str, window: int) -> tuple[list[str], list[tuple[int, frozenset[str]]]]:
+    """(lines, [(first line, identifiers)] of each window of `window` lines, stride window // 2)."""
     lines = text.split("\n")
+    starts = range(0, max(1, len(lines) - window + 1), max(1, window // 2))
+    return lines, [(start, identifiers("\n".join(lines[start:start + window]))) for start in starts]
+
+
+def best_window(text: str, query: frozenset[str], window: int, split=None) -> tuple[float, str]:
+    """(similarity, snippet): the window of `window` lines (stride window // 2) most like the
+    query; `split`: `windows(text, window)` if already computed."""
+    lines, spans = split or windows(text, window)
     best, at = -1.0, 0
-    for start in range(0, max(1, len(lines) - window + 1), max(1, window // 2)):
-        score = jaccard(identifiers("\n".join(lines[start:start + window])), query)
+    for start, words in spans:
+        score = jaccard(words, query)
         if score > best:
             best, at = score, start
     chunk = "\n".join(lines[at:at + window]).rstrip("\n")
@@ -176,6 +188,7 @@ class ContextProvider:
         self.config = config.validate()
         self.exclusions = exclusions or ContextExclusions()
         self._memo: dict[str, tuple[tuple, RepoContext]] = {}  # current path -> (key, its context)
+        self._windows: dict[tuple, tuple] = {}  # (path, len, hash) of a document version -> its windows
 
     def select(self, current: OpenFile, prefix: str, others: list[OpenFile]) -> RepoContext:
         cfg, root = self.config, self.exclusions.root
@@ -187,22 +200,41 @@ class ContextProvider:
         memo = self._memo.get(current.path)
         if memo is not None and memo[0] == key:
             return memo[1]
-        context = RepoContext(here, current.language, self._snippets(current, here, query, candidates), cfg.tokens)
-        if len(self._memo) >= 256:
-            del self._memo[next(iter(self._memo))]
-        self._memo[current.path] = (key, context)
+        snippets, complete = self._snippets(current, here, query, candidates)
+        context = RepoContext(here, current.language, snippets, cfg.tokens)
+        if complete:  # else the next selection scans more documents (and may differ)
+            if len(self._memo) >= 256:
+                del self._memo[next(iter(self._memo))]
+            self._memo[current.path] = (key, context)
         return context
 
-    def _snippets(self, current: OpenFile, here: str, query: str, candidates: list[OpenFile]) -> tuple[Snippet, ...]:
+    def _split(self, f: OpenFile) -> tuple:
+        """The document's windows, computed once per version of its text."""
+        key = (f.path, len(f.text), hash(f.text))
+        if key not in self._windows:
+            if len(self._windows) >= 4 * self.config.max_candidates:
+                del self._windows[next(iter(self._windows))]
+            self._windows[key] = windows(f.text, self.config.window_lines)
+        return self._windows[key]
+
+    def _snippets(self, current: OpenFile, here: str, query: str, candidates: list[OpenFile]
+                  ) -> tuple[tuple[Snippet, ...], bool]:
+        """(snippets, whether every candidate was scanned: see ContextConfig.scan_ms)."""
         cfg = self.config
         words = identifiers(query)
         modules = imported_modules(current.text, current.language)
-        ranked = []
+        ranked, scanned, complete = [], 0, True
+        deadline = time.perf_counter() + cfg.scan_ms / 1000
         for rank, f in enumerate(candidates):
+            if not self.exclusions.known(f.path, f.text):
+                if scanned and time.perf_counter() > deadline:
+                    complete = False
+                    continue
+                scanned += 1
             if self.exclusions.reason(f.path, f.text) is not None:
                 continue
             path = relative(f.path, self.exclusions.root)
-            score, text = best_window(f.text, words, cfg.window_lines)
+            score, text = best_window(f.text, words, cfg.window_lines, self._split(f))
             if text.strip():
                 key = (_imports(path, here, modules, current.language), f.language == current.language, round(score, 4), -rank)
                 ranked.append((key, Snippet(path, text)))
@@ -215,7 +247,7 @@ class ContextProvider:
                 left -= cost
             if len(chosen) == cfg.max_files:
                 break
-        return tuple(reversed(chosen))
+        return tuple(reversed(chosen)), complete
 
 
 def comment_prefix(language: str | None) -> str:

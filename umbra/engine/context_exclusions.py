@@ -119,6 +119,10 @@ class ContextExclusions:
         self._gitignores: dict[str, _Gitignore | None] = {}  # folder -> its .gitignore (read once)
         self._verdicts: dict[tuple[str, int, int], str | None] = {}
 
+    def known(self, path: str, text: str) -> bool:
+        """Whether the verdict on this version of the document is cached (no scan needed)."""
+        return (path, len(text), hash(text)) in self._verdicts
+
     def reason(self, path: str, text: str) -> str | None:
         """Why `path` with content `text` may not lend context, or None when it may."""
         key = (path, len(text), hash(text))
