@@ -61,8 +61,8 @@ def test_go_and_java_imports_match_open_files():
 def test_budget_and_file_count_bound_the_context():
     others = [OpenFile(f"/ws/m{i}.py", GEOMETRY * 3, "python", used=i) for i in range(10)]
     assert len(provider(max_files=3).select(current(), CURRENT, others).snippets) == 3
-    small = provider(tokens=100).select(current(), CURRENT, others)  # 400 characters: one snippet
-    assert sum(len(s.text) + len(s.path) for s in small.snippets) <= 400 and len(small.snippets) == 1
+    small = provider(tokens=130).select(current(), CURRENT, others)  # 390 characters: one snippet
+    assert sum(len(s.text) + len(s.path) for s in small.snippets) <= 390 and len(small.snippets) == 1
     for s in provider().select(current(), CURRENT, others).snippets:
         assert s.text.endswith("\n") and s.text.count("\n") <= 20
 

@@ -75,3 +75,7 @@ async def test_the_context_takes_at_most_its_budget_and_half_the_prompt(client_m
         assert r.prompt_tokens <= 256 + 4 and r.context_files == files
         empty = await s.complete(PREFIX, SUFFIX, context=RepoContext("m.py", "python", (), 100))
         assert empty.context_files == ()
+        long = RepoContext("m.py", "python", (Snippet("a.py", "x = 1\n"), Snippet("long.py", FILE)), 40)
+        head, lead, files = s._context_ids(long, 256)  # the most relevant alone is too long: its top lines
+        assert files == ("long.py",) and 0 < len(lead) <= 40
+        assert s.tokenizer.decode(list(lead)).startswith("# Path: long.py\n# " + FILE.split("\n")[0])

@@ -12,7 +12,7 @@ most recently used; ranked first by whether the current file imports them (Pytho
 documents' paths), then same language, then the best identifier Jaccard similarity between a
 sliding window of `window_lines` lines of theirs and the lines above the cursor (as
 neighbouring-tab systems do), then recency. Each file lends its best window; files are taken in
-rank order while the character budget (`tokens` x 4) lasts, at most `max_files`.
+rank order while the character budget (`tokens` x 3) lasts, at most `max_files`.
 
 Stable across keystrokes: the query is the `window_lines` whole lines above the start of the
 cursor's band of `window_lines // 2` lines, so typing inside a band (even a new line within it)
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from umbra.engine.context_exclusions import ContextExclusions
 from umbra.errors import ConfigError
 
-CHARS_PER_TOKEN = 4  # budget estimate; the session fits the context in tokens exactly
+CHARS_PER_TOKEN = 3  # budget estimate (code, commented); the session fits the context in tokens exactly
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PY_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[\w \t,.*]+)|import[ \t]+([\w. \t,]+))",
                         re.M)

@@ -195,7 +195,8 @@ class CompletionSession:
                      ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[str, ...]]:
         """(head, lead, files): the context's ids before the FIM markers (repository layout) or
         before the prefix (comment layout), at most min(context.tokens, room // 2) of them (the
-        least relevant snippets dropped first), and the paths of the files they hold."""
+        least relevant snippets dropped first, the most relevant one cut to its top lines when it alone
+        is too long), and the paths of the files they hold."""
         if context is None or not context.snippets:
             return (), (), ()
         if self._context_memo is not None and self._context_memo[0] == (context, room):
@@ -210,7 +211,18 @@ class CompletionSession:
         allowed, first = min(context.tokens, room // 2), 0
         while first < len(parts) and sum(map(len, parts[first:])) + len(tail) > allowed:
             first += 1
-        ids = tuple(t for part in parts[first:] for t in part) + (tuple(tail) if first < len(parts) else ())
+        if first == len(parts):  # the most relevant snippet alone is too long: its top lines
+            first -= 1
+            last = context.snippets[first]
+            lines = last.text.splitlines(keepends=True)
+            while lines and len(parts[first]) + len(tail) > allowed:
+                lines.pop()
+                cut = type(last)(last.path, "".join(lines))
+                parts[first] = ([sep, *enc(cut.path + "\n"), *enc(cut.text)] if sep is not None
+                                else enc(render_comments(cut, context.language)))
+            if not lines:
+                return (), (), ()
+        ids = tuple(t for part in parts[first:] for t in part) + tuple(tail)
         files = tuple(s.path for s in context.snippets[first:])
         out = (ids, (), files) if sep is not None else ((), ids, files)
         self._context_memo = ((context, room), out)
