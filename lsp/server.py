@@ -316,4 +316,5 @@ def _stats(result: CompletionResult) -> dict:
     """Token statistics of one completion (counts only: never token ids or text)."""
     return {"promptTokens": result.prompt_tokens, "reusedTokens": result.reused_tokens,
             "recomputedTokens": result.recomputed_tokens, "generatedTokens": result.generated_tokens,
-            "stopReason": result.stop_reason, "evicted": result.evicted, "roundTrips": result.round_trips}
+            "stopReason": result.stop_reason, "evicted": result.evicted, "roundTrips": result.round_trips,
+            "contextFiles": len(result.context_files)}

@@ -1,0 +1,66 @@
+"""Context from open documents through the real language server (`python -m lsp` over stdio, its
+own loopback cloud): with `context.enabled` an editor completion takes snippets of the other open
+documents of the workspace, never from one the exclusion globs match, the workspace's .gitignore
+ignores or that holds a secret; a document closed lends nothing. The item's `data.contextFiles`
+counts the files in the prompt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsp_helpers import EXACT_INLINE, LSP_COMMAND, StatusLog, initialize_params, open_document
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+pytestmark = [pytest.mark.asyncio(loop_scope="module"),
+              pytest.mark.filterwarnings("error::pytest_lsp.LspSpecificationWarning")]
+
+GEO = "def circle_area(radius):\n    return 3.14159 * radius * radius\n"
+MAIN = "from geo import circle_area\n\n\ndef total(radii):\n    return sum(circle_area(r) for r in radii)\n"
+WORKSPACE: dict[str, Path] = {}
+
+
+@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=LSP_COMMAND))
+async def client(lsp_client: LanguageClient, lsp_model_dir, tmp_path_factory):
+    root = WORKSPACE["root"] = tmp_path_factory.mktemp("workspace")
+    (root / ".gitignore").write_text("build/\n")
+    lsp_client.statuses = StatusLog(lsp_client)
+    options = {"model": {"dir": str(lsp_model_dir)}, "completion": {"maxTokens": 8, "multiline": False},
+               "inline": EXACT_INLINE, "threads": 1,
+               "context": {"enabled": True, "exclude": ["**/*.pem", "vendor/**"]}}
+    await lsp_client.initialize_session(initialize_params(options, root))
+    await lsp_client.statuses.wait_for("ready")
+    yield
+    await lsp_client.shutdown_session()
+
+
+def _completion(uri: str, line: int, character: int) -> types.CompletionParams:
+    return types.CompletionParams(text_document=types.TextDocumentIdentifier(uri=uri),
+                                  position=types.Position(line=line, character=character))
+
+
+async def test_only_allowed_open_documents_lend_context(client: LanguageClient):
+    root = WORKSPACE["root"].as_uri()
+    for name, text in (("cert.pem", GEO), ("vendor/geo.py", GEO), ("build/geo.py", GEO),
+                       ("keys.py", GEO + 'GITHUB_TOKEN = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"\n')):
+        open_document(client, f"{root}/{name}", text)
+    open_document(client, f"{root}/main.py", MAIN)
+    result = await client.text_document_completion_async(_completion(f"{root}/main.py", 4, 11))
+    assert result.items == [] or result.items[0].data["contextFiles"] == 0  # nothing allowed is open
+    _close(client, f"{root}/main.py")
+    open_document(client, f"{root}/geo.py", GEO)
+    open_document(client, f"{root}/main2.py", MAIN)
+    with_geo = (await client.text_document_completion_async(_completion(f"{root}/main2.py", 4, 11))).items[0]
+    assert with_geo.data["contextFiles"] == 1  # geo.py alone
+    _close(client, f"{root}/geo.py")
+    _close(client, f"{root}/main2.py")
+    open_document(client, f"{root}/main3.py", MAIN)
+    closed = (await client.text_document_completion_async(_completion(f"{root}/main3.py", 4, 11))).items
+    assert closed == [] or closed[0].data["contextFiles"] == 0
+    assert closed == [] or closed[0].data["promptTokens"] < with_geo.data["promptTokens"]
+
+
+def _close(client: LanguageClient, uri: str) -> None:
+    client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))
