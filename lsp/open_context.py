@@ -9,7 +9,8 @@ OpenFiles (umbra/engine/context.py), with when each was last used, for an editor
 `file:` URIs become paths (the exclusion globs and the workspace's .gitignore apply to them);
 other schemes (an unsaved buffer) keep their URI as the name. Only the `max_candidates` most
 recently used documents are read at all, so thousands of open documents cost a sort of their
-names. A failure here is never the completion's: it logs its type and completes without context."""
+names. Lone surrogates in the snippets become U+FFFD, as in the prefix (lsp/documents.py). A
+failure here is never the completion's: it logs its type and completes without context."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ import logging
 from collections.abc import Callable
 from urllib.parse import unquote, urlparse
 
-from lsp.documents import Document, Documents
+from dataclasses import replace
+
+from lsp.documents import Document, Documents, well_formed
 from lsp.options import ContextOptions
 from umbra.engine.context import ContextProvider, OpenFile, RepoContext
 from umbra.engine.context_exclusions import ContextExclusions
@@ -66,4 +69,9 @@ class OpenContext:
         except Exception as exc:  # noqa: BLE001 — context is optional: complete without it
             log.warning("context from open files failed (%s); completing without it", type(exc).__name__)
             return None
-        return context if context.snippets else None
+        if not context.snippets:
+            return None
+        # JSON may carry lone surrogates that no tokenizer takes (documents.py): only in the snippets
+        return replace(context, path=well_formed(context.path),
+                       snippets=tuple(replace(x, path=well_formed(x.path), text=well_formed(x.text))
+                                      for x in context.snippets))

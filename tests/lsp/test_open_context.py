@@ -62,3 +62,13 @@ def test_thousands_of_open_documents_read_only_the_most_recent(tmp_path):
     assert 0 < len(result.files) <= 5 and "blob.py" not in result.files
     assert all(int(name[1:-3]) >= 3000 - 64 for name in result.files)  # among the 64 most recently used
     # (at least one new document is scanned per selection, the most recent: f2999 here)
+
+
+def test_lone_surrogates_in_another_document_become_replacement_characters(tmp_path):
+    root = tmp_path.as_uri()
+    docs, ctx = Documents(), OpenContext(ContextOptions(enabled=True), root)
+    opened(docs, ctx, f"{root}/odd.py", "def circle_area(radius):\n    name = '\ud800'\n")
+    opened(docs, ctx, f"{root}/main.py", MAIN)
+    result = ctx.select(f"{root}/main.py", docs.get(f"{root}/main.py"), MAIN, docs)
+    assert result.files == ("odd.py",) and "\ufffd" in result.snippets[0].text
+    result.snippets[0].text.encode("utf-8")  # what a tokenizer needs
