@@ -108,3 +108,15 @@ def umbra_in_process(*args, stdin: str | None = None, env: dict | None = None) -
         sys.stdin = saved_stdin
     return subprocess.CompletedProcess([sys.executable, "-m", "umbra.cli.main", *argv], rc, out.getvalue(),
                                        err.getvalue())
+
+
+# `umbra complete` tests (tests/cli): the source file they complete in and the generation flags
+COMPLETE_SOURCE = "def add(a, b):\n    return a\n\n\nprint(add(1, 2))\n"
+COMPLETE_GEN = ["--max-tokens", "6", "--multiline", "--threads", "1"]
+
+
+def umbra_complete(*args, env=None, in_process=True) -> subprocess.CompletedProcess:
+    """`umbra complete ARGS`; UMBRA_CLOUD_URL/TOKEN come from `env` only (None or absent: unset)."""
+    env = {"UMBRA_CLOUD_URL": None, "UMBRA_CLOUD_TOKEN": None, **(env or {})}
+    run = umbra_in_process if in_process else umbra_subprocess
+    return run("complete", *args, env=env)

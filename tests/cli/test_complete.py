@@ -7,11 +7,12 @@ import io
 import json
 import os
 import socket
-import subprocess
 from pathlib import Path
 
 import pytest
-from cli_helpers import umbra_in_process, umbra_subprocess
+from cli_helpers import COMPLETE_GEN as GEN
+from cli_helpers import COMPLETE_SOURCE as SOURCE
+from cli_helpers import umbra_complete as _umbra
 
 from server.launch import local_cloud_sync
 from umbra.cli.complete_cmd import parse_position, split_at
@@ -19,27 +20,8 @@ from umbra.cli.main import main
 from umbra.errors import ConfigError
 from umbra.paths import default_model_dir, repo_root
 
-SOURCE = "def add(a, b):\n    return a\n\n\nprint(add(1, 2))\n"
-GEN = ["--max-tokens", "6", "--multiline", "--threads", "1"]
 
 
-@pytest.fixture(scope="module")
-def model_dir(fim_llama_dir) -> Path:
-    return fim_llama_dir
-
-
-@pytest.fixture(scope="module")
-def source(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("src") / "add.py"
-    path.write_text(SOURCE)
-    return path
-
-
-def _umbra(*args, env=None, in_process=True) -> subprocess.CompletedProcess:
-    """`umbra complete ARGS`; UMBRA_CLOUD_URL/TOKEN come from `env` only (None or absent: unset)."""
-    env = {"UMBRA_CLOUD_URL": None, "UMBRA_CLOUD_TOKEN": None, **(env or {})}
-    run = umbra_in_process if in_process else umbra_subprocess
-    return run("complete", *args, env=env)
 
 
 def test_split_through_a_self_started_cloud_prints_the_same_as_local(model_dir, source):

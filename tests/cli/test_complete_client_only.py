@@ -8,30 +8,17 @@ import asyncio
 import json
 import re
 import socket
-from pathlib import Path
 
 import httpx
 import pytest
+from cli_helpers import COMPLETE_GEN as GEN
+from cli_helpers import COMPLETE_SOURCE as SOURCE
 from cli_helpers import umbra_in_process
 
 from server.launch import local_cloud_sync
 from umbra.engine import ClientModel, EngineConfig, StopConfig
 from umbra.engine.client_only import client_only_engine
 
-SOURCE = "def add(a, b):\n    return a\n\n\nprint(add(1, 2))\n"
-GEN = ["--max-tokens", "6", "--multiline", "--threads", "1"]
-
-
-@pytest.fixture(scope="module")
-def model_dir(fim_llama_dir) -> Path:
-    return fim_llama_dir
-
-
-@pytest.fixture(scope="module")
-def source(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("src") / "add.py"
-    path.write_text(SOURCE)
-    return path
 
 
 def _requests(cloud) -> dict[str, float]:

@@ -3,32 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-from pathlib import Path
 
 import pytest
 import torch
-from cli_helpers import umbra_in_process
+from cli_helpers import COMPLETE_GEN as GEN
+from cli_helpers import umbra_complete as _umbra
 
 from umbra.engine import ClientModel
-
-GEN = ["--max-tokens", "6", "--multiline", "--threads", "1"]
-
-
-@pytest.fixture(scope="module")
-def model_dir(fim_llama_dir) -> Path:
-    return fim_llama_dir
-
-
-@pytest.fixture(scope="module")
-def source(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("src") / "add.py"
-    path.write_text("def add(a, b):\n    return a\n\n\nprint(add(1, 2))\n")
-    return path
-
-
-def _umbra(*args) -> subprocess.CompletedProcess:
-    return umbra_in_process("complete", *args, env={"UMBRA_CLOUD_URL": None, "UMBRA_CLOUD_TOKEN": None})
 
 
 @pytest.fixture(scope="module")
