@@ -32,6 +32,7 @@ from umbra.attack_grid.frontier import VARIANTS, CellData, FrontierParams, cells
 from umbra.attack_grid import measures  # noqa: E402
 from umbra.attacks.probe import ProbeConfig, training_device  # noqa: E402
 from umbra.model.device import resolve_device  # noqa: E402
+from umbra.model.parts import SplitPlan  # noqa: E402
 from umbra.attacks.public import CorpusSample, PublicModel  # noqa: E402
 from umbra.attacks.suite import ATTACKS, AttackSuite, SuiteConfig  # noqa: E402
 from umbra.data.corpus import LANGS, corpus_file, read_documents  # noqa: E402
@@ -45,6 +46,9 @@ PROMPT_SEED = 1  # the test-split prompts are the same for every cell (the seed 
 def _args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", type=Path, default=Path("models/umbra-code-tiny"))
+    p.add_argument("--split", type=split_plan, default=None, metavar="E,D",
+                   help="the client's encoder and decoder blocks (default: the model's default split); "
+                        "part of the run key, so each split's rows and tuned clients stay apart")
     p.add_argument("--corpus", type=Path, default=Path("data/corpus"))
     p.add_argument("--work", type=Path, default=Path("runs/private_mode"))
     p.add_argument("--results", type=Path, default=Path("experiments/results/private_mode.jsonl"),
@@ -108,7 +112,7 @@ class Bench:
     def __init__(self, args, params: FrontierParams):
         self.args, self.params = args, params
         self.device = resolve_device(args.device)
-        self.public = PublicModel(args.model)
+        self.public = PublicModel(args.model, getattr(args, "split", None))
         self.work = args.work / run_key(self.public, params)
         self.results = Results(args.results, run_key(self.public, params))
         self._data = CellData(args.corpus, self.public.dir, self.work / "tune-data", self.public.vocab_size)
@@ -198,6 +202,15 @@ class Bench:
                               **({} if tuned.data_seed is None else {"data_seed": tuned.data_seed})})
             print(f"{cell.key}: {measure} done in {time.perf_counter() - t1:.0f} s", flush=True)
         print(f"{cell.key}: {time.perf_counter() - t0:.0f} s", flush=True)
+
+
+def split_plan(text: str) -> SplitPlan:
+    """"E,D" -> SplitPlan (argparse type: a malformed value is a usage error)."""
+    try:
+        e, d = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--split takes E,D (two integers), got {text!r}") from None
+    return SplitPlan(e, d)
 
 
 def _eps(e):
