@@ -28,6 +28,7 @@ async def info(client: str = Depends(client_name), state: CloudState = Depends(g
         "max_frame_bytes": state.settings.max_frame_bytes,
         "max_sessions_per_client": state.settings.max_sessions_per_client,
         "lora": state.manager.lora is not None,
+        "open_in_frame": True,  # POST /v1/sessions/forward: open a session with its first frame
     }
 
 

@@ -1,5 +1,10 @@
 """Session resource over HTTP: open, forward (prefill / training forward), backward, truncate,
-close. Bodies of forward/backward are wire frames (umbra.wire); the rest is JSON."""
+close. Bodies of forward/backward are wire frames (umbra.wire); the rest is JSON.
+
+POST /v1/sessions/forward opens an inference session and runs its first FORWARD frame in one
+request: the reply is the HIDDEN frame, the new session's id in its X-Umbra-Session-Id header
+(so a client's open costs no trip of its own; /v1/info says `open_in_frame`). A frame that
+fails there closes the session it opened."""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ from pydantic import BaseModel, Field
 from server.deps import CloudState, client_name, get_state, read_body
 from server.settings import CloudSettings, get_settings
 from umbra import wire
+from umbra.errors import ValidationError
+from umbra.middle.cloud_link import SESSION_ID_HEADER
 
 router = APIRouter(prefix="/v1/sessions")
 
@@ -46,6 +53,31 @@ async def open_session(body: OpenRequest | None = None, client: str = Depends(cl
     training = bool(body and body.training)
     sid = await state.worker.run(state.manager.open, client, training)
     return {"session": sid, "training": training}
+
+
+@router.post("/forward", status_code=201)
+async def open_forward(request: Request, client: str = Depends(client_name), state: CloudState = Depends(get_state),
+                       settings: CloudSettings = Depends(get_settings)) -> Response:
+    data = await read_body(request, settings.max_frame_bytes)
+    state.metrics.inc("umbra_cloud_bytes_in_total", len(data), transport="http")
+    if wire.untrim(data)[0] is not None:
+        raise ValidationError("a new session's first frame has nothing to trim; send a FORWARD frame")
+    sid = await state.worker.run(state.manager.open, client, False)
+    try:
+        reply = await state.scheduler.step(client, sid, data)
+    except Exception:
+        await state.worker.run(_close_quietly, state, client, sid)
+        state.scheduler.forget(sid)
+        raise
+    response = _frame_response(state, reply)
+    response.status_code = 201
+    response.headers[SESSION_ID_HEADER] = sid
+    return response
+
+
+def _close_quietly(state: CloudState, client: str, sid: str) -> None:
+    if state.manager.owners.get(sid) == client:  # not already evicted by the failed frame
+        state.manager.close(client, sid)
 
 
 @router.post("/{sid}/forward")

@@ -1,24 +1,25 @@
-"""RemoteMiddle: the Middle protocol over the wire to the cloud service (server/).
+"""RemoteMiddle: the Middle protocol over the wire to the cloud service (server/), sessions
+kept in step with the cloud's; the transport (HTTP, the stream, /v1/info, byte counts) is
+CloudLink (cloud_link.py).
 
-Prefill, truncate, close and training forward/backward go over HTTP (httpx); small inference
-steps (T <= stream_max_tokens after a prefill: decode steps and speculative verify frames, up to
-40 positions by default) go over one WebSocket per session, so a step costs one message each way
-and no HTTP round trip.
+An inference session costs no trip to open: its first frame opens it (POST
+/v1/sessions/forward, the cloud's id in the reply's X-Umbra-Session-Id header), so the open and
+the prefill travel together. Later prefills go over HTTP; small steps (T <= stream_max_tokens
+after a prefill: decode steps and speculative verify frames, up to 40 positions by default) go
+over one WebSocket per session, so a step costs one message each way. A cloud that does not
+advertise `open_in_frame` in /v1/info gets an explicit open (POST /v1/sessions) first.
 
 Every inference session keeps the encoder outputs it sent (as sent: in the wire dtype) with
 their positions. When the cloud evicts or expires the session (410), does not know it (404: a
 balancer sent it to another replica) or reports it out of sync (409), RemoteMiddle opens a new
-cloud session and sends history + the new step as one prefill, asking only for the new step's
-outputs; the caller never notices. A cancelled step leaves the cloud's cache length unknown, so
-the next call first truncates it back (and the `start` check of every frame catches any
-remaining race, which then re-prefills).
+cloud session with history + the new step as one frame (more where the cloud's size limit
+needs), asking only for the new step's outputs; the caller never notices. A cancelled step
+leaves the cloud's cache length unknown, so the next call first truncates it back (and the
+`start` check of every frame catches any remaining race, which then re-prefills).
 
-Several replicas behind a balancer (deploy/nginx/): every request of a session, the WebSocket
-upgrade included, carries the header `X-Umbra-Session: <routing key>` (random, per session,
-kept across re-prefills), which the balancer hashes to keep the session on one replica. When
-the connection to the cloud fails mid-call (refused, reset, the stream dropped, or a gateway's
-502/504) the step is retried once on a fresh cloud session with one re-prefill: behind a
-balancer that lands on a live replica. A second failure in the same call raises
+When the connection to the cloud fails mid-call (refused, reset, the stream dropped, or a
+gateway's 502/504) the step is retried once on a fresh cloud session with one re-prefill: behind
+a balancer that lands on a live replica. A second failure in the same call raises
 CloudUnavailable ("cloud unreachable ..."); there is never a fallback. Timeouts and other 5xx
 raise at once. A 4xx is CloudRejected(status).
 
@@ -26,32 +27,27 @@ A truncate of a session the cloud holds in full costs no trip: the next step's f
 FORWARD_TRIM frame (umbra.wire) whose `start` tells the cloud where to cut, so truncate and
 forward travel together (speculative decoding truncates after most verify frames). A cloud that
 does not know FORWARD_TRIM answers 400; the client then truncates explicitly, resends, and sends
-explicit truncates from then on."""
+explicit truncates from then on. So a warm session pays one trip for an edit's prefill, and a
+new one too."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
-import ssl
 from pathlib import Path
 from typing import Callable
 
-import httpx
 import torch
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
-from websockets.protocol import State
 
 from umbra import wire
-from umbra.middle.remote_errors import ConnectionLost, OutOfSync, UnknownSession, rejection
-from umbra.middle.remote_session import RemoteSession, WireStats
 from umbra.errors import CloudRejected, CloudUnavailable, ConfigError, SessionError, SessionEvicted, ValidationError
+from umbra.middle.cloud_link import ROUTING_HEADER, CloudLink
+from umbra.middle.remote_errors import ConnectionLost, OutOfSync, UnknownSession
+from umbra.middle.remote_session import RemoteSession
+
+__all__ = ["ROUTING_HEADER", "RemoteMiddle"]
 
 _MAX_REPREFILLS = 3  # per call; more means the cloud keeps evicting us at once
-
-
-ROUTING_HEADER = "X-Umbra-Session"  # the routing key a balancer hashes (deploy/nginx/)
 
 
 class RemoteMiddle:
@@ -65,80 +61,39 @@ class RemoteMiddle:
         `tap(direction, payload)`: sees every payload sent ("sent") or received ("received")."""
         if wire_dtype not in wire.FLOAT_DTYPES:
             raise ConfigError(f"wire_dtype must be float32, float16 or bfloat16, got {wire_dtype}")
-        self.base_url = base_url.rstrip("/")
         self.wire_dtype, self.hidden_size = wire_dtype, hidden_size
         self.layers = None if layers is None else list(layers)
-        self.stream_max_tokens, self.connect_timeout, self.timeout = stream_max_tokens, connect_timeout, timeout
-        self.tap = tap
-        self.stats = WireStats()
-        self.info: dict | None = None
-        self._auth = {"Authorization": f"Bearer {token}"}
-        self._ssl = ssl.create_default_context(cafile=str(verify)) if verify else None
-        self._http = httpx.AsyncClient(base_url=self.base_url, headers=self._auth, verify=self._ssl or True,
-                                       timeout=httpx.Timeout(timeout, connect=connect_timeout))
+        self.stream_max_tokens = stream_max_tokens
+        self.link = CloudLink(base_url, token, verify=verify, timeout=timeout, connect_timeout=connect_timeout, tap=tap)
         self._sessions: dict[str, RemoteSession] = {}
-        self._background: set[asyncio.Task] = set()
         self.trim_in_frame = True  # truncate with the next frame (FORWARD_TRIM); off once a cloud refuses it
+        self.open_in_frame = False  # open with the first frame (POST /v1/sessions/forward); per /v1/info
 
-    # -- plumbing ----------------------------------------------------------------------------------
-    def _count(self, direction: str, payload: bytes) -> None:
-        if direction == "sent":
-            self.stats.bytes_sent += len(payload)
-        else:
-            self.stats.bytes_received += len(payload)
-        if self.tap is not None and payload:
-            self.tap(direction, payload)
+    base_url = property(lambda self: self.link.base_url)
+    stats = property(lambda self: self.link.stats)  # WireStats
+    info = property(lambda self: self.link.info)
 
-    async def _request(self, method: str, path: str, content: bytes | None = None,
-                       body: dict | None = None, s: RemoteSession | None = None) -> httpx.Response:
-        if body is not None:
-            content = json.dumps(body).encode()
-        headers = {"Content-Type": wire.MEDIA_TYPE if body is None else "application/json"}
-        if s is not None:
-            headers[ROUTING_HEADER] = s.route
-            s.trips += 1
-        self._count("sent", content or b"")
-        self.stats.http_requests += 1
-        try:
-            r = await self._http.request(method, path, content=content, headers=headers)
-        except httpx.TransportError as exc:
-            lost = CloudUnavailable if isinstance(exc, httpx.TimeoutException) else ConnectionLost
-            raise lost(f"cloud unreachable at {self.base_url}: {type(exc).__name__} {exc}") from exc
-        self._count("received", r.content)
-        if r.status_code >= 400:
-            try:
-                detail = r.json()["detail"]
-            except (ValueError, KeyError, TypeError):
-                detail = r.text[:200]
-            raise rejection(r.status_code, str(detail))
-        return r
+    @property
+    def tap(self) -> Callable[[str, bytes], None] | None:
+        return self.link.tap
 
-    def _frame_bytes(self, frame: wire.Frame) -> bytes:
-        data = wire.encode(frame)
-        limit = (self.info or {}).get("max_frame_bytes")
-        if limit and len(data) > limit:
-            raise CloudRejected(f"frame of {len(data)} bytes exceeds the cloud's limit of {limit} bytes; "
-                                f"send fewer positions per call", 413)
-        return data
-
-    async def _exchange(self, s: RemoteSession, path: str, data: bytes, expect: wire.Kind) -> torch.Tensor:
-        r = await self._request("POST", path, data, s=s)
-        return wire.decode(r.content, expect=expect).tensors[0]
+    @tap.setter
+    def tap(self, tap: Callable[[str, bytes], None] | None) -> None:
+        self.link.tap = tap
 
     async def connect(self) -> dict:
         """Fetch /v1/info once: protocol version, hidden size, the blocks it runs, limits (auth is
         checked here); ConfigError when the cloud does not fit this client."""
-        if self.info is None:
-            info = (await self._request("GET", "/v1/info")).json()
-            if info.get("protocol") != wire.VERSION:
-                raise ConfigError(f"cloud speaks wire protocol {info.get('protocol')}, this client {wire.VERSION}")
+        if self.link.info is None:
+            info = await self.link.fetch_info()
             if self.hidden_size is not None and info["hidden_size"] != self.hidden_size:
                 raise ConfigError(f"cloud model has hidden size {info['hidden_size']}, the client {self.hidden_size}")
             if self.layers is not None and list(info.get("layers", self.layers)) != self.layers:
                 raise ConfigError(f"the cloud runs blocks {info['layers']}, this client's split needs {self.layers} "
                                   f"(match the client's encoder/decoder blocks to the cloud)")
-            self.hidden_size, self.info = info["hidden_size"], info
-        return self.info
+            self.hidden_size, self.link.info = info["hidden_size"], info
+            self.open_in_frame = bool(info.get("open_in_frame"))
+        return self.link.info
 
     async def __aenter__(self) -> "RemoteMiddle":
         await self.connect()
@@ -153,114 +108,58 @@ class RemoteMiddle:
             raise SessionError("unknown session")
         return s
 
-    # -- stream ------------------------------------------------------------------------------------
-    async def _ws_open(self, s: RemoteSession) -> ClientConnection:
-        url = "ws" + self.base_url[len("http"):] + f"/v1/sessions/{s.remote}/stream"
-        s.trips += 1  # the upgrade is an HTTP request and its answer
-        try:
-            s.ws = await connect(url, additional_headers={**self._auth, ROUTING_HEADER: s.route},
-                                 ssl=self._ssl if url.startswith("wss") else None,
-                                 compression=None, proxy=None, open_timeout=self.connect_timeout,
-                                 max_size=None, close_timeout=2)
-        except InvalidStatus as exc:
-            try:
-                detail = json.loads(exc.response.body or b"{}").get("detail", "")
-            except ValueError:
-                detail = ""
-            raise rejection(exc.response.status_code, detail or str(exc)) from exc
-        except TimeoutError as exc:
-            raise CloudUnavailable(f"cloud unreachable at {self.base_url}: stream: {type(exc).__name__} {exc}") from exc
-        except (OSError, InvalidHandshake) as exc:
-            raise ConnectionLost(f"cloud unreachable at {self.base_url}: stream: {type(exc).__name__} {exc}") from exc
-        return s.ws
-
-    def _drop_ws(self, s: RemoteSession) -> None:
-        if s.ws is not None:
-            task = asyncio.ensure_future(s.ws.close())
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-            s.ws = None
-
-    async def _ws_step(self, s: RemoteSession, data: bytes) -> torch.Tensor:
-        if s.ws is not None and s.ws.state is not State.OPEN:  # the cloud closed it (idle, restart)
-            s.ws = None
-        ws = s.ws or await self._ws_open(s)
-        self._count("sent", data)
-        self.stats.ws_messages += 1
-        s.trips += 1
-        try:
-            await ws.send(data)
-            async with asyncio.timeout(self.timeout):
-                reply = await ws.recv()
-        except TimeoutError as exc:
-            s.dirty = True  # the reply may still come: never read it as the next step's
-            self._drop_ws(s)
-            raise CloudUnavailable(f"cloud unreachable at {self.base_url}: no reply within {self.timeout:.0f}s") from exc
-        except ConnectionClosed as exc:
-            s.ws = None
-            code, reason = (exc.rcvd.code, exc.rcvd.reason) if exc.rcvd else (None, "")
-            if code is not None and 4400 <= code < 4500:
-                raise rejection(code - 4000, reason) from exc
-            raise ConnectionLost(f"cloud unreachable at {self.base_url}: the stream dropped "
-                                  f"(close code {code})") from exc
-        except OSError as exc:
-            s.ws = None
-            raise ConnectionLost(f"cloud unreachable at {self.base_url}: {exc}") from exc
-        if isinstance(reply, str):
-            raise wire.WireError("the cloud sent a text message on the stream")
-        self._count("received", reply)
-        frame = wire.decode(reply, expect=(wire.Kind.HIDDEN, wire.Kind.ERROR))
-        if frame.kind == wire.Kind.ERROR:
-            if frame.status in (404, 410) or frame.status >= 500:
-                self._drop_ws(s)  # the cloud closes the stream after these
-            raise rejection(frame.status, frame.message)
-        return frame.hidden
-
     # -- inference steps ---------------------------------------------------------------------------
     async def _open_remote(self, s: RemoteSession) -> str:
-        return (await self._request("POST", "/v1/sessions", body={"training": s.training}, s=s)).json()["session"]
+        return (await self.link.request("POST", "/v1/sessions", body={"training": s.training}, s=s)).json()["session"]
 
     async def _resync(self, s: RemoteSession) -> None:
         """Truncate the cloud to what we know it should hold (after a truncate or a cancelled step)."""
         if s.dirty:  # the stream may still owe us a reply: start a fresh one
-            self._drop_ws(s)
+            self.link.drop_ws(s)
         s.dirty = s.trim = False
         if s.remote is not None:
             try:
-                await self._request("POST", f"/v1/sessions/{s.remote}/truncate", body={"length": s.length}, s=s)
+                await self.link.request("POST", f"/v1/sessions/{s.remote}/truncate", body={"length": s.length}, s=s)
             except (SessionError, CloudRejected, ConnectionLost):
                 s.remote = None  # gone or shorter than we think: re-prefill on the next step
 
     def _positions_per_frame(self, x: torch.Tensor, total: int) -> int:
         """How many positions of x [B,T,C] fit in one frame under the cloud's size limit."""
-        limit = (self.info or {}).get("max_frame_bytes")
+        limit = (self.link.info or {}).get("max_frame_bytes")
         if not limit:
             return x.shape[1]
         b = x.shape[0]
         room = limit - 256 - b * total  # header, shapes, text; key padding of up to `total` slots
         return max(1, room // (b * (x.shape[2] * x.element_size() + 8)))
 
-    async def _send(self, s: RemoteSession, x, pos, key_padding, start: int, want: bool) -> torch.Tensor | None:
+    async def _send(self, s: RemoteSession, x, pos, key_padding, start: int, keep: int) -> torch.Tensor | None:
         """Run positions [start, start+T) through the cloud session, in as many frames as the
-        cloud's size limit needs; returns the outputs if `want` (else asks for 1 per frame)."""
+        cloud's size limit needs; returns the outputs of the last `keep` positions (None if 0).
+        With no cloud session yet (s.remote None) the first frame opens one."""
         t, outs = x.shape[1], []
         per = self._positions_per_frame(x, start + t)
         for a in range(0, t, per):
             b = min(t, a + per)
+            wanted = max(0, b - max(a, t - keep))  # outputs of this frame the caller keeps (its last ones)
+            tail = 1 if not wanted else 0 if wanted == b - a else wanted
             kp = None if key_padding is None else key_padding[:, : start + b]
             trim = s.trim and a == 0  # the first frame carries the pending truncate
-            frame = wire.forward_frame(x[:, a:b], pos[:, a:b], kp, start=start + a, tail=0 if want else 1, trim=trim)
-            data = self._frame_bytes(frame)
+            frame = wire.forward_frame(x[:, a:b], pos[:, a:b], kp, start=start + a, tail=tail, trim=trim)
+            data = self.link.frame_bytes(frame)
             try:
-                if want and start + a > 0 and t <= self.stream_max_tokens:  # a step (a verify frame), not a prefill
-                    outs.append(await self._ws_step(s, data))
+                if s.remote is None:  # a new cloud session and this frame in one trip
+                    out = await self.link.open_with(s, data)
+                elif keep and start + a > 0 and t <= self.stream_max_tokens:  # a step (a verify frame), not a prefill
+                    out = await self.link.ws_step(s, data)
                 else:
-                    outs.append(await self._exchange(s, f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN))
+                    out = await self.link.exchange(s, f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN)
             except (CloudRejected, CloudUnavailable):  # earlier frames (or this one) may have landed,
                 s.dirty = True  # or the cloud dropped the session (413): check and roll back next time
                 raise
             s.trim = False
-        return torch.cat(outs, 1) if want else None
+            if wanted:
+                outs.append(out)
+        return torch.cat(outs, 1) if keep else None
 
     async def _step(self, s: RemoteSession, x, pos, key_padding) -> torch.Tensor:
         t = x.shape[1]
@@ -269,15 +168,17 @@ class RemoteMiddle:
         lost = forgotten = False
         for _ in range(_MAX_REPREFILLS):
             try:
-                if s.remote is None:  # evicted, expired, unknown, out of sync or lost: rebuild the cloud's cache
-                    self._drop_ws(s)
-                    s.remote, s.trim = await self._open_remote(s), False
-                    if s.chunks:
+                if s.remote is None:  # new, evicted, expired, unknown, out of sync or lost: (re)build the cloud's cache
+                    self.link.drop_ws(s)
+                    s.trim = False
+                    if not self.open_in_frame:
+                        s.remote = await self._open_remote(s)
+                    if s.chunks:  # history and the step together, outputs of the step only
                         self.stats.reprefills += 1
-                        hidden = torch.cat([h for h, _ in s.chunks], 1)
-                        positions = torch.cat([p for _, p in s.chunks], 1)
-                        await self._send(s, hidden, positions, key_padding, 0, want=False)
-                return await self._send(s, x, pos, key_padding, s.length, want=True)
+                        hidden = torch.cat([h for h, _ in s.chunks] + [x], 1)
+                        positions = torch.cat([p for _, p in s.chunks] + [pos], 1)
+                        return await self._send(s, hidden, positions, key_padding, 0, keep=t)
+                return await self._send(s, x, pos, key_padding, s.length, keep=t)
             except (SessionEvicted, OutOfSync, UnknownSession) as exc:
                 s.remote, forgotten = None, isinstance(exc, UnknownSession)
             except CloudRejected as exc:
@@ -296,10 +197,12 @@ class RemoteMiddle:
 
     # -- the Middle protocol -----------------------------------------------------------------------
     async def open_session(self, *, training: bool = False) -> str:
+        """No trip for an inference session on a cloud that opens with the first frame."""
         await self.connect()
         handle = secrets.token_hex(8)
         s = RemoteSession(training, route=secrets.token_hex(12))
-        s.remote = await self._open_remote(s)
+        if training or not self.open_in_frame:
+            s.remote = await self._open_remote(s)
         self._sessions[handle] = s
         return handle
 
@@ -311,12 +214,12 @@ class RemoteMiddle:
         kp = None if key_padding is None else key_padding.detach().to("cpu", torch.bool).contiguous()
         async with s.lock:
             if s.training:
-                data = self._frame_bytes(wire.forward_frame(x, pos, kp))
+                data = self.link.frame_bytes(wire.forward_frame(x, pos, kp))
                 try:
-                    out = await self._exchange(s, f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN)
+                    out = await self.link.exchange(s, f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN)
                 except (SessionEvicted, UnknownSession):  # stateless until backward: open a new one and retry
                     s.remote = await self._open_remote(s)
-                    out = await self._exchange(s, f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN)
+                    out = await self.link.exchange(s, f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN)
             else:
                 if s.dirty:
                     await self._resync(s)
@@ -324,7 +227,7 @@ class RemoteMiddle:
                     out = await self._step(s, x, pos, kp)
                 except asyncio.CancelledError:
                     s.dirty = True
-                    self._drop_ws(s)
+                    self.link.drop_ws(s)
                     raise
                 s.dirty = False  # the whole step landed: the cloud holds exactly history + step
                 s.append(x, pos)
@@ -338,9 +241,9 @@ class RemoteMiddle:
         s = self._session(session)
         g = grad_out.detach().to("cpu", self.wire_dtype).contiguous()
         async with s.lock:
-            data = self._frame_bytes(wire.backward_frame(g))
+            data = self.link.frame_bytes(wire.backward_frame(g))
             try:
-                grad = await self._exchange(s, f"/v1/sessions/{s.remote}/backward", data, wire.Kind.GRAD)
+                grad = await self.link.exchange(s, f"/v1/sessions/{s.remote}/backward", data, wire.Kind.GRAD)
             except (SessionEvicted, UnknownSession) as exc:
                 s.remote = await self._open_remote(s)
                 raise CloudRejected(f"training session expired on the cloud; redo the forward ({exc})", 410) from exc
@@ -362,18 +265,18 @@ class RemoteMiddle:
                 await self._resync(s)  # also clears a pending `dirty`
 
     def round_trips(self, session: str) -> int:
-        """Round trips this session has made so far (open, every forward frame, stream upgrade,
-        truncate and re-prefill; see remote_session.RemoteSession.trips)."""
+        """Round trips this session has made so far (every forward frame, the open where it is
+        its own request, stream upgrade, truncate and re-prefill; see RemoteSession.trips)."""
         return self._session(session).trips
 
     async def close(self, session: str) -> None:
         s = self._sessions.pop(session, None)
         if s is None:
             raise SessionError("unknown session")
-        self._drop_ws(s)
+        self.link.drop_ws(s)
         if s.remote is not None:
             try:
-                await self._request("DELETE", f"/v1/sessions/{s.remote}", s=s)
+                await self.link.request("DELETE", f"/v1/sessions/{s.remote}", s=s)
             except (SessionError, UnknownSession):  # already evicted or expired
                 pass
 
@@ -383,6 +286,4 @@ class RemoteMiddle:
                 await self.close(handle)
             except (CloudUnavailable, CloudRejected):
                 pass
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
-        await self._http.aclose()
+        await self.link.aclose()
