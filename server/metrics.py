@@ -32,6 +32,7 @@ _GAUGES = {
     "umbra_cloud_kv_positions_budget": "Cached positions (sessions x positions) the KV budget holds.",
     "umbra_cloud_kv_sessions_full_context": "Sessions of the maximum sequence length the KV budget holds.",
     "umbra_cloud_decode_width": "Most rows of one batched decode slab.",
+    "umbra_cloud_decode_solo": "1 when a lone decode step runs unpadded (width 1), 0 when it is padded.",
 }
 _HIST = ("umbra_cloud_request_seconds", "Request and stream-step latency.")
 
