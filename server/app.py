@@ -26,7 +26,7 @@ from server.sessions import Limits, SessionManager
 from server.worker import ComputeWorker
 from server.settings import CloudSettings, get_settings
 from umbra.middle.runtime import MiddleRuntime
-from umbra.model.batch_decode import check_slab_shape, slab_widths
+from umbra.model.batch_decode import check_slab_shape, slab_widths, solo_by_default, solo_widths
 from server.preflight import preflight
 from umbra.model.loader import load_part
 from umbra.model.memory_plan import plan_memory
@@ -82,8 +82,10 @@ async def lifespan(app: FastAPI):
         if not shape.group_slots:
             log.warning("gathered decode attention does not give the in-place bits on this machine: "
                         "every session attends in place")
+        solo = solo_by_default(memory.device) if settings.decode_solo is None else settings.decode_solo
+        widths = solo_widths(shape.widths, solo)
         limits = Limits(settings.max_sessions_per_client, settings.session_idle_seconds, memory.kv_budget_bytes,
-                        settings.client_quota(memory.kv_budget_bytes), settings.max_batch_rows, shape.widths,
+                        settings.client_quota(memory.kv_budget_bytes), settings.max_batch_rows, widths,
                         shape.group_slots)
         manager = SessionManager(runtime, limits, metrics, LoraStore(blocks) if settings.lora else None)
         state = CloudState(settings, runtime, manager, worker, TokenStore(settings.token_file), metrics,
@@ -99,12 +101,15 @@ async def lifespan(app: FastAPI):
             "umbra_cloud_kv_positions_budget": lambda: memory.positions,
             "umbra_cloud_kv_sessions_full_context": lambda: memory.sessions_at_full_context,
             "umbra_cloud_decode_width": lambda: shape.widths[-1],
+            "umbra_cloud_decode_solo": lambda: int(widths[0] == 1),
         })
         app.state.cloud = state
         log.warning("middle blocks [%d, %d) loaded from %s; hidden size %d; %s on %s",
                     *state.layers, settings.model_dir, runtime.hidden_size,
                     str(runtime.dtype).removeprefix("torch."), memory.device)
         log.warning("%s", memory.describe())
+        log.warning("decode slab widths %s%s", list(widths),
+                    " (a lone step unpadded)" if widths[0] == 1 and len(widths) > 1 else "")
         sweeper = asyncio.create_task(_sweep(state))
     except BaseException:
         worker.shutdown()

@@ -25,6 +25,7 @@ _FLAGS = {
     "session_idle_seconds": "session_idle_seconds", "kv_budget_bytes": "kv_budget_bytes",
     "torch_threads": "torch_threads", "lora": "lora", "kv_client_quota_bytes": "kv_client_quota_bytes",
     "max_batch_rows": "max_batch_rows", "decode_width": "decode_width", "decode_min_width": "decode_min_width",
+    "decode_solo": "decode_solo",
     "decode_gather_ms": "decode_gather_ms",
     "prefill_chunk_tokens": "prefill_chunk_tokens", "max_connections_per_address": "max_connections_per_address",
     "trusted_proxy": "trusted_proxies", "unauthenticated_timeout_seconds": "unauthenticated_timeout_seconds",
@@ -57,6 +58,9 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-batch-rows", type=int, help="rows (B) of one frame")
     p.add_argument("--decode-width", type=int, help="most rows of one batched decode slab")
     p.add_argument("--decode-min-width", type=int, help="fewest rows of one batched decode slab (padded up to it)")
+    p.add_argument("--decode-solo", action=argparse.BooleanOptionalAction, default=None,
+                   help="a lone decode step runs unpadded at width 1 (its bits the unbatched blocks', within the "
+                        "dtype's tolerance of a batched step's); default: yes on the CPU, no on an accelerator")
     p.add_argument("--decode-gather-ms", type=float,
                    help="longest wait of a decode step for sessions due back to share its slab (0: never)")
     p.add_argument("--prefill-chunk-tokens", type=int, help="batch x positions per prefill chunk")

@@ -45,6 +45,10 @@ class CloudSettings(BaseSettings):
     decode_min_width: int = 16  # fewest: a slab takes the smallest of this, doubled up to decode_width,
     # that holds its rows; at start each wider width is kept only if its rows match this one's bit
     # for bit on this machine (umbra/model/batch_decode.py)
+    decode_solo: bool | None = None  # a lone step (one row in its slab) runs unpadded, at width 1: no padding
+    # rows to pay for, its bits those of a one-row slab (within the dtype's tolerance of a batched
+    # step's; sessions in company keep sharing the checked widths' bits). None: on the CPU yes (there 16
+    # padding rows cost a 1.5B step ~0.4 s), on an accelerator no (padding is free there)
     decode_gather_ms: float = 20.0  # a decode step waits at most this free worker time for sessions due back (by their
     # last gap) to send theirs, so they share one slab (0: never wait; server/scheduler.py)
     prefill_chunk_tokens: int = 256  # batch x positions per prefill chunk; decode steps run between chunks

@@ -115,3 +115,13 @@ def test_every_width_the_check_keeps_gives_each_row_the_bits_of_the_smallest(dty
     for width in kept[1:]:
         for step, base in zip(runs[width], runs[16]):
             assert all(map(torch.equal, step, base)), (width, dtype)
+
+
+def test_solo_widths_lead_with_one_row_only_when_asked_and_only_on_the_cpu_by_default():
+    from umbra.model.batch_decode import solo_by_default, solo_widths
+
+    assert solo_widths((16, 32, 64), True) == (1, 16, 32, 64)
+    assert solo_widths((16, 32, 64), False) == (16, 32, 64)
+    assert solo_widths((1, 2), True) == (1, 2)  # one row is a checked width already
+    assert solo_by_default("cpu") and solo_by_default(torch.device("cpu"))
+    assert not solo_by_default("cuda:0") and not solo_by_default(torch.device("cuda"))

@@ -16,6 +16,9 @@ from websockets.asyncio.client import connect
 from cloud_helpers import C, auth, metric, open_session
 from server.launch import local_cloud_thread
 from umbra import wire
+from umbra.middle.local import LocalMiddle
+from umbra.model.batch_decode import DecodeStep, decode_slab
+from umbra.model.loader import load_middle
 
 SESSIONS, STEPS, PREFILL = 12, 6, 5
 
@@ -41,14 +44,14 @@ async def run_session(cloud, sid: str, i: int) -> list[bytes]:
     return replies
 
 
-@pytest.mark.parametrize("sessions,widths", [(SESSIONS, dict(decode_width=8)),
-                                             (20, dict(decode_min_width=16, decode_width=32))])
+@pytest.mark.parametrize("sessions,widths", [(SESSIONS, dict(decode_width=8, decode_solo=False)),
+                                             (20, dict(decode_min_width=16, decode_width=32, decode_solo=False))])
 def test_concurrent_sessions_equal_sequential_ones_bit_for_bit(model_dir, sessions, widths):
     """Sessions in lockstep: each round the compute worker is held (a job waiting on a gate) while
     every session sends its step, and released once all of them are pending — so the round runs
     as one batch whatever the machine's speed, and each reply must equal the session run alone.
     With a ladder of widths, a session alone runs in the smallest slab and the round in the widest
-    the start-up check kept."""
+    the start-up check kept (`decode_solo` off: a lone step padded to it, as on an accelerator)."""
     with local_cloud_thread(model_dir, settings=dict(torch_threads=1, **widths)) as cloud, \
             httpx.Client(base_url=cloud.base_url, timeout=30) as http:
         worker = cloud.server.config.app.state.cloud.worker
@@ -148,7 +151,7 @@ def test_sessions_in_step_share_a_slab_and_a_lone_session_never_waits(model_dir)
     been answered yet), leaving sessions a step apart; after that every slab takes one step of
     each: at most `steps + n - 1` slabs. Every reply is still bit for bit the session's own."""
     n, steps = 4, 16
-    settings = dict(torch_threads=1, decode_width=8, decode_gather_ms=60_000)
+    settings = dict(torch_threads=1, decode_width=8, decode_gather_ms=60_000, decode_solo=False)
 
     def decode_frames(i: int) -> list[bytes]:
         g = torch.Generator().manual_seed(200 + i)
@@ -246,3 +249,44 @@ def test_a_wait_that_runs_out_while_a_slab_runs_starts_again_when_the_slab_ends(
         asyncio.run(scenario())
         after = metric(http.get("/metrics", headers=auth(cloud.token)).text, "umbra_cloud_decode_slabs_total")
     assert after - before[0] == 3
+
+
+def test_a_lone_step_runs_unpadded_on_the_cpu(model_dir):
+    """On the CPU (`decode_solo` left to its default) a lone decode step runs at width 1: its reply
+    is a one-row slab's, bit for bit (the same blocks in this process), and
+    within fp32's tolerance of the same step padded into the smallest slab. Steps in company run
+    in the same checked widths either way (the lockstep test above holds them bit for bit)."""
+    def run(settings: dict) -> tuple[list[list[torch.Tensor]], tuple[int, ...], float]:
+        with local_cloud_thread(model_dir, settings=dict(torch_threads=1, decode_width=8, **settings)) as cloud, \
+                httpx.Client(base_url=cloud.base_url, timeout=30) as http:
+            widths = cloud.server.config.app.state.cloud.manager.limits.decode_widths
+            sids = [open_session(http, cloud.token) for _ in range(3)]
+            alone = [asyncio.run(run_session(cloud, sids[i], i)) for i in range(3)]
+            solo = metric(http.get("/metrics", headers=auth(cloud.token)).text, "umbra_cloud_decode_solo")
+        return [[wire.decode(r).hidden for r in rs] for rs in alone], widths, solo
+
+    alone, widths, solo = run({})
+    padded, padded_widths, padded_solo = run(dict(decode_solo=False))
+    assert widths == (1, *padded_widths) and solo == 1 and padded_solo == 0 and padded_widths[0] > 1
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)  # the service's compute thread count, so the kernels match
+        middle = LocalMiddle(load_middle(model_dir))
+        stack = middle.runtime.blocks.stack
+
+        async def unpadded(i: int) -> list[torch.Tensor]:
+            """Prefill as the service does; then each decode step as a slab of exactly its one row."""
+            sid = await middle.open_session()
+            prefill, *steps = [wire.decode(f) for f in frames(i)]
+            outs = [await middle.forward(prefill.hidden, prefill.positions, sid)]
+            cache = middle.runtime.sessions[sid].cache
+            for x in steps:
+                outs += decode_slab(stack, [DecodeStep(x.hidden, x.positions, cache)], 1)
+            return outs
+
+        reference = [asyncio.run(unpadded(i)) for i in range(3)]
+    finally:
+        torch.set_num_threads(threads)
+    for got, ref, pad in zip(alone, reference, padded):
+        assert all(torch.equal(g, r) for g, r in zip(got, ref))  # unpadded: a one-row slab's bits
+        assert all(torch.allclose(g, p, rtol=0, atol=1e-5) for g, p in zip(got, pad))

@@ -12,7 +12,10 @@ slab — the row-invariance test in tests/model/test_batch_decode.py checks it. 
 on [1,C] is a GEMV whose sums differ in the last bits from a GEMM's, which is why a single step
 is padded too.) Whether a wider slab gives a row the same bits as the smallest depends on the
 BLAS kernels the machine picks for its row count; `check_slab_shape` checks each width once,
-at start, and keeps only those that do (with MKL on AVX2, 16 rows and up agree, fewer do not).
+at start, and keeps only those that do (with MKL on AVX2, 16 rows and up agree, fewer do not; on
+this AVX-512 EPYC, 4 and up). One row alone never agrees (a GEMV), and padding it costs a CPU the
+padding rows' arithmetic: `solo_widths` lets a lone step run unpadded, at the price of its bits
+(within the dtype's tolerance of the batched ones; sessions in company still share theirs).
 
 Steps carrying adapters are not batched here (BlockStack.forward runs them)."""
 
@@ -66,6 +69,19 @@ def slab_width(rows: int, widths: Sequence[int]) -> int:
         if rows <= w:
             return w
     raise ValidationError(f"a batched decode slab holds at most {widths[-1]} rows, got {rows}")
+
+
+def solo_widths(widths: Sequence[int], solo: bool) -> tuple[int, ...]:
+    """The slab widths a service uses: the checked `widths` (ascending), led by 1 when `solo` (a lone
+    one-row step then runs unpadded: its bits are the unbatched blocks', not the batched widths')."""
+    return (1, *widths) if solo and widths[0] > 1 else tuple(widths)
+
+
+def solo_by_default(device: torch.device | str) -> bool:
+    """Whether a lone step runs unpadded when the settings leave it open: on the CPU, where each
+    padding row costs as much arithmetic as the real one (16 rows of a 1.5B middle: ~0.4 s a step
+    here), yes; on an accelerator, whose decode step costs the same at 1 row or 16, no."""
+    return torch.device(device).type == "cpu"
 
 
 @dataclass(frozen=True)
