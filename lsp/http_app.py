@@ -7,7 +7,8 @@ failure is one line, not a failed lifespan — and tears it down after the last;
 stops the server (a cloud that is merely unreachable does not: completions answer 503 until it
 is back). Before any of that, umbra/edge.py bounds what a connection costs before its token is
 looked at: bodies over `max_body_bytes` 413 (from Content-Length alone when declared), slow
-headers or bodies 408, oversized headers 431. Errors map through lsp/errors.py: bad input 422, superseded 409, cloud unreachable
+headers or bodies 408, oversized headers 431. A client that leaves before its answer (mid-body,
+mid-completion, mid-stream) is a counted client abort (lsp/api_aborts.py), never an error. Errors map through lsp/errors.py: bad input 422, superseded 409, cloud unreachable
 503, cloud refused 502, no or wrong API token 401, non-loopback Host 421 — as
 `{"error": NAME, "detail": ...}` on Umbra's own routes, as OpenAI's error object (bad input
 400) on the OpenAI-compatible ones (lsp/openai_errors.py). Every completion response carries
@@ -27,6 +28,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from lsp.api_aborts import ApiAborts, api_aborts
 from lsp.api_auth import ApiAuth, Unauthorized, default_token_file, new_token, remove_token_file, write_token_file
 from lsp.backend import Backend
 from lsp.deps import require_host, require_token
@@ -103,6 +105,7 @@ def create_app(settings: LocalSettings | None = None, backend: Backend | None = 
     app.state.backend = backend
     app.state.auth = auth or api_auth(settings or get_settings())
     app.state.token_file = token_file
+    app.state.aborts = api_aborts()  # clients that left before their answer (GET /healthz's clientAborts)
     install_handlers(app)
     for module in (openai_completions, models, infill, sessions):
         app.include_router(module.router, dependencies=[Depends(require_token)])
@@ -110,6 +113,8 @@ def create_app(settings: LocalSettings | None = None, backend: Backend | None = 
     app.add_middleware(PrivacyHeader, backend_of=lambda: app.state.backend)  # X-Umbra-Privacy on completions
     # Outermost: bodies are bounded before parsing and before the token is checked.
     app.add_middleware(BodyGuard, limits=lambda: app.dependency_overrides.get(get_settings, get_settings)().edge_limits())
+    routes = [route for module in (openai_completions, models, infill, sessions, health) for route in module.router.routes]
+    app.add_middleware(ApiAborts, aborts=app.state.aborts, routes=routes)  # outermost: sees BodyGuard's too
     return app
 
 

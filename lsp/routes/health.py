@@ -2,8 +2,8 @@
 503 otherwise (e.g. the cloud is unreachable).
 
 It needs no API token, so that a supervisor can probe it; without the token it says only the
-state and mode. The status message (which names the cloud), the number of warm sessions and the
-completion counts come only with the token: they would tell another local user when, and how
+state and mode. The status message (which names the cloud), the number of warm sessions, the
+completion counts and the client aborts ({route: {reason: count}}, lsp/api_aborts.py) come only with the token: they would tell another local user when, and how
 much, this one is completing."""
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ router = APIRouter()
 async def healthz(request: Request, backend: Backend = Depends(get_backend)) -> JSONResponse:
     status = backend.status.to_json()
     if request.app.state.auth.authorized(request):
-        body = {**status, "sessions": len(backend.pool), "completions": dict(backend.counts)}
+        body = {**status, "sessions": len(backend.pool), "completions": dict(backend.counts),
+                "clientAborts": request.app.state.aborts.to_json()}
     else:
         body = {"state": status["state"], "mode": status["mode"]}
     return JSONResponse(body, status_code=200 if backend.status.state == "ready" else 503)
