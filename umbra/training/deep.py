@@ -19,13 +19,13 @@ from pathlib import Path
 from umbra.errors import ConfigError
 from umbra.training.checkpoint import CHECKPOINT_NAME, load_checkpoint
 from umbra.training.config import FimConfig, ModelConfig, RepoConfig, TrainConfig, train_config_from_dict
+from umbra.training.export import INIT_NAME
 from umbra.training.upscale import UpscaleConfig, load_into, upscaled_state
 from umbra.training.vocab_ext import VocabExtension, extend_tokenizer
 
 log = logging.getLogger(__name__)
 
 INITS = ("upscaled", "scratch")
-INIT_NAME = "init.json"  # how the run's weights began (read by `compare`)
 RUNTIME_ONLY = ("threads", "compile", "checkpoint_minutes", "stop_at_step")  # may change on resume
 
 

@@ -17,6 +17,7 @@ from umbra.training.model import EOS_ID, PAD_ID, build_model
 from umbra.training.runlog import read_schedule_changes
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+INIT_NAME = "init.json"  # in a run directory: how its weights began ({"init": "upscaled"|"scratch", "base_model"})
 PROVENANCE_NAME = "training.json"  # where the weights come from; read by `umbra train card`
 CURVES_NAME = "training_curves.png"
 
@@ -32,11 +33,13 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def provenance(config: dict, state: dict, total_steps: int, schedule_changes: list[dict] = ()) -> dict:
+def provenance(config: dict, state: dict, total_steps: int, schedule_changes: list[dict] = (),
+               init: dict | None = None) -> dict:
     """What `training.json` records: the training config (paths dropped), the position reached,
-    the budget changes made on resume, and the machine the export ran on (training and export
-    run on the same machine here)."""
+    the budget changes made on resume, how the weights began (a run directory's init.json, when it
+    has one) and the machine the export ran on (training and export run on the same machine here)."""
     return {
+        **({"init": dict(init)} if init else {}),
         "config": {k: v for k, v in config.items() if not k.endswith("_dir")},
         "state": dict(state),
         "total_steps": total_steps,
@@ -79,7 +82,9 @@ def export_checkpoint(checkpoint: Path, export_dir: Path, tokenizer_dir: Path) -
     cfg = train_config_from_dict(payload["config"])
     model = build_model(cfg.model, enforce_limits=False)
     model.load_state_dict(payload["model"])
+    init_file = checkpoint.parent / INIT_NAME
+    init = json.loads(init_file.read_text()) if init_file.is_file() else None
     return export_model(model, export_dir, tokenizer_dir,
                         provenance(payload["config"], payload["state"], cfg.total_steps(),
-                                   read_schedule_changes(checkpoint.parent)),
+                                   read_schedule_changes(checkpoint.parent), init),
                         checkpoint.parent / "curves.png")
