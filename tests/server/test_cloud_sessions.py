@@ -105,3 +105,39 @@ def test_a_trim_frame_truncates_and_forwards_in_one_trip(cloud):
             assert (late.kind, late.status) == (wire.Kind.ERROR, 409)
         assert forward(http, cloud.token, sid, wire.encode(wire.forward_frame(h[:, 5:6], pos[:, 5:6], start=5))).status_code == 200
         http.delete(f"/v1/sessions/{sid}", headers=auth(cloud.token))
+
+
+def test_a_session_opens_with_its_first_frame(cloud):
+    """POST /v1/sessions/forward: one request opens an inference session and runs its first frame
+    (the outputs equal an open then a forward; the id in X-Umbra-Session-Id serves the stream
+    and every later call); a frame it cannot run leaves no session behind."""
+    from websockets.sync.client import connect
+
+    def active(http) -> float:
+        return metric(http.get("/metrics", headers=auth(cloud.token)).text, "umbra_cloud_sessions_active")
+
+    with httpx.Client(base_url=cloud.base_url, timeout=30) as http:
+        assert http.get("/v1/info", headers=auth(cloud.token)).json()["open_in_frame"] is True
+        h = torch.randn(1, 7, C)
+        pos = torch.arange(7)[None]
+        sid = open_session(http, cloud.token)
+        want = wire.decode(forward(http, cloud.token, sid, wire.encode(wire.forward_frame(h, pos))).content).hidden
+        http.delete(f"/v1/sessions/{sid}", headers=auth(cloud.token))
+        before = active(http)
+        r = http.post("/v1/sessions/forward", content=wire.encode(wire.forward_frame(h[:, :6], pos[:, :6], start=0)),
+                      headers=auth(cloud.token))
+        assert r.status_code == 201 and active(http) == before + 1
+        new = r.headers["X-Umbra-Session-Id"]
+        assert torch.allclose(wire.decode(r.content).hidden, want[:, :6], atol=1e-5)
+        url = cloud.base_url.replace("http", "ws", 1) + f"/v1/sessions/{new}/stream"
+        with connect(url, additional_headers=auth(cloud.token), max_size=None, open_timeout=10) as ws:
+            ws.send(wire.encode(wire.forward_frame(h[:, 6:], pos[:, 6:], start=6)))
+            assert torch.allclose(wire.decode(ws.recv(timeout=30)).hidden, want[:, 6:], atol=1e-5)
+        assert http.delete(f"/v1/sessions/{new}", headers=auth(cloud.token)).status_code == 204
+        for bad, status in ((wire.forward_frame(h[:, :2], pos[:, :2], start=3), 409),  # a new session holds 0
+                            (wire.forward_frame(h[:, :2], pos[:, :2], start=0, trim=True), 422),  # nothing to trim
+                            (wire.forward_frame(torch.randn(1, 2, C + 1), pos[:, :2]), 422)):  # not this model's width
+            r = http.post("/v1/sessions/forward", content=wire.encode(bad), headers=auth(cloud.token))
+            assert r.status_code == status, r.text
+            assert "X-Umbra-Session-Id" not in r.headers and active(http) == before
+        assert http.post("/v1/sessions/forward", content=step(), headers={}).status_code == 401
