@@ -86,7 +86,7 @@ async def test_fim_completion_equals_the_baseline_and_the_native_api(client, htt
     native = (await http.post("/v1/infill", json={"prefix": PREFIX, "suffix": SUFFIX})).json()
     assert native["completion"] == choice.text and native["promptTokens"] == r.usage.prompt_tokens
     assert native["generatedTokens"] == r.usage.completion_tokens
-    assert 2 <= r.usage.to_dict()["umbra_round_trips"] <= 4 + r.usage.completion_tokens  # Umbra's extra
+    assert 1 <= r.usage.to_dict()["umbra_round_trips"] <= 4 + r.usage.completion_tokens  # Umbra's extra (open + prefill: one)
     assert choice.finish_reason == ("length" if native["stopReason"] == "max_tokens" else "stop")
 
     # a FIM template in the prompt (what Continue sends) is the same request
