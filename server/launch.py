@@ -14,7 +14,10 @@ itself exists only in this process. On exit the service is terminated and the di
 
 Every service started here counts in `LIVE` while it runs and, when `WATCH` is on (the test
 suite), reports the 5xx it answered (`LocalCloud.server_errors()`) into `SHUTDOWN_REPORTS` as it
-stops: the suite fails a test whose services answered a 5xx (tests/no_server_errors.py)."""
+stops: the suite fails a test whose services answered a 5xx (tests/no_server_errors.py). A
+service started by another process of the suite (`umbra serve`, the language server: their
+self-started clouds) announces itself in the directory named by `REPORTS_ENV` (its URL and token
+file, never a token) and, as it stops, writes the 5xx it answered there (the suite reads them)."""
 
 from __future__ import annotations
 
@@ -82,6 +85,10 @@ class LocalCloud:
             return None if metrics is None else _count_5xx(metrics.render())
         if self.process is None or self.process.poll() is not None or not self.base_url:
             return None
+        return self.read_server_errors(issue_token)
+
+    def read_server_errors(self, issue_token: bool = False) -> int | None:
+        """`server_errors` of a service at `base_url`, wherever it runs (None: it cannot tell)."""
         verify = ssl.create_default_context(cafile=str(self.verify)) if self.verify else True
         transport = httpx.HTTPTransport(local_address=_READER, verify=verify)
         try:
@@ -99,18 +106,40 @@ def _count_5xx(metrics_text: str) -> int:
 
 
 WATCH = False  # set by the test suite (tests/no_server_errors.py): read each stopping service's 5xx
+REPORTS_ENV = "UMBRA_TEST_SERVICE_REPORTS"  # set by the suite: where services of its child processes report
 LIVE: dict[int, LocalCloud] = {}  # serial -> every service of this process's helpers, while it runs
 SHUTDOWN_REPORTS: list[tuple[int, str, int]] = []  # (serial, base URL, 5xx answered) of each stopped service
 
 
 def _report(cloud: LocalCloud) -> None:
-    """Read the stopping service's 5xx count into SHUTDOWN_REPORTS (unknown counts are left out)."""
+    """Read the stopping service's 5xx count into SHUTDOWN_REPORTS, or into its report file in a
+    child process of the suite (unknown counts are left out)."""
     LIVE.pop(cloud.serial, None)
-    if not WATCH:
+    report = _report_file(cloud)
+    if not WATCH and report is None:
         return
     count = cloud.server_errors(issue_token=True)
-    if count is not None:
+    if WATCH and count is not None:
         SHUTDOWN_REPORTS.append((cloud.serial, cloud.base_url, count))
+    elif report is not None:
+        _write_report(report, cloud, count)
+
+
+def _report_file(cloud: LocalCloud) -> Path | None:
+    """Where a subprocess service of a child process of the suite reports (None: not one)."""
+    directory = os.environ.get(REPORTS_ENV)
+    if WATCH or not directory or cloud.process is None or not Path(directory).is_dir():
+        return None
+    return Path(directory) / f"{os.getpid()}-{cloud.serial}.json"
+
+
+def _write_report(path: Path, cloud: LocalCloud, stopped_count: int | None = None, stopped: bool = True) -> None:
+    info = {"base_url": cloud.base_url, "pid": cloud.process.pid, "verify": str(cloud.verify) if cloud.verify else None,
+            "token_file": str(cloud.token_file or cloud.workdir / "tokens.json"),
+            "stopped": stopped, "count": stopped_count}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(info))
+    os.replace(tmp, path)  # whole, never half-written
 
 
 def _env_value(value) -> str:
@@ -145,6 +174,8 @@ def _start(workdir: Path, model_dir, plan: SplitPlan | None, tls: bool, settings
         _stop(cloud)
         raise
     LIVE[cloud.serial] = cloud
+    if (report := _report_file(cloud)) is not None:  # a child process of the suite: announce it
+        _write_report(report, cloud, stopped=False)
     return cloud
 
 

@@ -2,8 +2,10 @@
 test's teardown, reads the 5xx count of every cloud service started through server/launch.py's
 helpers (local_cloud, local_cloud_sync, local_cloud_thread) — those still running and those
 stopped since — and of every `umbra serve` app served through tests/lsp/lsp_helpers.py's
-`serving` (wrapped in `count_server_errors`), and fails the test if any answered a 5xx it did
-not declare:
+`serving` (wrapped in `count_server_errors`) — and of every cloud that a child process of the
+suite started through those helpers (`umbra serve`, the language server: their self-started
+clouds announce themselves in the directory of launch.REPORTS_ENV, set here for every process
+the suite starts) — and fails the test if any answered a 5xx it did not declare:
 
     @pytest.mark.server_errors_expected   # this test provokes a 5xx on purpose
 
@@ -13,16 +15,25 @@ plugin cannot read (a service the test killed) is not checked."""
 from __future__ import annotations
 
 import itertools
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from server import launch
+from server.auth import TokenStore
+from umbra.errors import UmbraError
 
 MARKER = "server_errors_expected"
 _seen: dict[int, int] = {}  # service serial -> 5xx already accounted to an earlier test
 _reports = 0  # launch.SHUTDOWN_REPORTS consumed so far
 _serial = itertools.count(-1, -1)  # the serials of served apps (negative: never a launch serial)
 _served: dict[int, "ServerErrors"] = {}  # serial -> every app wrapped by count_server_errors
+_child_seen: dict[str, int] = {}  # report key -> 5xx of a child process's cloud already accounted
+_child_tokens: dict[str, str] = {}  # report key -> the token issued to read that cloud's /metrics
 
 
 class ServerErrors:
@@ -60,12 +71,62 @@ def count_server_errors(app, name: str = "umbra serve"):
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", f"{MARKER}: the test provokes a 5xx from a cloud service on purpose")
     launch.WATCH = True
+    os.environ[launch.REPORTS_ENV] = tempfile.mkdtemp(prefix="umbra-service-reports-")  # 0700
+
+
+def pytest_unconfigure(config) -> None:
+    directory = os.environ.pop(launch.REPORTS_ENV, None)
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def read_reports(directory: Path, tokens: dict[str, str]) -> list[tuple[str, str, int | None, bool]]:
+    """(key, URL, 5xx answered or None when unknown, stopped) of each service that child processes
+    of the suite started (launch.REPORTS_ENV); a stopped one's file is removed once read. A running
+    one's count is read from its /metrics with a token issued into its token file (kept in
+    `tokens`, by key, in this process only)."""
+    found = []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            info = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        key = path.stem
+        if info["stopped"]:
+            path.unlink(missing_ok=True)
+            found.append((key, info["base_url"], info["count"], True))
+            continue
+        try:
+            os.kill(info["pid"], 0)
+        except OSError:  # killed without a report: its count is unknown
+            path.unlink(missing_ok=True)
+            found.append((key, info["base_url"], None, True))
+            continue
+        try:
+            if key not in tokens:
+                tokens[key] = TokenStore(info["token_file"]).add("suite-check")
+        except (OSError, UmbraError, ValueError):
+            found.append((key, info["base_url"], None, False))
+            continue
+        cloud = launch.LocalCloud(info["base_url"], tokens[key], None, Path(info["token_file"]).parent,
+                                  Path(info["verify"]) if info["verify"] else None)
+        found.append((key, info["base_url"], cloud.read_server_errors(), False))
+    return found
 
 
 def new_server_errors() -> list[str]:
     """'URL: N' for each service that answered N new 5xx since the last call."""
     global _reports
     found = []
+    directory = os.environ.get(launch.REPORTS_ENV)
+    for key, url, count, stopped in read_reports(Path(directory), _child_tokens) if directory else []:
+        if count is not None and count > _child_seen.get(key, 0):
+            found.append(f"{url} (started by a child process{', stopped' if stopped else ''}): "
+                         f"{count - _child_seen.get(key, 0)}")
+            _child_seen[key] = count
+        if stopped:
+            _child_seen.pop(key, None)
+            _child_tokens.pop(key, None)
     for serial, cloud in list(launch.LIVE.items()):
         count = cloud.server_errors()
         if count is not None and count > _seen.get(serial, 0):
