@@ -65,12 +65,22 @@ NOTHING_SENT = NothingSent(CLIENT_ONLY, "client only · nothing is sent (the cli
 
 
 def load_model(options: ModelOptions) -> ClientModel:
-    """The client model: a bundle (key from the OS keyring) or a plain model directory (blocking)."""
+    """The client model in `options.dtype`: a bundle (key from the OS keyring) or a plain model
+    directory (blocking)."""
+    from umbra.model.device import resolve_dtype
+
+    dtype = resolve_dtype(options.dtype)
     if options.bundle:
         from keys.store import KeyStore
 
-        return ClientModel.from_bundle(options.bundle, options.dir, store=KeyStore(options.keyring_service))
-    return ClientModel.load(options.dir or default_model_dir())
+        return ClientModel.from_bundle(options.bundle, options.dir, store=KeyStore(options.keyring_service),
+                                       dtype=dtype)
+    return ClientModel.load(options.dir or default_model_dir(), dtype=dtype)
+
+
+def in_dtype(message: str, options: ModelOptions) -> str:
+    """A ready message, naming the dtype when it is not the default fp32."""
+    return message if options.dtype == "fp32" else f"{message} ({options.dtype})"
 
 
 class CloudSupervisor:
@@ -104,7 +114,8 @@ class CloudSupervisor:
                 self._in_force(NOTHING_SENT)
                 self.board.mode(CLIENT_ONLY)
                 self.current = client_only_engine(self.model, self.config)
-                self.board.report("ready", "client only: the client's blocks alone; nothing is sent anywhere")
+                self.board.report("ready", in_dtype("client only: the client's blocks alone; nothing is sent anywhere",
+                                                    self.options.model))
                 return
             self._in_force(mode_of(self.model))
             self.board.report("starting", "starting the cloud" if self.options.cloud.url is None
@@ -118,7 +129,7 @@ class CloudSupervisor:
                 await self.link.aclose()
                 return
             await self.engine()
-            self.board.report("ready", f"split inference through {self.link.describe()}")
+            self.board.report("ready", in_dtype(f"split inference through {self.link.describe()}", self.options.model))
         except CloudUnavailable as exc:
             if self.link is None or self.link.remote is None:  # a self-started cloud that did not come up
                 self.fail(exc)

@@ -133,6 +133,8 @@ def _message(error: dict) -> str:
         return f"must be {_EXPECTED[kind[:-5]]}, got {json_type(value)}"
     if kind == "string_too_short" and ctx.get("min_length") == 1:
         return "must be a non-empty string"
+    if kind == "literal_error":
+        return f"must be {ctx['expected']}, got {json.dumps(value)}"
     if kind == "value_error" and "error" in ctx:
         return str(ctx["error"])
     return f"is invalid: {error['msg']}"

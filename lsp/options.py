@@ -6,7 +6,7 @@ Three sources, one schema:
     extension is built against; snake_case names are accepted too):
 
         {
-          "model":  {"dir": null, "bundle": null, "keyringService": "umbra"},
+          "model":  {"dir": null, "bundle": null, "keyringService": "umbra", "dtype": "fp32"},
           "cloud":  {"url": null, "certificate": null, "tokenEnv": "UMBRA_CLOUD_TOKEN"},
           "completion": {"maxTokens": 64, "multiline": "auto", "temperature": 0.0, "topP": 1.0,
                          "contextTokens": 1024, "languages": null},
@@ -87,6 +87,9 @@ class ModelOptions(_Options):
     bundle: str | None = None
     # OS keyring service holding the bundle's key and the cloud tokens (`cloud-token:<url>`).
     keyring_service: NonEmpty = "umbra"
+    # The client's compute dtype, and the hidden states' on the wire (a self-started cloud computes
+    # the middle in it too): "fp32" or "bf16" (a real-size model's halved memory), as `umbra complete --dtype`.
+    dtype: Literal["fp32", "bf16"] = "fp32"
 
     @field_validator("dir", "bundle")
     @classmethod

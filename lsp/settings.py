@@ -52,6 +52,7 @@ FLAT: dict[str, tuple[str, str]] = {
     "model_dir": ("model", "dir"),
     "bundle": ("model", "bundle"),
     "keyring_service": ("model", "keyring_service"),
+    "dtype": ("model", "dtype"),
     "cloud_url": ("cloud", "url"),
     "cloud_certificate": ("cloud", "certificate"),
     "cloud_token_env": ("cloud", "token_env"),

@@ -15,7 +15,7 @@ from umbra.engine.context_exclusions import DEFAULT_EXCLUDE
 from umbra.engine import EngineConfig, StopConfig
 
 CONTRACT = {  # the defaults, as JSON; names and defaults must not drift
-    "model": {"dir": None, "bundle": None, "keyringService": "umbra"},
+    "model": {"dir": None, "bundle": None, "keyringService": "umbra", "dtype": "fp32"},
     "cloud": {"url": None, "certificate": None, "tokenEnv": "UMBRA_CLOUD_TOKEN"},
     "completion": {"maxTokens": 64, "multiline": "auto", "temperature": 0.0, "topP": 1.0, "contextTokens": 1024,
                    "languages": None},
@@ -134,6 +134,7 @@ def test_lists_and_maps():
     ({"cloud": {"tokenEnv": "MY-TOKEN"}}, "cloud.tokenEnv must be an environment variable name"),
     ({"model": {"keyringService": ""}}, "model.keyringService must be a non-empty string"),
     ({"model": {"dir": ""}}, "model.dir must be a path or null"),
+    ({"model": {"dtype": "fp16"}}, "model.dtype must be 'fp32' or 'bf16', got \"fp16\""),
 ])
 def test_a_bad_value_names_its_json_path(data, message):
     with pytest.raises(OptionsError) as err:

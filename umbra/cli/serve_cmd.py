@@ -27,7 +27,7 @@ from umbra.cli.cloud_args import add_opt_in_arg
 # flag -> LocalSettings field (None values are left to the environment / defaults)
 _FLAGS = {"host": "host", "port": "port", "model": "model_dir", "bundle": "bundle", "service": "keyring_service",
           "cloud": "cloud_url", "cloud_cert": "cloud_certificate", "token_env": "cloud_token_env",
-          "threads": "threads", "max_sessions": "max_sessions", "token_file": "token_file"}
+          "threads": "threads", "max_sessions": "max_sessions", "token_file": "token_file", "dtype": "dtype"}
 
 
 def register(sub) -> None:
@@ -41,6 +41,9 @@ def register(sub) -> None:
     p.add_argument("--cloud", metavar="URL", default=None, help="cloud URL (default: start one on 127.0.0.1)")
     p.add_argument("--cloud-cert", metavar="PEM", type=Path, default=None, help="certificate to trust for an https cloud")
     p.add_argument("--token-env", metavar="VAR", default=None, help="variable holding the cloud token if the keyring has none")
+    p.add_argument("--dtype", choices=("fp32", "bf16"), default=None,
+                   help="the client's compute dtype, and the hidden states' on the wire; a self-started cloud "
+                        "computes the middle in it too (default fp32; env UMBRA_LOCAL_MODEL__DTYPE)")
     p.add_argument("--threads", type=int, default=None, help="torch threads here and in a self-started cloud")
     p.add_argument("--max-sessions", type=int, default=None, help="warm sessions kept (default 16)")
     p.add_argument("--token-file", type=Path, default=None,
