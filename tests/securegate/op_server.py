@@ -9,6 +9,8 @@ from pathlib import Path
 
 from keys import KeyStore
 
+from .helpers import SMALL_GATE
+
 REPO = Path(__file__).resolve().parents[2]
 
 # A process started as `python -c SERVER`: it imports Umbra and warms torch up once (the first
@@ -27,7 +29,7 @@ from umbra.model.adapters import LoraConfig
 from umbra.privacy import bundle  # noqa: F401  (what the gate step loads)
 from umbra.securegate import bundle_access as ba
 from umbra.securegate.gate import GateConfig
-from securegate.helpers import ADDED_SEED, SMALL_GATE, make_adapter
+from securegate.helpers import ADDED_SEED, make_adapter
 
 p = torch.nn.Parameter(torch.zeros(2))
 opt = torch.optim.Adam([p])
@@ -43,7 +45,7 @@ def run(req):
 
     d, name, arg = req["bundle"], req["name"], req["arg"]
     store = KeyStore(service=req["service"])
-    kw = dict(progress=progress, gate_config=GateConfig(**SMALL_GATE))
+    kw = dict(progress=progress, gate_config=GateConfig(**req["gate"]))
     if req["op"] == "rotate":
         ba.rotate_key(d, name, store, **kw)
     elif req["op"] == "create":
@@ -121,14 +123,15 @@ class OpServer:
         """{"pid", "exit", "error"} of one change in a child process (exit -9: killed at `kill_at`)."""
         return self.run_many([(op, bundle_dir, store, name, arg, kill_at)])[0]
 
-    def run_many(self, requests, parallel: int = 1) -> list[dict]:
+    def run_many(self, requests, parallel: int = 1, gate: dict | None = None) -> list[dict]:
         """Several changes (op, bundle_dir, store, name, arg, kill_at), each in its own child,
-        `parallel` at a time (on different bundles and keyrings)."""
+        `parallel` at a time (on different bundles and keyrings), the gate retrained with `gate`
+        (GateConfig fields; default helpers.SMALL_GATE)."""
         if self.ready is None:
             self.ready = json.loads(self.proc.stdout.readline() or '{"ready": null}')["ready"]
             assert self.ready, "the op server did not start"
         batch = [dict(op=op, bundle=str(d), service=store.service, name=name, arg=arg, kill_at=kill_at,
-                      parallel=parallel) for op, d, store, name, arg, kill_at in requests]
+                      parallel=parallel, gate=gate or SMALL_GATE) for op, d, store, name, arg, kill_at in requests]
         self.proc.stdin.write(json.dumps(batch) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
