@@ -68,12 +68,13 @@ async def close_revoked_streams(state: CloudState) -> None:
 
 @contextlib.asynccontextmanager
 async def lifespan(app: FastAPI):
-    settings = app.dependency_overrides.get(get_settings, get_settings)().check()
+    settings = _settings_of(app).check()
     worker = ComputeWorker(settings.torch_threads)
     metrics: Metrics = app.state.metrics
     try:
         blocks, ckpt, memory = await worker.run(_load, settings)
         runtime = MiddleRuntime(blocks, settings.max_seq_len)
+        worker.use(runtime.transfer)  # each job one step: on CUDA its own stream (umbra/model/transfer.py)
         tried = slab_widths(settings.decode_min_width, memory.decode_width)
         shape = await worker.run(check_slab_shape, blocks.stack, tried, runtime.dtype)
         if list(shape.widths) != tried:
@@ -165,16 +166,25 @@ class LatencyMiddleware:
                 self.metrics.inc("umbra_cloud_errors_total", status=str(status))
 
 
+def _settings_of(app: FastAPI) -> CloudSettings:
+    """The settings `create_app` was given, else the environment's."""
+    return app.state.given_settings or get_settings()
+
+
 def create_app(settings: CloudSettings | None = None) -> FastAPI:
     """The ASGI app; `settings` overrides the environment (UMBRA_CLOUD_*) when given."""
     app = FastAPI(title="Umbra cloud", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.given_settings = settings
     if settings is not None:
-        app.dependency_overrides[get_settings] = lambda: settings
+        async def given() -> CloudSettings:  # a coroutine: no thread hop per request (server/deps.py)
+            return settings
+
+        app.dependency_overrides[get_settings] = given
     app.state.metrics = Metrics()
     app.state.aborts = ClientAborts(app.state.metrics)  # also counted by the stream route
     install_handlers(app)
     for module in (health, sessions, stream, metrics, lora):
         app.include_router(module.router)
-    app.add_middleware(BodyGuard, limits=lambda: app.dependency_overrides.get(get_settings, get_settings)().edge_limits())
+    app.add_middleware(BodyGuard, limits=lambda: _settings_of(app).edge_limits())
     app.add_middleware(LatencyMiddleware, metrics=app.state.metrics, aborts=app.state.aborts)  # outermost: BodyGuard's refusals count too
     return app

@@ -227,10 +227,10 @@ class SessionManager:
         for i in ready:
             owner, sid, frame = items[i]
             state = self.runtime.sessions[sid]
-            dev = self.runtime.device  # cast at the edge: the wire's dtype and the CPU outside, the blocks' inside
-            kp = None if frame.key_padding is None else frame.key_padding.to(dev)
-            steps.append(DecodeStep(frame.hidden.to(dev, self.runtime.dtype), frame.positions.to(dev), state.cache,
-                                    kp))
+            io = self.runtime.transfer  # cast at the edge: the wire's dtype and the CPU outside, the blocks' inside
+            kp = None if frame.key_padding is None else io.to_device(frame.key_padding)
+            steps.append(DecodeStep(io.to_device(frame.hidden, self.runtime.dtype), io.to_device(frame.positions),
+                                    state.cache, kp))
         widths = self.limits.decode_widths
         for group in slabs(steps, widths[-1]):
             width = slab_width(sum(steps[j].rows for j in group), widths)
@@ -239,7 +239,7 @@ class SessionManager:
             self.metrics.inc("umbra_cloud_decode_batched_steps_total", len(group))
             for j, y in zip(group, outs):
                 i = ready[j]
-                results[i] = y.to(items[i][2].hidden.device, items[i][2].hidden.dtype)
+                results[i] = self.runtime.transfer.to_host(y, items[i][2].hidden)
 
     def _whole(self, owner: str, sid: str, frame: Frame) -> torch.Tensor:
         start = self.begin(owner, sid, frame)

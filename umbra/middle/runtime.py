@@ -16,6 +16,7 @@ from umbra.errors import SessionError, ValidationError
 from umbra.model.adapters.selection import AdapterSet
 from umbra.model.kvcache import KVCache
 from umbra.model.parts import MiddleBlocks
+from umbra.model.transfer import Transfer
 
 
 @dataclass
@@ -43,6 +44,7 @@ class MiddleRuntime:
         self.hidden_size = blocks.spec.hidden_size
         self.dtype = next(blocks.parameters()).dtype
         self.device = next(blocks.parameters()).device  # frames arrive and leave on the CPU; cast at the edge
+        self.transfer = Transfer(self.device)  # that edge: pinned buffers on CUDA (umbra/model/transfer.py)
         self.max_seq_len = max_seq_len or blocks.spec.max_position_embeddings
         self.sessions: dict[str, SessionState] = {}
 
@@ -101,13 +103,13 @@ class MiddleRuntime:
         """`adapters`: the cloud's own adapters for this caller's session (umbra/middle/lora_store.py), if any."""
         state = self.get(sid)
         self.validate(state, hidden, positions, key_padding)
-        x, positions = hidden.to(self.device, self.dtype), positions.to(self.device)
-        key_padding = None if key_padding is None else key_padding.to(self.device)
+        x, positions = self.transfer.to_device(hidden, self.dtype), self.transfer.to_device(positions)
+        key_padding = None if key_padding is None else self.transfer.to_device(key_padding)
         if state.training:
             state.saved = (x, positions, key_padding)
         with torch.no_grad():
             y = self.blocks(x, positions, state.cache, key_padding, adapters)
-        return y.to(hidden.device, hidden.dtype)
+        return self.transfer.to_host(y, hidden)
 
     def backward(self, sid: str, grad_out: torch.Tensor, adapters: AdapterSet | None = None) -> torch.Tensor:
         """Recompute the last forward with autograd and return d loss / d input."""
