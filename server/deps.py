@@ -1,4 +1,9 @@
-"""FastAPI dependencies shared by the routers: the service state and the authenticated client."""
+"""FastAPI dependencies shared by the routers: the service state and the authenticated client.
+
+They are coroutines on purpose: FastAPI runs a plain `def` dependency in its thread pool, a
+thread hop (and a GIL hand-over) per dependency per request — under a flood of requests
+(malformed frames, mid-body disconnects, connection churn) that queueing, not the work, was what
+delayed every other request. Both are a few microseconds on the event loop."""
 
 from __future__ import annotations
 
@@ -33,11 +38,11 @@ class CloudState:
     streams: dict | None = None  # open WebSocket -> its Authorization header (revocation closes it)
 
 
-def get_state(request: Request) -> CloudState:
+async def get_state(request: Request) -> CloudState:
     return request.app.state.cloud  # set by the lifespan before uvicorn serves any request
 
 
-def client_name(request: Request, state: CloudState = Depends(get_state)) -> str:
+async def client_name(request: Request, state: CloudState = Depends(get_state)) -> str:
     """The authenticated client (token name); Unauthorized -> 401. A valid token proves the
     connection to the edge (umbra/edge.py): longer deadlines, a slot that unproven ones cannot take."""
     name = state.tokens.authenticate(request.headers.get("authorization"))
