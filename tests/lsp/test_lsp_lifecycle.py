@@ -1,6 +1,10 @@
 """Language server lifecycle: initializationOptions errors at `initialize` (an unknown key is
 none: test_lsp_server.py), a failed set-up as an "error" status, and the self-started cloud
-stopped however the server ends (shutdown + exit, end of input, SIGTERM)."""
+stopped however the server ends (shutdown + exit, end of input, SIGTERM).
+
+The bad-options tests share one `umbra lsp` server (`uninitialized`, started once for the module):
+an `initialize` refused with InvalidParams sets nothing up, so the server stays uninitialized and
+takes the next test's `initialize`. The others set their server up or end it, so start their own."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import signal
 import sys
 
 import pytest
+import pytest_asyncio
 from lsp_helpers import (
     LSP_COMMAND,
     StatusLog,
@@ -21,6 +26,8 @@ from lsp_helpers import (
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 INVALID_PARAMS, REQUEST_FAILED = -32602, -32803
 
@@ -37,17 +44,25 @@ async def language_server(command=LSP_COMMAND):
         await asyncio.wait_for(client.stop(), 60)
 
 
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def uninitialized():
+    """One `umbra lsp` server that no test sets up: each refused `initialize` leaves it as it was."""
+    async with language_server([sys.executable, "-m", "umbra.cli.main", "lsp"]) as client:
+        yield client
+    assert client._server.returncode == 0  # still serving to the end: end of input, a clean exit
+
+
 @pytest.mark.parametrize("options, message", [
     ({"languages": {"aliases": {"golang": 3}}}, "languages.aliases.golang must be a string"),
     ({"threads": "2"}, "threads must be an integer, got a string"),
     ({"cloud": {"url": "ftp://cloud"}}, "cloud.url must start with http:// or https://"),
 ])
-async def test_bad_initialization_options_are_invalid_params(options, message):
-    async with language_server([sys.executable, "-m", "umbra.cli.main", "lsp"]) as client:  # via `umbra lsp`
-        with pytest.raises(JsonRpcException) as err:
-            await client.initialize_session(initialize_params(options))
-        assert err.value.code == INVALID_PARAMS and message in err.value.message
-        assert client.statuses.items == []  # nothing was set up
+async def test_bad_initialization_options_are_invalid_params(uninitialized, options, message):
+    client = uninitialized  # via `umbra lsp`
+    with pytest.raises(JsonRpcException) as err:
+        await client.initialize_session(initialize_params(options))
+    assert err.value.code == INVALID_PARAMS and message in err.value.message
+    assert client.statuses.items == []  # nothing was set up (by this test or an earlier one)
 
 
 async def test_a_failed_set_up_is_an_error_status_and_requests_fail_with_its_message(tmp_path):
