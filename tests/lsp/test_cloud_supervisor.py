@@ -1,6 +1,9 @@
 """The cloud supervisor (lsp/cloud_supervisor.py) behind the local HTTP server: an unreachable
 cloud is 503 and never a fallback, a self-started cloud that dies is started again (and, dying
-too often, becomes an error), and with `umbra audit on` each session's traffic is recorded."""
+too often, becomes an error), and with `umbra audit on` each session's traffic is recorded.
+
+The local HTTP server runs in a thread of this process (lsp_helpers.serving); the cloud of the
+auditing test too (local_cloud_thread: it only serves), the one that is killed is a process."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import pytest
 from http_helpers import DEFAULTS, PREFIX, SUFFIX, TOKEN_ENV, authorized, local_settings
 from lsp_helpers import Monolithic, refuses_connections, serving
 
-from server.launch import local_cloud_sync
+from server.launch import local_cloud_sync, local_cloud_thread
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -46,7 +49,7 @@ async def test_with_auditing_on_each_session_is_recorded_when_it_ends(lsp_model_
     monkeypatch.setenv("UMBRA_AUDIT_DIR", str(tmp_path / "audit"))
     monkeypatch.setenv("UMBRA_AUDIT_SERVICE", keystore.service)
     store = AuditStore(tmp_path / "audit", keystore)
-    with local_cloud_sync(lsp_model_dir, settings={"torch_threads": 1}) as cloud:
+    with local_cloud_thread(lsp_model_dir, settings={"torch_threads": 1}) as cloud:
         monkeypatch.setenv(TOKEN_ENV, cloud.token)
         with serving(local_settings(lsp_model_dir, cloud.base_url)) as url:
             async with authorized(url) as http:
