@@ -32,6 +32,7 @@ VSCODE = {  # what the VS Code extension sends with its defaults (vscode-extensi
     "model": {"dir": None, "bundle": None, "keyringService": "umbra"},
     "cloud": {"url": None, "certificate": None, "tokenEnv": "UMBRA_CLOUD_TOKEN"},
     "completion": {"maxTokens": 64, "multiline": "auto", "temperature": 0.0, "topP": 1.0, "contextTokens": 1024},
+    "inline": {"deadlineMs": 250},
     "threads": None,
     "allowUndefendedRemoteCloud": False,
     "clientOnly": False,

@@ -40,6 +40,7 @@ describe('settings → initializationOptions', () => {
             model: { dir: null, bundle: null, keyringService: 'umbra' },
             cloud: { url: null, certificate: null, tokenEnv: 'UMBRA_CLOUD_TOKEN' },
             completion: { maxTokens: 64, multiline: 'auto', temperature: 0.0, topP: 1.0, contextTokens: 1024 },
+            inline: { deadlineMs: 250 },
             threads: null,
             allowUndefendedRemoteCloud: false,
             clientOnly: false,
@@ -50,7 +51,7 @@ describe('settings → initializationOptions', () => {
             '{"model":{"dir":null,"bundle":null,"keyringService":"umbra"},' +
                 '"cloud":{"url":null,"certificate":null,"tokenEnv":"UMBRA_CLOUD_TOKEN"},' +
                 '"completion":{"maxTokens":64,"multiline":"auto","temperature":0,"topP":1,"contextTokens":1024},' +
-                '"threads":null,"allowUndefendedRemoteCloud":false,"clientOnly":false}',
+                '"inline":{"deadlineMs":250},"threads":null,"allowUndefendedRemoteCloud":false,"clientOnly":false}',
         );
     });
 
@@ -79,6 +80,7 @@ describe('settings → initializationOptions', () => {
                 'completion.temperature': 0.2,
                 'completion.topP': 0.95,
                 'completion.contextTokens': 2048,
+                'inline.deadlineMs': 0,
                 threads: 2,
                 allowUndefendedRemoteCloud: true,
                 clientOnly: true,
@@ -91,6 +93,7 @@ describe('settings → initializationOptions', () => {
             model: { dir: '/models/tiny', bundle: '/home/u/bundles/b1', keyringService: 'umbra-test' },
             cloud: { url: 'https://cloud.example:8443', certificate: '/ws/cloud.pem', tokenEnv: 'MY_TOKEN' },
             completion: { maxTokens: 128, multiline: true, temperature: 0.2, topP: 0.95, contextTokens: 2048 },
+            inline: { deadlineMs: 0 },
             threads: 2,
             allowUndefendedRemoteCloud: true,
             clientOnly: true,
@@ -124,6 +127,7 @@ describe('settings validation', () => {
         ['topP 0', { 'completion.topP': 0 }, /completion\.topP must be a number in \(0, 1\]/],
         ['topP above 1', { 'completion.topP': 1.5 }, /completion\.topP/],
         ['contextTokens 0', { 'completion.contextTokens': 0 }, /completion\.contextTokens/],
+        ['deadlineMs -1', { 'inline.deadlineMs': -1 }, /inline\.deadlineMs/],
         ['multiline string', { 'completion.multiline': 'yes' }, /completion\.multiline must be true, false or "auto"/],
         ['threads 0', { threads: 0 }, /threads must be null or an integer/],
         ['threads string', { threads: 'auto' }, /threads/],
