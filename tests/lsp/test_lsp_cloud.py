@@ -2,7 +2,12 @@
 token from the environment variable named by `cloud.tokenEnv` or from the OS keyring (stored
 by `umbra keys cloud-token set`, read from stdin); a killed cloud is reported "unreachable" with
 empty results — never a fallback — and "ready" again once it is back; a refused or missing token
-is an "error" status; a client bundle completes like its monolithic self."""
+is an "error" status; a client bundle completes like its monolithic self.
+
+Each test starts its own language server: the token comes from the server's environment or the
+keyring, so each server is configured at its start. They share one cloud (`cloud`, the real
+service under uvicorn in a thread of this process, on a loopback port), except the outage test,
+which kills its own cloud process and starts another on the same port."""
 
 from __future__ import annotations
 
@@ -31,7 +36,7 @@ from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig
 
 from lsp.options import CompletionOptions
-from server.launch import local_cloud_sync
+from server.launch import local_cloud_sync, local_cloud_thread
 from umbra.engine import ClientModel, CompletionEngine
 from umbra.paths import repo_root
 from umbra.privacy.bundle import BundleConfig, init_bundle
@@ -46,7 +51,8 @@ REQUEST_FAILED = -32803
 
 @pytest.fixture(scope="module")
 def cloud(lsp_model_dir):
-    with local_cloud_sync(lsp_model_dir, settings={"torch_threads": 1}) as cloud:
+    """The cloud the servers of the tests that never stop it connect to (none kills it)."""
+    with local_cloud_thread(lsp_model_dir, settings={"torch_threads": 1}) as cloud:
         yield cloud
 
 
