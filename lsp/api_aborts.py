@@ -3,13 +3,16 @@ its answer — a disconnect mid-body (the body guard sees it), while the complet
 answers 499 to nobody), mid-stream (an event stream stopped half-way), or a request the edge cut
 at its deadline (408). Counted per route template and reason in GET /healthz's `clientAborts`
 (with the API token) and logged as one warning line (at most one a second), never a traceback,
-a session id or a 5xx.
+a session id or a 5xx. Every error answered on purpose (4xx, and a 5xx such as 503 "cloud
+unreachable") is counted by status in /healthz's `errors` (no line: a client may send many; the
+suite reads the 5xx of an `umbra serve` it runs there too).
 
     app.add_middleware(ApiAborts, aborts=app.state.aborts, routes=[...the routers' routes])  # outermost"""
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from starlette.requests import ClientDisconnect
 from starlette.routing import Match
 
@@ -26,13 +29,15 @@ def api_aborts() -> ClientAborts:
 class ApiAborts:
     """Pure ASGI middleware: watches what the client sends and what the app answers."""
 
-    def __init__(self, app, aborts: ClientAborts, routes: list):
+    def __init__(self, app, aborts: ClientAborts, routes: list, errors: Counter):
         self.app, self.aborts, self.routes = app, aborts, routes  # routes: the routers' own (their templates)
+        self.errors = errors  # status (str) -> errors answered
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         body_read = left = started = complete = to_nobody = False
+        status = 0
 
         async def watching_receive():
             nonlocal body_read, left
@@ -44,9 +49,10 @@ class ApiAborts:
             return message
 
         async def watching_send(message):
-            nonlocal started, complete, to_nobody
+            nonlocal started, complete, to_nobody, status
             if message["type"] == "http.response.start":
                 started, to_nobody = True, left  # an answer to a client that left (a 499): nobody reads it
+                status = message["status"]
             elif message["type"] == "http.response.body" and not message.get("more_body", False):
                 complete = True
             await send(message)
@@ -62,6 +68,8 @@ class ApiAborts:
                       "disconnect mid-stream" if started and not (to_nobody or edge.get("gone")) else "disconnect")
         if reason is not None:
             self.aborts.count(f"{scope['method']} {self._template(scope)}", reason)
+        elif status >= 400 and scope["path"] != "/healthz":  # its 503 says "not ready", as it should
+            self.errors[str(status)] += 1
 
     def _template(self, scope) -> str:
         """The route's path template (never the path itself: it may carry a session id)."""

@@ -22,6 +22,7 @@ import contextlib
 import signal
 import socket
 import sys
+from collections import Counter
 from pathlib import Path
 
 from fastapi import Depends, FastAPI, Request
@@ -106,6 +107,7 @@ def create_app(settings: LocalSettings | None = None, backend: Backend | None = 
     app.state.auth = auth or api_auth(settings or get_settings())
     app.state.token_file = token_file
     app.state.aborts = api_aborts()  # clients that left before their answer (GET /healthz's clientAborts)
+    app.state.errors = Counter()  # errors answered, by status (GET /healthz's errors)
     install_handlers(app)
     for module in (openai_completions, models, infill, sessions):
         app.include_router(module.router, dependencies=[Depends(require_token)])
@@ -114,7 +116,7 @@ def create_app(settings: LocalSettings | None = None, backend: Backend | None = 
     # Outermost: bodies are bounded before parsing and before the token is checked.
     app.add_middleware(BodyGuard, limits=lambda: app.dependency_overrides.get(get_settings, get_settings)().edge_limits())
     routes = [route for module in (openai_completions, models, infill, sessions, health) for route in module.router.routes]
-    app.add_middleware(ApiAborts, aborts=app.state.aborts, routes=routes)  # outermost: sees BodyGuard's too
+    app.add_middleware(ApiAborts, aborts=app.state.aborts, routes=routes, errors=app.state.errors)  # outermost: sees BodyGuard's too
     return app
 
 

@@ -125,3 +125,23 @@ async def test_a_client_gone_once_its_request_is_sent_is_a_client_abort(serve):
         r = await http.post("/v1/infill", json={"prefix": PREFIX, "suffix": SUFFIX, "session": "abort-sent"})
         assert r.status_code == 200, r.text  # the session serves the next request
     _check_log(log, f"client abort: POST /v1/infill ({next(iter(new))})")
+
+
+async def test_errors_answered_on_purpose_are_counted_by_status_without_a_traceback(serve):
+    """No token 401, a bad body 422 (400 on the OpenAI route), an oversized body 413: each counted
+    by status in /healthz's `errors`; none is a client abort, none leaves a traceback."""
+    url, token, log = serve
+    async with authorized(url, token=token) as http:
+        before = (await http.get("/healthz")).json()
+        async with httpx.AsyncClient(base_url=url, timeout=60) as anonymous:
+            assert (await anonymous.post("/v1/infill", json={"prefix": "", "suffix": ""})).status_code == 401
+        assert (await http.post("/v1/infill", json={"prefix": "", "suffix": "", "maxTokens": 0})).status_code == 422
+        assert (await http.post("/v1/completions", json={"model": "x", "prompt": 3})).status_code == 400
+        with _connect(url) as s:  # a declared body over max_body_bytes (8 MiB): 413 before a byte of it
+            s.sendall(_head("/v1/infill", token, 9 * 2**20))
+            assert s.recv(4096).startswith(b"HTTP/1.1 413")
+        after = (await http.get("/healthz")).json()
+    new = {k: v - before["errors"].get(k, 0) for k, v in after["errors"].items() if v > before["errors"].get(k, 0)}
+    assert new == {"401": 1, "422": 1, "400": 1, "413": 1}, new
+    assert after["clientAborts"] == before["clientAborts"]
+    assert "Traceback" not in log.read_text(errors="replace")
