@@ -1,6 +1,11 @@
 """`umbra serve` (umbra/cli/serve_cmd.py over lsp/http_app.py's `run`) as a process: with a
 self-started cloud it completes and stops the cloud and removes its token file on SIGTERM, a
-set-up failure is a clear error and not a traceback, and --no-auth / --token-file do what they say."""
+set-up failure is a clear error and not a traceback, and --no-auth / --token-file do what they say.
+
+`umbra serve` runs as the real console program where a process is what the test checks (its
+signals, token file and children); the set-up failure calls the entry point in-process
+(tests/cli_helpers.py: the same exit status and stderr, without a Python start-up and a torch
+import). The cloud the flag test's servers use runs in a thread of this process."""
 
 from __future__ import annotations
 
@@ -15,14 +20,15 @@ import time
 
 import httpx
 import pytest
+from cli_helpers import umbra_in_process
 from http_helpers import PREFIX, SUFFIX, TOKEN_ENV, authorized
 from lsp_helpers import Monolithic, refuses_connections, wait_until
 
 from lsp.options import CompletionOptions
-from server.launch import local_cloud_sync
+from server.launch import local_cloud_thread
 from umbra.paths import repo_root
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+ASYNC = pytest.mark.asyncio(loop_scope="module")  # the tests that talk HTTP (the set-up failure test is plain)
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +36,7 @@ def mono(lsp_model_dir) -> Monolithic:
     return Monolithic(lsp_model_dir)
 
 
+@ASYNC
 async def test_umbra_serve_with_a_self_started_cloud_stops_it_on_sigterm(lsp_model_dir, mono, tmp_path):
     log = tmp_path / "serve.log"
     runtime = tmp_path / "run"
@@ -67,9 +74,9 @@ async def test_umbra_serve_with_a_self_started_cloud_stops_it_on_sigterm(lsp_mod
             proc.wait()
 
 
-async def test_umbra_serve_set_up_failure_is_a_clear_error_not_a_traceback(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "umbra.cli.main", "serve", "--port", "0", "--model", str(tmp_path / "absent")],
-                       capture_output=True, text=True, timeout=120, cwd=repo_root(), check=False)
+def test_umbra_serve_set_up_failure_is_a_clear_error_not_a_traceback(tmp_path):
+    # a plain test: the command runs its own event loop and signal handlers in the main thread
+    r = umbra_in_process("serve", "--port", "0", "--model", tmp_path / "absent")
     assert r.returncode == 2 and "Traceback" not in r.stderr and "listening" not in r.stderr
     assert r.stderr.strip().splitlines()[-1] == (f"umbra: error: model directory {tmp_path / 'absent'} does not exist "
                                                  f"(pass --model DIR)")
@@ -82,9 +89,10 @@ async def _healthy(http: httpx.AsyncClient) -> bool:
         return False
 
 
+@ASYNC
 async def test_umbra_serve_no_auth_and_token_file_flags(lsp_model_dir, tmp_path, secret_service):
     """--no-auth serves without a token (and writes no file); --token-file puts it where asked."""
-    with local_cloud_sync(lsp_model_dir, settings={"torch_threads": 1}) as cloud:
+    with local_cloud_thread(lsp_model_dir, settings={"torch_threads": 1}) as cloud:
         env = {k: v for k, v in os.environ.items() if not k.startswith("UMBRA_LOCAL_")} | {TOKEN_ENV: cloud.token}
         for flags in (["--no-auth"], ["--token-file", str(tmp_path / "t" / "api.token")]):
             log = tmp_path / f"serve{len(flags)}.log"
