@@ -34,7 +34,7 @@ from .helpers import ADDED_SEED, SMALL_GATE, access_ids, clone_bundle, current_i
 # The gate is not this module's subject (test_gate.py trains the default one): every valid key and
 # 64 fresh requests of every class are still checked at each retraining, and a key the gate
 # misroutes still opens nothing (the seal); only the training-time negatives are fewer (no
-# mining passes over Gaussian draws, 256 near misses). Each of the ~50 retrainings here
+# mining passes over Gaussian draws, 256 near misses). Each of the ~40 retrainings here
 # (template, the killed children, a following change per case) takes ~1.5 s instead of ~10 s
 # on a loaded 2-core machine.
 CRASH_GATE = dict(SMALL_GATE, near_misses=256, mine_passes=0)
