@@ -6,6 +6,7 @@
 //   {"op": "type", "text": "ret", "delay": 90}              characters typed one by one
 //   {"op": "state"}                                         what the page shows: ghost text, status item, cursor
 //   {"op": "wait", "what": "ghost" | "no_ghost" | "status", "contains": S, "timeout_ms": N}
+//                                                           (status: its label, text and icons' classes)
 //   {"op": "wait", "what": "title", "contains": S}          the window's title (the active editor's file)
 //   {"op": "wait", "what": "cursor", "contains": "Ln 6,"}   the cursor's position, as the status bar shows it
 //   {"op": "open", "name": NAME}                            double-click NAME in the Explorer (a kept editor)
@@ -39,7 +40,8 @@ function pageState() {
     const cursor = items.find((e) => e.id === 'status.editor.selection');
     return {
         ghost,
-        status: umbra ? { label, text: nb(umbra.textContent) } : null,
+        status: umbra ? { label, text: nb(umbra.textContent),
+                          icons: [...umbra.querySelectorAll('.codicon')].map((e) => e.className).join(' ') } : null,
         cursor: cursor ? nb(cursor.textContent) : null,
         title: document.title,
         notifications: [...document.querySelectorAll('.notification-list-item-message')].map((e) => e.textContent),
@@ -85,7 +87,7 @@ async function handle(cmd) {
             let last;
             for (;;) {
                 last = await page.evaluate(pageState);
-                const label = last.status ? last.status.label + ' ' + last.status.text : '';
+                const label = last.status ? `${last.status.label} ${last.status.text} ${last.status.icons}` : '';
                 const ghost = last.ghost !== null && last.ghost.length > 0;
                 if ((cmd.what === 'ghost' && ghost) || (cmd.what === 'no_ghost' && !ghost) ||
                     (cmd.what === 'status' && label.includes(cmd.contains)) ||

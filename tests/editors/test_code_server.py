@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -54,6 +55,9 @@ SCENARIOS = {
                                   "    }\n\n    public static void main(String[] args) {\n"
                                   "        System.out.println(add(1, 2));\n    }\n}\n", 3, "ret", " " * 8),
 }
+
+# the Python scenario again, in a file of its own, once the server was killed and restarted
+AFTER_RESTART = Scenario("again.py", SCENARIOS["python"].source, 6, "return", " " * 8)
 
 SETTINGS = {
     "umbra.server.python": sys.executable,  # `python -m lsp` of this checkout
@@ -125,9 +129,40 @@ class Editor:
         self.expect_line(line)
         self.driver("press", key="End")
 
+    def command(self, title: str) -> None:
+        """Runs a command from the Command Palette (F1), by its title."""
+        self.driver("press", key="Escape")
+        self.driver("press", key="F1")
+        time.sleep(0.5)
+        self.driver("type", text=title, delay=30)
+        time.sleep(1.0)  # the palette filters its list
+        self.driver("press", key="Enter")
+
+    def servers(self) -> list[int]:
+        """The language servers (`python -m lsp`) running for this test."""
+        return [pid for pid in marked_pids(self.run_id) if b" -m lsp" in _cmdline(pid)]
+
+    def wait_ready(self) -> None:
+        ready = self.driver("wait", what="status", contains="Umbra: ready", timeout_ms=WAIT_MS)
+        assert not ready.get("timed_out"), f"the language server is not ready: {ready}"
+
     def expect_line(self, line: int) -> None:
         at = self.driver("wait", what="cursor", contains=f"Ln {line},", timeout_ms=30_000)
         assert not at.get("timed_out"), f"the cursor is not on line {line}: {at}"
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return b" " + Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return b""
+
+
+def _wait_for(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
+        time.sleep(0.5)
 
 
 def _ghost_text(drive: Driver) -> dict:
@@ -153,9 +188,10 @@ def editor(tmp_path_factory) -> Iterator[Editor]:
     artifacts.mkdir(parents=True, exist_ok=True)
     workspace, data, extensions = tmp / "workspace", tmp / "user-data", tmp / "extensions"
     workspace.mkdir()
-    (data / "User").mkdir(parents=True)
-    (data / "User" / "settings.json").write_text(json.dumps(SETTINGS, indent=2))
-    for scenario in SCENARIOS.values():
+    for scope in ("User", "Machine"):  # code-server reads machine-scoped settings (umbra.server.python) from Machine
+        (data / scope).mkdir(parents=True)
+        (data / scope / "settings.json").write_text(json.dumps(SETTINGS, indent=2))
+    for scenario in [*SCENARIOS.values(), AFTER_RESTART]:
         (workspace / scenario.file).write_text(scenario.source)
 
     run_id = uuid.uuid4().hex
@@ -198,18 +234,21 @@ def editor(tmp_path_factory) -> Iterator[Editor]:
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize("language", list(SCENARIOS))
 def test_ghost_text_accepted_with_tab_is_saved_exactly(editor, language):
-    scenario, drive = SCENARIOS[language], editor.driver
+    _type_and_accept(editor, SCENARIOS[language], language)
+
+
+def _type_and_accept(editor: Editor, scenario: Scenario, name: str) -> None:
+    drive = editor.driver
     path = editor.workspace / scenario.file
     editor.open(scenario.file)
-    ready = drive("wait", what="status", contains="Umbra: ready", timeout_ms=WAIT_MS)  # the first file starts it
-    assert not ready.get("timed_out"), f"the language server is not ready: {ready}"
+    editor.wait_ready()  # the first file of a language it completes starts it
     editor.go_to_line_end(scenario.line)
     drive("press", key="Enter")
     editor.expect_line(scenario.line + 1)
     drive("type", text=scenario.typed, delay=90)
     drive("press", key="Control+S")  # the document as typed, before the suggestion
     shown = _ghost_text(drive)
-    drive("screenshot", path=str(editor.artifacts / f"{language}-ghost.png"))
+    drive("screenshot", path=str(editor.artifacts / f"{name}-ghost.png"))
     assert not shown.get("timed_out"), f"no ghost text in {WAIT_MS / 1000} s: {shown}"
     before = path.read_text()
     lines = scenario.source.split("\n")
@@ -221,13 +260,45 @@ def test_ghost_text_accepted_with_tab_is_saved_exactly(editor, language):
     gone = drive("wait", what="no_ghost", timeout_ms=30_000)
     drive("press", key="Control+S")
     time.sleep(1.0)
-    drive("screenshot", path=str(editor.artifacts / f"{language}-accepted.png"))
+    drive("screenshot", path=str(editor.artifacts / f"{name}-accepted.png"))
     assert not gone.get("timed_out"), gone
     after = path.read_text()
     assert after == before[:at] + shown["ghost"] + before[at:], (shown, after)
     status = drive("wait", what="status", contains="ready", timeout_ms=30_000)
     assert status["status"] is not None and "Umbra: ready" in status["status"]["label"], status
     assert "privacy none" in status["status"]["label"], status  # split inference, no defense: the default
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_toggled_off_no_server_runs_and_on_again_it_does(editor):
+    """"Umbra: Toggle Completions" off stops the language server (nothing can be asked: no process),
+    the status item says off; on again starts a new one, ready."""
+    editor.open(SCENARIOS["python"].file)
+    editor.wait_ready()
+    before = editor.servers()
+    assert len(before) == 1, before
+    editor.command("Umbra: Toggle Completions")
+    off = editor.driver("wait", what="status", contains="circle-slash", timeout_ms=60_000)
+    editor.driver("screenshot", path=str(editor.artifacts / "toggled-off.png"))
+    assert not off.get("timed_out"), off
+    _wait_for(lambda: not editor.servers(), 60, "the language server stopped")
+    editor.command("Umbra: Toggle Completions")
+    editor.wait_ready()
+    after = editor.servers()
+    assert len(after) == 1 and after != before, (before, after)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_killed_server_is_restarted_and_completes(editor):
+    """The language server killed (SIGKILL): the client starts another, which completes exactly."""
+    editor.open(SCENARIOS["python"].file)
+    editor.wait_ready()
+    [killed] = editor.servers()
+    os.kill(killed, signal.SIGKILL)
+    _wait_for(lambda: editor.servers() not in ([], [killed]), 120, "a new language server")
+    _type_and_accept(editor, AFTER_RESTART, "after-restart")
 
 
 def test_every_started_process_is_ours_to_end(editor):
