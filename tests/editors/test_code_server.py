@@ -301,6 +301,7 @@ def test_killed_server_is_restarted_and_completes(editor):
     _type_and_accept(editor, AFTER_RESTART, "after-restart")
 
 
+@pytest.mark.slow
 def test_every_started_process_is_ours_to_end(editor):
     """The language server and the cloud it started run under code-server, marked as ours."""
     pids = marked_pids(editor.run_id)
