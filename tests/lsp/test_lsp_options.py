@@ -29,7 +29,7 @@ CONTRACT = {  # the defaults, as JSON; names and defaults must not drift
 }
 
 VSCODE = {  # what the VS Code extension sends with its defaults (vscode-extension/src/settings.ts)
-    "model": {"dir": None, "bundle": None, "keyringService": "umbra"},
+    "model": {"dir": None, "bundle": None, "keyringService": "umbra", "dtype": "fp32"},
     "cloud": {"url": None, "certificate": None, "tokenEnv": "UMBRA_CLOUD_TOKEN"},
     "completion": {"maxTokens": 64, "multiline": "auto", "temperature": 0.0, "topP": 1.0, "contextTokens": 1024},
     "inline": {"deadlineMs": 250},

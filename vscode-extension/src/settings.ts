@@ -12,7 +12,7 @@
 
 import { PathContext } from './settingsPaths';
 import { Validator } from './settingsValidator';
-import { ConfigSource, InitializationOptions, InspectedSetting, UmbraSettings } from './settingsSchema';
+import { ConfigSource, InitializationOptions, InspectedSetting, MODEL_DTYPES, UmbraSettings } from './settingsSchema';
 
 export * from './settingsSchema';
 export { expandPath } from './settingsPaths';
@@ -51,6 +51,7 @@ export function readSettings(source: ConfigSource, paths: PathContext = {}): Umb
             dir: v.optionalPath('model.dir'),
             bundle: v.optionalPath('model.bundle'),
             keyringService: v.nonEmpty('model.keyringService'),
+            dtype: v.choice('model.dtype', MODEL_DTYPES),
         },
         cloud: {
             url: v.optionalUrl('cloud.url'),
@@ -81,7 +82,7 @@ export function readSettings(source: ConfigSource, paths: PathContext = {}): Umb
 /** The initializationOptions of the server contract (camelCase JSON, exact shape). */
 export function toInitializationOptions(s: UmbraSettings): InitializationOptions {
     return {
-        model: { dir: s.model.dir, bundle: s.model.bundle, keyringService: s.model.keyringService },
+        model: { dir: s.model.dir, bundle: s.model.bundle, keyringService: s.model.keyringService, dtype: s.model.dtype },
         cloud: { url: s.cloud.url, certificate: s.cloud.certificate, tokenEnv: s.cloud.tokenEnv },
         completion: {
             maxTokens: s.completion.maxTokens,

@@ -20,10 +20,15 @@ export interface ServerSettings {
     python: string | null;
 }
 
+/** The client's compute dtype, and the hidden states' on the wire (a cloud the server starts computes in it). */
+export type ModelDtype = 'fp32' | 'bf16';
+export const MODEL_DTYPES: readonly ModelDtype[] = ['fp32', 'bf16'];
+
 export interface ModelSettings {
     dir: string | null;
     bundle: string | null;
     keyringService: string;
+    dtype: ModelDtype;
 }
 
 export interface CloudSettings {
@@ -70,7 +75,7 @@ export interface UmbraSettings {
 
 /** The `initializationOptions` of the server contract, field for field. */
 export interface InitializationOptions {
-    model: { dir: string | null; bundle: string | null; keyringService: string };
+    model: { dir: string | null; bundle: string | null; keyringService: string; dtype: ModelDtype };
     cloud: { url: string | null; certificate: string | null; tokenEnv: string };
     completion: {
         maxTokens: number;
@@ -93,7 +98,7 @@ export const DEFAULTS: Readonly<UmbraSettings> = Object.freeze({
     exclude: [...DEFAULT_EXCLUDE],
     debounceMs: null,
     server: { path: 'umbra', args: [], python: null },
-    model: { dir: null, bundle: null, keyringService: 'umbra' },
+    model: { dir: null, bundle: null, keyringService: 'umbra', dtype: 'fp32' as const },
     cloud: { url: null, certificate: null, tokenEnv: 'UMBRA_CLOUD_TOKEN' },
     completion: { maxTokens: 64, multiline: 'auto' as const, temperature: 0.0, topP: 1.0, contextTokens: 1024 },
     inline: { deadlineMs: 250 },
@@ -114,6 +119,7 @@ export const SETTING_KEYS = [
     'model.dir',
     'model.bundle',
     'model.keyringService',
+    'model.dtype',
     'cloud.url',
     'cloud.certificate',
     'cloud.tokenEnv',

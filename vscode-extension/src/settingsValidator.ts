@@ -30,6 +30,13 @@ export class Validator {
         return typeof value === 'boolean' ? value : this.fail(key, 'true or false', value, false);
     }
 
+    /** One of `choices` (a string setting with a fixed set of values). */
+    choice<T extends string>(key: SettingKey, choices: readonly T[]): T {
+        const value = this.raw(key);
+        const expected = choices.map((c) => `"${c}"`).join(' or ');
+        return choices.includes(value as T) ? (value as T) : this.fail(key, expected, value, choices[0]);
+    }
+
     /** true, false or 'auto' (completion.multiline). */
     lineMode(key: SettingKey): boolean | 'auto' {
         const value = this.raw(key);

@@ -37,7 +37,7 @@ describe('settings → initializationOptions', () => {
     it('defaults give the exact contract shape', () => {
         const options = toInitializationOptions(readSettings(config()));
         assert.deepStrictEqual(options, {
-            model: { dir: null, bundle: null, keyringService: 'umbra' },
+            model: { dir: null, bundle: null, keyringService: 'umbra', dtype: 'fp32' },
             cloud: { url: null, certificate: null, tokenEnv: 'UMBRA_CLOUD_TOKEN' },
             completion: { maxTokens: 64, multiline: 'auto', temperature: 0.0, topP: 1.0, contextTokens: 1024 },
             inline: { deadlineMs: 250 },
@@ -48,7 +48,7 @@ describe('settings → initializationOptions', () => {
         // camelCase keys, nothing else: the JSON the server receives
         assert.equal(
             JSON.stringify(options),
-            '{"model":{"dir":null,"bundle":null,"keyringService":"umbra"},' +
+            '{"model":{"dir":null,"bundle":null,"keyringService":"umbra","dtype":"fp32"},' +
                 '"cloud":{"url":null,"certificate":null,"tokenEnv":"UMBRA_CLOUD_TOKEN"},' +
                 '"completion":{"maxTokens":64,"multiline":"auto","temperature":0,"topP":1,"contextTokens":1024},' +
                 '"inline":{"deadlineMs":250},"threads":null,"allowUndefendedRemoteCloud":false,"clientOnly":false}',
@@ -72,6 +72,7 @@ describe('settings → initializationOptions', () => {
                 'model.dir': '/models/tiny',
                 'model.bundle': '~/bundles/b1',
                 'model.keyringService': 'umbra-test',
+                'model.dtype': 'bf16',
                 'cloud.url': 'https://cloud.example:8443',
                 'cloud.certificate': '${workspaceFolder}/cloud.pem',
                 'cloud.tokenEnv': 'MY_TOKEN',
@@ -90,7 +91,7 @@ describe('settings → initializationOptions', () => {
             { workspaceFolder: '/ws', userHome: '/home/u' },
         );
         assert.deepStrictEqual(toInitializationOptions(s), {
-            model: { dir: '/models/tiny', bundle: '/home/u/bundles/b1', keyringService: 'umbra-test' },
+            model: { dir: '/models/tiny', bundle: '/home/u/bundles/b1', keyringService: 'umbra-test', dtype: 'bf16' },
             cloud: { url: 'https://cloud.example:8443', certificate: '/ws/cloud.pem', tokenEnv: 'MY_TOKEN' },
             completion: { maxTokens: 128, multiline: true, temperature: 0.2, topP: 0.95, contextTokens: 2048 },
             inline: { deadlineMs: 0 },
@@ -145,6 +146,7 @@ describe('settings validation', () => {
         ['server args not strings', { 'server.args': ['--x', 3] }, /server\.args must be an array of strings/],
         ['server args string', { 'server.args': '--verbose' }, /server\.args/],
         ['model dir number', { 'model.dir': 3 }, /model\.dir must be null or a path/],
+        ['a dtype the client cannot run', { 'model.dtype': 'fp16' }, /model\.dtype must be "fp32" or "bf16"/],
         ['an unknown language', { languages: ['python', 'cobol'] }, /^languages must be a non-empty list of distinct ids from python, go, java, javascript, typescript, got/],
         ['a repeated language', { languages: ['go', 'go'] }, /^languages must be a non-empty list/],
         ['no language', { languages: [] }, /^languages must be a non-empty list/],
