@@ -139,5 +139,19 @@ def test_unfinished_cut_keeps_whole_lines_or_words():
     assert unfinished_cut("lute = os.path.jo") == len("lute = os.path.")
     assert unfinished_cut("x = 1\n    y = compu") == len("x = 1")
     assert unfinished_cut("\n    retu") == len("\n    ")  # no earlier line with content: the word rule
-    assert unfinished_cut("foo(a, ") == len("foo(a, ")
     assert unfinished_cut("name") == 0
+
+
+def test_unfinished_cut_never_leaves_a_bracket_or_quote_it_opened():
+    assert unfinished_cut("f'<{path}<{pa") == len("f")  # issue 63: never inside a run like `{path}`
+    assert unfinished_cut("foo(a, ") == len("foo")
+    assert unfinished_cut("x = [1, 2] + ya") == len("x = [1, 2] + ")
+    assert unfinished_cut("a, b) + c") == len("a, b) + ")  # closing what the cursor's line opened is fine
+    assert unfinished_cut('s = "a(b" + x') == len('s = "a(b" + ')  # brackets inside a string are text
+    assert unfinished_cut('s = "say \\"hi\\" now') == len("s = ")  # an escaped quote does not close it
+    assert unfinished_cut("x = 1  # don't (") == len("x = 1  # don't (")  # a comment hides both
+    assert unfinished_cut("y = 2  // it's {") == len("y = 2  // it's {")
+    # a later line: the last line end with nothing left open, else the word rule over the whole text
+    assert unfinished_cut("a = 1\nfoo(\n    b,\n    c") == len("a = 1")
+    assert unfinished_cut("foo(\n    b,\n    c") == len("foo")
+    assert unfinished_cut("s := `raw\nline` + na") == len("s := `raw\nline` + ")  # Go's raw string spans lines

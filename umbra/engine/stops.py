@@ -146,15 +146,56 @@ def _block_end(text: str, ctx: StopContext, final: bool, at_blank_line: bool = F
     return None
 
 
-_IDENTIFIER_END = re.compile(r"[A-Za-z0-9_]+\Z")
+_OPENERS = {"(": ")", "[": "]", "{": "}"}
+_QUOTES = "\"'`"
+
+
+def _balanced(text: str) -> list[bool]:
+    """ok[i] for i in 0..len(text): True when every bracket and quote opened inside text[:i] is
+    closed there (a closer of something opened before the completion is fine; a line comment
+    (`#`, `//`) hides brackets and quotes up to its line's end)."""
+    ok, stack, comment, escaped = [True], [], False, False
+    for i, ch in enumerate(text):
+        in_string = bool(stack) and stack[-1] in _QUOTES
+        if ch == "\n":
+            comment = False
+            if in_string and stack[-1] != "`":  # a quote never spans lines (but Go's raw strings)
+                stack.pop()
+        elif comment:
+            pass
+        elif in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == stack[-1]:
+                stack.pop()
+        elif ch in _QUOTES:
+            stack.append(ch)
+        elif ch in _OPENERS:
+            stack.append(_OPENERS[ch])
+        elif stack and ch == stack[-1]:
+            stack.pop()
+        elif ch == "#" or text.startswith("//", i):
+            comment = True
+        ok.append(not stack and not escaped)
+    return ok
+
+
+def _word_boundary(text: str, i: int) -> bool:
+    """A cut at i splits no identifier, and text[:i] does not end in a word the decode may have
+    been in the middle of (`os.path.jo`)."""
+    return not (i > 0 and (text[i - 1].isalnum() or text[i - 1] == "_") and
+                (i == len(text) or text[i].isalnum() or text[i] == "_"))
 
 
 def unfinished_cut(text: str) -> int:
-    """Where a completion cut short mid-way (a latency deadline) ends sensibly: before its
-    unfinished last line if an earlier line has content, else before the identifier the text
-    may be in the middle of (`os.path.jo` -> `os.path.`)."""
-    last = text.rfind("\n")
-    if last != -1 and text[:last].strip():
-        return last
-    word = _IDENTIFIER_END.search(text)
-    return word.start() if word else len(text)
+    """Where a completion cut short mid-way (a latency deadline) ends where a user would end it:
+    at its last line end that leaves no bracket or quote opened by the completion unclosed, when
+    an earlier line has content; else at the last point of that kind that splits no word
+    (`os.path.jo` -> `os.path.`, `f'<{path}<{pa` -> `f`, `foo(a, ` -> `foo`); 0 when none."""
+    ok = _balanced(text)
+    lines = [i for i, ch in enumerate(text) if ch == "\n" and ok[i] and text[:i].strip()]
+    if lines:
+        return lines[-1]
+    return next(i for i in range(len(text), -1, -1) if ok[i] and _word_boundary(text, i))
