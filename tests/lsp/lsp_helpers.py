@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -179,6 +181,28 @@ def cloud_on_port(model_dir: Path, port: int, token_file: Path, timeout: float =
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextmanager
+def serve_process(model_dir: Path, *flags: str, log: Path, env: dict[str, str]):
+    """`umbra serve` as a real process on a free loopback port (its output in `log`): yields
+    (process, base URL) once it listens; stopped with SIGTERM (killed if it hangs)."""
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "umbra.cli.main", "serve", "--port", "0", "--model",
+                                 str(model_dir), "--threads", "1", *flags],
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=repo_root(), env=env)
+    try:
+        wait_until(lambda: "listening on" in log.read_text() or proc.poll() is not None, 120, "umbra serve listening")
+        found = re.search(r"listening on (http://127\.0\.0\.1:\d+)", log.read_text())
+        if found is None:
+            raise AssertionError(f"umbra serve exited: {log.read_text()[-2000:]}")
+        yield proc, found.group(1)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
             proc.kill()
             proc.wait()
 

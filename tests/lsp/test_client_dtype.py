@@ -8,8 +8,6 @@ whole model's, so at another prompt they may part after a few tokens)."""
 from __future__ import annotations
 
 import os
-import re
-import signal
 import subprocess
 import sys
 
@@ -18,7 +16,7 @@ import pytest
 import pytest_lsp
 import torch
 from http_helpers import PREFIX, SUFFIX
-from lsp_helpers import LSP_COMMAND, StatusLog, initialize_params, inline_params, open_document, wait_until
+from lsp_helpers import LSP_COMMAND, StatusLog, initialize_params, inline_params, open_document, serve_process
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
@@ -47,28 +45,14 @@ def _env() -> dict[str, str]:
 
 
 async def test_umbra_serve_dtype_bf16_as_a_process(lsp_model_dir, whole_bf16, tmp_path):
-    log = tmp_path / "serve.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "umbra.cli.main", "serve", "--port", "0", "--model",
-                                 str(lsp_model_dir), "--threads", "1", "--no-auth", "--dtype", "bf16"],
-                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=repo_root(),
-                                env=_env())
-    try:
-        wait_until(lambda: "listening on" in log.read_text() or proc.poll() is not None, 120, "umbra serve listening")
-        url = re.search(r"listening on (http://127\.0\.0\.1:\d+)", log.read_text()).group(1)
+    with serve_process(lsp_model_dir, "--no-auth", "--dtype", "bf16", log=tmp_path / "serve.log", env=_env()) as (_, url):
         async with httpx.AsyncClient(base_url=url, timeout=120) as http:
             r = await http.post("/v1/infill", json={"prefix": PREFIX, "suffix": SUFFIX})
             health = (await http.get("/healthz")).json()
-        assert r.status_code == 200, (r.text, log.read_text())
+        assert r.status_code == 200, (r.text, (tmp_path / "serve.log").read_text())
         assert r.json()["completion"] == await whole_bf16(PREFIX, SUFFIX, CompletionOptions()) != ""
         assert r.json()["roundTrips"] > 0  # through the cloud it started
         assert health["state"] == "ready" and health["message"].endswith("(bf16)"), health
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 async def test_a_dtype_serve_does_not_run_is_a_usage_error():

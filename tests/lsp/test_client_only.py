@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
-import sys
 
 import httpx
 import pytest
 import pytest_lsp
 from http_helpers import DEFAULTS, PREFIX, SUFFIX, TOKEN_ENV, authorized, local_settings
 from lsp_helpers import (LSP_COMMAND, SOURCE, StatusLog, free_port, initialize_params, inline_params, offset_of,
-                         open_document, serving, wait_until)
+                         open_document, serve_process, serving)
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
@@ -26,7 +23,6 @@ from lsp.settings import LocalSettings
 from server.launch import local_cloud_sync
 from umbra.engine import ClientModel
 from umbra.engine.client_only import client_only_engine
-from umbra.paths import repo_root
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -83,26 +79,14 @@ async def test_umbra_serve_client_only_as_a_process(lsp_model_dir, alone, tmp_pa
     """`umbra serve --client-only` with a configured cloud that does not exist and has no token."""
     log = tmp_path / "serve.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("UMBRA_LOCAL_") and k != TOKEN_ENV}
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "umbra.cli.main", "serve", "--port", "0", "--model",
-                                 str(lsp_model_dir), "--threads", "1", "--no-auth", "--client-only", "--cloud",
-                                 f"http://127.0.0.1:{free_port()}", "--token-env", TOKEN_ENV],
-                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=repo_root(), env=env)
-    try:
-        wait_until(lambda: "listening on" in log.read_text() or proc.poll() is not None, 120, "umbra serve listening")
-        url = re.search(r"listening on (http://127\.0\.0\.1:\d+)", log.read_text()).group(1)
+    with serve_process(lsp_model_dir, "--no-auth", "--client-only", "--cloud", f"http://127.0.0.1:{free_port()}",
+                       "--token-env", TOKEN_ENV, log=log, env=env) as (_, url):
         async with httpx.AsyncClient(base_url=url, timeout=120) as http:
             r = await http.post("/v1/infill", json={"prefix": PREFIX, "suffix": SUFFIX})
             health = (await http.get("/healthz")).json()
         assert r.status_code == 200, (r.text, log.read_text())
         assert r.json()["completion"] == await alone(PREFIX, SUFFIX, CompletionOptions())
         assert health["state"] == "ready" and health["mode"] == "client-only"
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 @pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=LSP_COMMAND))
