@@ -8,18 +8,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import socket
-import subprocess
-import sys
 import time
 
 import httpx
 import pytest
 from http_helpers import PREFIX, SUFFIX, authorized
-from lsp_helpers import wait_until
+from lsp_helpers import serve_process, wait_until
 
-from umbra.paths import repo_root
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -30,22 +26,13 @@ def serve(lsp_model_dir, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("api-aborts")
     log, token_file = tmp / "serve.log", tmp / "api.token"
     env = {k: v for k, v in os.environ.items() if not k.startswith("UMBRA_LOCAL_")}
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "umbra.cli.main", "serve", "--port", "0", "--model",
-                                 str(lsp_model_dir), "--threads", "1", "--token-file", str(token_file)],
-                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=repo_root(), env=env)
-    try:
-        wait_until(lambda: "listening on" in log.read_text() or proc.poll() is not None, 120, "umbra serve listening")
-        url = re.search(r"listening on (http://127\.0\.0\.1:\d+)", log.read_text()).group(1)
+    with serve_process(lsp_model_dir, "--token-file", str(token_file), log=log, env=env) as (proc, url):
         token = token_file.read_text().strip()
         headers = {"Authorization": f"Bearer {token}"}
         wait_until(lambda: proc.poll() is not None or httpx.get(url + "/healthz", headers=headers).status_code == 200,
                    240, "umbra serve ready")
         assert proc.poll() is None, log.read_text()
         yield url, token, log
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 async def _aborts(http: httpx.AsyncClient) -> dict:
