@@ -33,6 +33,7 @@ VSCODE = {  # what the VS Code extension sends with its defaults (vscode-extensi
     "cloud": {"url": None, "certificate": None, "tokenEnv": "UMBRA_CLOUD_TOKEN"},
     "completion": {"maxTokens": 64, "multiline": "auto", "temperature": 0.0, "topP": 1.0, "contextTokens": 1024},
     "inline": {"deadlineMs": 250},
+    "context": {"enabled": False, "exclude": list(DEFAULT_EXCLUDE)},  # umbra.context.enabled, umbra.exclude
     "threads": None,
     "allowUndefendedRemoteCloud": False,
     "clientOnly": False,

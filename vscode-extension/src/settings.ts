@@ -66,6 +66,7 @@ export function readSettings(source: ConfigSource, paths: PathContext = {}): Umb
             contextTokens: v.int('completion.contextTokens', LIMITS.contextTokens.min, LIMITS.contextTokens.max),
         },
         inline: { deadlineMs: v.int('inline.deadlineMs', LIMITS.deadlineMs.min, LIMITS.deadlineMs.max) },
+        context: { enabled: v.bool('context.enabled') },
         threads: v.optionalInt('threads', LIMITS.threads.min, LIMITS.threads.max),
         allowUndefendedRemoteCloud: v.bool('allowUndefendedRemoteCloud'),
         clientOnly: v.bool('clientOnly'),
@@ -92,6 +93,9 @@ export function toInitializationOptions(s: UmbraSettings): InitializationOptions
             contextTokens: s.completion.contextTokens,
         },
         inline: { deadlineMs: s.inline.deadlineMs },
+        // the globs the client never syncs, so that the server never takes such a file (an
+        // imported one it reads from disk included) as context either
+        context: { enabled: s.context.enabled, exclude: [...s.exclude] },
         threads: s.threads,
         allowUndefendedRemoteCloud: s.allowUndefendedRemoteCloud,
         clientOnly: s.clientOnly,

@@ -51,6 +51,12 @@ export interface InlineSettings {
     deadlineMs: number;
 }
 
+export interface ContextSettings {
+    /** Snippets of the other open documents (and of the files the current one imports) in the
+     * prompt; never from a file `exclude` matches (the server is sent the same globs). */
+    enabled: boolean;
+}
+
 export interface UmbraSettings {
     enable: boolean;
     /** The editor languages completed; others get no ghost text and are not sent to the server. */
@@ -64,6 +70,7 @@ export interface UmbraSettings {
     cloud: CloudSettings;
     completion: CompletionSettings;
     inline: InlineSettings;
+    context: ContextSettings;
     threads: number | null;
     /** Send hidden states whose privacy mode is not defended to a cloud not on this machine
      * (private by default: off, and the server refuses such a cloud). */
@@ -85,6 +92,8 @@ export interface InitializationOptions {
         contextTokens: number;
     };
     inline: { deadlineMs: number };
+    /** `umbra.context.enabled`, and `umbra.exclude` as the server's exclusion globs. */
+    context: { enabled: boolean; exclude: string[] };
     threads: number | null;
     allowUndefendedRemoteCloud: boolean;
     clientOnly: boolean;
@@ -102,6 +111,7 @@ export const DEFAULTS: Readonly<UmbraSettings> = Object.freeze({
     cloud: { url: null, certificate: null, tokenEnv: 'UMBRA_CLOUD_TOKEN' },
     completion: { maxTokens: 64, multiline: 'auto' as const, temperature: 0.0, topP: 1.0, contextTokens: 1024 },
     inline: { deadlineMs: 250 },
+    context: { enabled: false },
     threads: null,
     allowUndefendedRemoteCloud: false,
     clientOnly: false,
@@ -129,6 +139,7 @@ export const SETTING_KEYS = [
     'completion.topP',
     'completion.contextTokens',
     'inline.deadlineMs',
+    'context.enabled',
     'threads',
     'allowUndefendedRemoteCloud',
     'clientOnly',

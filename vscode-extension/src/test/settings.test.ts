@@ -41,6 +41,7 @@ describe('settings → initializationOptions', () => {
             cloud: { url: null, certificate: null, tokenEnv: 'UMBRA_CLOUD_TOKEN' },
             completion: { maxTokens: 64, multiline: 'auto', temperature: 0.0, topP: 1.0, contextTokens: 1024 },
             inline: { deadlineMs: 250 },
+            context: { enabled: false, exclude: [...DEFAULT_EXCLUDE] },
             threads: null,
             allowUndefendedRemoteCloud: false,
             clientOnly: false,
@@ -51,7 +52,8 @@ describe('settings → initializationOptions', () => {
             '{"model":{"dir":null,"bundle":null,"keyringService":"umbra","dtype":"fp32"},' +
                 '"cloud":{"url":null,"certificate":null,"tokenEnv":"UMBRA_CLOUD_TOKEN"},' +
                 '"completion":{"maxTokens":64,"multiline":"auto","temperature":0,"topP":1,"contextTokens":1024},' +
-                '"inline":{"deadlineMs":250},"threads":null,"allowUndefendedRemoteCloud":false,"clientOnly":false}',
+                `"inline":{"deadlineMs":250},"context":{"enabled":false,"exclude":${JSON.stringify(DEFAULT_EXCLUDE)}},` +
+                '"threads":null,"allowUndefendedRemoteCloud":false,"clientOnly":false}',
         );
     });
 
@@ -82,6 +84,8 @@ describe('settings → initializationOptions', () => {
                 'completion.topP': 0.95,
                 'completion.contextTokens': 2048,
                 'inline.deadlineMs': 0,
+                'context.enabled': true,
+                exclude: ['**/secrets/**', '*.local.py'],
                 threads: 2,
                 allowUndefendedRemoteCloud: true,
                 clientOnly: true,
@@ -95,12 +99,31 @@ describe('settings → initializationOptions', () => {
             cloud: { url: 'https://cloud.example:8443', certificate: '/ws/cloud.pem', tokenEnv: 'MY_TOKEN' },
             completion: { maxTokens: 128, multiline: true, temperature: 0.2, topP: 0.95, contextTokens: 2048 },
             inline: { deadlineMs: 0 },
+            context: { enabled: true, exclude: ['**/secrets/**', '*.local.py'] },
             threads: 2,
             allowUndefendedRemoteCloud: true,
             clientOnly: true,
         });
         assert.equal(s.debounceMs, 0);
         assert.equal(s.enable, false);
+    });
+
+    it('forwards umbra.exclude to the server as context.exclude, merged with the workspace\'s', () => {
+        const scoped: ConfigSource = {
+            get<T>(key: string, defaultValue: T): T {
+                return (key === 'exclude' ? ['**/user/**', '**/team/**'] : defaultValue) as T;
+            },
+            inspect(key: string) {
+                return key === 'exclude'
+                    ? { defaultValue: [...DEFAULT_EXCLUDE], globalValue: ['**/user/**'], workspaceValue: ['**/team/**'] }
+                    : undefined;
+            },
+        };
+        const s = readSettings(scoped);
+        assert.deepStrictEqual(toInitializationOptions(s).context.exclude, s.exclude);
+        assert.ok(s.exclude.includes('**/user/**') && s.exclude.includes('**/team/**'), JSON.stringify(s.exclude));
+        // a change of the globs restarts the server, which then gets the new ones
+        assert.ok(needsRestart(s, { ...s, exclude: [...s.exclude, '*.secret.py'] }));
     });
 
     it('treats empty strings of optional settings as unset', () => {
