@@ -96,9 +96,9 @@ class SpeculationConfig:
     the same distribution (the speculative-sampling rule)."""
 
     # "off": one cloud round trip per token; "on": speculate on every request; "auto":
-    # speculate once a decode trip is measured to cost at least `min_trip_ms` (a slow link), and
-    # never with a client bundle in force (what acceptance shows the cloud is not yet measured there),
-    # never with an in-process middle (no trips to save)
+    # speculate once a decode trip is measured to cost at least `min_trip_ms` (a slow link), bundle or
+    # not (under a client bundle with a fixed k: no ladder, invariant 7), never with an in-process
+    # middle (no trips to save)
     mode: str = "auto"
     # drafted positions per verify frame (the ladder's first rung); a frame carries k + 1 positions
     # (the first one: the prompt's new ids + k), whatever the acceptance of its drafts
@@ -106,7 +106,7 @@ class SpeculationConfig:
     # the ladder's top (None: 2k): a frame whose drafts were all accepted is followed by one of
     # twice as many, up to k_max; any rejection goes back to k. The rung is a function of the
     # trims the cloud already saw, so frame sizes say nothing more (docs/privacy/speculation.md).
-    # k_max = k: a fixed k.
+    # k_max = k: a fixed k (always so under a client bundle).
     k_max: int | None = None
     lookup: bool = True  # draft from the prompt's own tokens (the latest earlier match of the last n-gram)
     ngram: int = 3  # longest n-gram prompt lookup matches (it tries ngram .. min_ngram)

@@ -274,7 +274,7 @@ class CompletionSession:
         if speculate:
             counts = SpeculationCounts()
             reason = await spec.decode(cfg.speculation, cont, ids[starts[-1]:], ids, adapters, self._run, self._drop,
-                                       self._room, checkpoint, counts)
+                                       self._room, checkpoint, counts, private=self.tokenizer.private)
         else:
             clock = spec.clock if spec is not None else None
             reason = await decode_plain(cont, logits, self._timed_run(clock), checkpoint)

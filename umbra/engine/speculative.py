@@ -27,16 +27,20 @@ The draft model drafts at most j positions per frame while its measured acceptan
 p**j >= min_acceptance: a poor drafter costs client compute, not frame size.
 
 k climbs a ladder (`SpeculationConfig.rungs`: k, 2k, ... k_max): after a frame whose drafts were
-all accepted the next frame has twice as many, after any rejection k again. Near the context
-window's end a frame carries what still fits, then single positions.
+all accepted the next frame has twice as many, after any rejection k again. Under a client bundle
+the ladder is off: every frame has k drafts (a fixed k), so the sizes of the frames are one
+sequence whatever the acceptance, whatever the language and whether an access key is held
+(invariant 7: the decoder-side expert and access adapter change the tokens, so the acceptance).
+Near the context window's end a frame carries what still fits, then single positions.
 
-What the cloud sees (invariant 8, DESIGN.md): a frame's size is the prompt's new ids + k for the
-first, then rung + 1, where the rung is a function of the truncates the cloud already saw (a
-frame left whole is followed by no truncate), and near the window's end a function of the
-position. Whether a request speculates depends on the mode, on the measured trip latency
-(`LinkClock`: the link and the load) and whether a client bundle is in force, never on the
-acceptance. The truncation points do reveal how many drafts were accepted: that is the leak
-invariant 8 asks to measure and document (docs/privacy/speculation.md).
+What the cloud sees (invariants 7 and 8, DESIGN.md): a frame's size is the prompt's new ids + k for
+the first, then rung + 1, where the rung is a function of the truncates the cloud already saw (a
+frame left whole is followed by no truncate) — under a bundle always k + 1 — and near the
+window's end a function of the position. Whether a request speculates depends on the mode, on
+the measured trip latency (`LinkClock`: the link and the load) and whether the middle is across a
+link, never on the acceptance, the language or a held key. The truncation points (and the number
+of frames) do reveal how many drafts were accepted and how long the completion is: that is the
+leak invariant 8 asks to measure and document (docs/privacy/speculation.md).
 
 Exactness holds to the float: the verify forward computes k + 1 positions in one batch, whose
 kernels may round differently from k + 1 single steps (measured ~1e-5 on logits); a greedy
@@ -107,30 +111,34 @@ class Speculator:
         self.model_acceptance = 0.5  # running mean of the draft model's per-position acceptance
 
     def wanted(self, cfg: SpeculationConfig, greedy: bool, private: bool = False, remote: bool = True) -> bool:
-        """Does this request speculate? (mode, the privacy mode, whether the middle is
-        across a link and the link's measured trip: never acceptance). `private`: a client bundle
-        is in force — the accepted lengths the next frame shows may depend on the language or a
-        held key (invariant 7, not yet measured: docs/privacy/speculation.md), so "auto" does not
-        speculate there; "on" does. `remote`: the middle is reached through round trips (an
-        in-process middle has none to save, and its step time is the machine's load, so "auto"
-        leaves it step by step)."""
+        """Does this request speculate? (mode, whether the middle is across a link and the
+        link's measured trip: never acceptance, the language or a held key). `private`: a client
+        bundle is in force; it speculates alike (its frames have a fixed k: `decode`). `remote`:
+        the middle is reached through round trips (an in-process middle has none to save, and its
+        step time is the machine's load, so "auto" leaves it step by step)."""
         if cfg.mode == "off":
             return False
         if cfg.mode == "on":
             return True
-        return (remote and not private and self.clock.trip_ms is not None
-                and self.clock.trip_ms >= cfg.min_trip_ms)
+        return remote and self.clock.trip_ms is not None and self.clock.trip_ms >= cfg.min_trip_ms
+
+    @staticmethod
+    def ladder(cfg: SpeculationConfig, private: bool) -> tuple[int, ...]:
+        """Drafts per frame: the ladder, or under a client bundle k alone (a fixed frame size)."""
+        return (cfg.k,) if private else cfg.rungs
 
     async def decode(self, cfg: SpeculationConfig, cont: Continuation, head: list[int], prompt: list[int],
                      adapters: AdapterSet, run: Callable[[list[int], int], Awaitable[torch.Tensor]],
                      drop: Callable[[int], Awaitable[None]], room: Callable[[], int],
-                     checkpoint: Callable[[], Awaitable[None]], counts: SpeculationCounts) -> str:
+                     checkpoint: Callable[[], Awaitable[None]], counts: SpeculationCounts,
+                     private: bool = False) -> str:
         """Decode after `prompt`, whose last ids `head` are not yet fed (the prompt's last chunk:
         they head the first frame, so its prefill and the first verify are one trip); returns the
         stop reason. `run(ids, n)` feeds ids (n: the last n positions' logits [n,V], 0: the last's
         [V]); `drop(n)`
-        removes the last n cached positions; `room()`: positions left in the context window."""
-        rungs, rung = cfg.rungs, 0
+        removes the last n cached positions; `room()`: positions left in the context window;
+        `private`: a client bundle is in force (a fixed k per frame)."""
+        rungs, rung = self.ladder(cfg, private), 0
         while True:
             await checkpoint()
             k = min(rungs[rung], room() - len(head))  # near the window's end: what still fits (the position's)
