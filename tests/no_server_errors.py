@@ -2,7 +2,9 @@
 test's teardown, reads the 5xx count of every cloud service started through server/launch.py's
 helpers (local_cloud, local_cloud_sync, local_cloud_thread) — those still running and those
 stopped since — and of every `umbra serve` app served through tests/lsp/lsp_helpers.py's
-`serving` (wrapped in `count_server_errors`) — and of every cloud that a child process of the
+`serving` (wrapped in `count_server_errors`) — and of every service another process runs for a
+test (lsp_helpers' `serve_process`, `umbra serve` read at its /healthz `errors`, and
+`cloud_on_port`, a cloud read at its /metrics: `watch_service`) — and of every cloud that a child process of the
 suite started through those helpers (`umbra serve`, the language server: their self-started
 clouds announce themselves in the directory of launch.REPORTS_ENV, set here for every process
 the suite starts) — and fails the test if any answered a 5xx it did not declare:
@@ -34,6 +36,7 @@ _serial = itertools.count(-1, -1)  # the serials of served apps (negative: never
 _served: dict[int, "ServerErrors"] = {}  # serial -> every app wrapped by count_server_errors
 _child_seen: dict[str, int] = {}  # report key -> 5xx of a child process's cloud already accounted
 _child_tokens: dict[str, str] = {}  # report key -> the token issued to read that cloud's /metrics
+_watched: dict[int, "WatchedService"] = {}  # serial -> every service of another process a test watches
 
 
 class ServerErrors:
@@ -66,6 +69,28 @@ def count_server_errors(app, name: str = "umbra serve"):
     wrapped = ServerErrors(app, name)
     _served[next(_serial)] = wrapped
     return wrapped
+
+
+class WatchedService:
+    """A service that another process runs for a test, its 5xx read by `read()` (None: it cannot
+    tell); `stop()` takes the last count before the process is stopped."""
+
+    def __init__(self, name: str, read):
+        self.name, self.read, self.stopped, self.final = name, read, False, None
+
+    def stop(self) -> None:
+        self.final, self.stopped = self.read(), True
+
+    def count(self) -> int | None:
+        return self.final if self.stopped else self.read()
+
+
+def watch_service(name: str, read) -> WatchedService:
+    """Watch the 5xx of a service in another process (`read() -> int | None`); call `stop()` on the
+    result while it still answers, just before stopping it."""
+    service = WatchedService(name, read)
+    _watched[next(_serial)] = service
+    return service
 
 
 def pytest_configure(config) -> None:
@@ -136,6 +161,14 @@ def new_server_errors() -> list[str]:
         if app.count > _seen.get(serial, 0):
             found.append(f"{app.name}: {app.count - _seen.get(serial, 0)}")
             _seen[serial] = app.count
+    for serial, service in list(_watched.items()):
+        count = service.count()
+        if count is not None and count > _seen.get(serial, 0):
+            found.append(f"{service.name}{' (stopped)' if service.stopped else ''}: {count - _seen.get(serial, 0)}")
+            _seen[serial] = count
+        if service.stopped:
+            _watched.pop(serial)
+            _seen.pop(serial, None)
     stopped, _reports = launch.SHUTDOWN_REPORTS[_reports:], len(launch.SHUTDOWN_REPORTS)
     for serial, url, count in stopped:
         if count > _seen.get(serial, 0):

@@ -131,3 +131,43 @@ def test_a_5xx_of_a_cloud_that_a_child_process_started_fails_the_test(tmp_path, 
         assert "test_nothing_new" not in summary, out[-3000:]
     else:
         assert run.returncode == 0, out[-3000:]
+
+
+_INNER_WATCHED = '''
+import httpx, pytest
+from lsp_helpers import cloud_on_port, free_port
+from server.auth import TokenStore
+from tiny_models import build_tiny_model
+
+MARK
+def test_a_500_of_a_cloud_on_a_port(tmp_path):
+    d = tmp_path / "tiny"
+    build_tiny_model("qwen2-tied", d)
+    tokens = tmp_path / "tokens.json"
+    token = TokenStore(tokens).add("t")
+    port = free_port()
+    with cloud_on_port(d, port, tokens):
+        good = tokens.read_text()
+        tokens.write_text("not json")  # the service cannot read its tokens: 500
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/sessions", json={}, headers={"Authorization": f"Bearer {token}"})
+        tokens.write_text(good)
+        assert r.status_code == 500
+'''
+
+
+@pytest.mark.parametrize("mark, fails", [("", True), ("@pytest.mark.server_errors_expected", False)])
+def test_a_5xx_of_a_service_another_process_runs_for_the_test_fails_it(tmp_path, mark, fails):
+    """A service in a process of its own that a test starts through tests/lsp/lsp_helpers.py
+    (`cloud_on_port` here; `serve_process` reports through the same watch_service): its 500 fails
+    the test that caused it."""
+    (tmp_path / "test_inner.py").write_text(_INNER_WATCHED.replace("MARK", mark))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_TESTS.parent), str(_TESTS), str(_TESTS / "lsp")])}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                          "-p", "no_server_errors", "test_inner.py"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    out = run.stdout + run.stderr
+    assert "1 passed" in out, out[-3000:]  # the 500 really happened
+    if fails:
+        assert run.returncode == 1 and "1 error" in out and "(cloud_on_port) (stopped): 1" in out, out[-3000:]
+    else:
+        assert run.returncode == 0, out[-3000:]

@@ -20,7 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from http_probe import refuses_connections  # noqa: F401 (re-exported for the lsp tests)
-from no_server_errors import count_server_errors
+from no_server_errors import count_server_errors, watch_service
+import httpx
 import uvicorn
 from lsprotocol import types
 
@@ -30,6 +31,8 @@ from lsp.options import CompletionOptions, InlineOptions
 from lsp.settings import LocalSettings
 from umbra.listen import listen_socket
 from umbra.engine import ClientModel, CompletionEngine, CompletionResult
+from server.launch import LocalCloud
+from server.auth import TokenStore
 from umbra.paths import repo_root
 
 LSP_COMMAND = [sys.executable, "-m", "lsp"]
@@ -163,20 +166,26 @@ def wait_until(predicate, timeout: float = 60.0, what: str = "condition") -> Non
 @contextmanager
 def cloud_on_port(model_dir: Path, port: int, token_file: Path, timeout: float = 120.0):
     """The real cloud service (`python -m server`) on a given loopback port with an existing token
-    file: a cloud that comes back after an outage at the same URL."""
+    file: a cloud that comes back after an outage at the same URL. The suite fails the test on any
+    5xx it answers (its /metrics, read with a token issued into `token_file`)."""
     log = token_file.parent / "restarted-cloud.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "server", "--model-dir", str(model_dir), "--host", "127.0.0.1",
                                  "--port", str(port), "--token-file", str(token_file), "--torch-threads", "1"],
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=repo_root())
+    url = f"http://127.0.0.1:{port}"
+    watched = watch_service(f"{url} (cloud_on_port)", _cloud_5xx(url, token_file))
     try:
-        url = f"http://127.0.0.1:{port}"
         wait_until(lambda: proc.poll() is None and not refuses_connections(url) or proc.poll() is not None,
                    timeout, "restarted cloud listening")
         if proc.poll() is not None:
             raise AssertionError(f"restarted cloud exited: {log.read_text()[-2000:]}")
         yield proc
     finally:
+        if proc.poll() is None:
+            watched.stop()
+        else:
+            watched.stopped = True  # exited by itself: its count is unknown
         proc.terminate()
         try:
             proc.wait(timeout=10)
@@ -185,10 +194,44 @@ def cloud_on_port(model_dir: Path, port: int, token_file: Path, timeout: float =
             proc.wait()
 
 
+def _cloud_5xx(url: str, token_file: Path):
+    """Reads the 5xx a cloud at `url` answered (its /metrics) with a token issued into its token
+    file at the first read (None: it cannot tell)."""
+    cloud = LocalCloud(url, "", None, token_file.parent, token_file=token_file)
+
+    def read() -> int | None:
+        if not cloud.token:
+            try:
+                cloud.token = TokenStore(token_file).add("suite-check")
+            except (OSError, ValueError):
+                return None
+        return cloud.read_server_errors()
+    return read
+
+
+def _serve_5xx(url: str, log: Path):
+    """Reads the 5xx `umbra serve` at `url` answered (GET /healthz's `errors`, with the API token
+    of the file its log names; None: it cannot tell)."""
+    def read() -> int | None:
+        found = re.search(r"\(API token in (.+)\)$", log.read_text(errors="replace"), re.M)
+        try:
+            headers = {"Authorization": f"Bearer {Path(found.group(1)).read_text().strip()}"} if found else {}
+            transport = httpx.HTTPTransport(local_address="127.0.0.9")  # its own slots at the edge
+            with httpx.Client(timeout=10, transport=transport) as http:
+                errors = http.get(url + "/healthz", headers=headers).json().get("errors")
+        except (httpx.HTTPError, OSError, ValueError):
+            return None
+        if errors is None:  # not authorized to see them
+            return None
+        return sum(n for status, n in errors.items() if status.startswith("5"))
+    return read
+
+
 @contextmanager
 def serve_process(model_dir: Path, *flags: str, log: Path, env: dict[str, str]):
     """`umbra serve` as a real process on a free loopback port (its output in `log`): yields
-    (process, base URL) once it listens; stopped with SIGTERM (killed if it hangs)."""
+    (process, base URL) once it listens; stopped with SIGTERM (killed if it hangs). The suite fails
+    the test on any 5xx it answers (GET /healthz's `errors`, tests/no_server_errors.py)."""
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "umbra.cli.main", "serve", "--port", "0", "--model",
                                  str(model_dir), "--threads", "1", *flags],
@@ -198,7 +241,14 @@ def serve_process(model_dir: Path, *flags: str, log: Path, env: dict[str, str]):
         found = re.search(r"listening on (http://127\.0\.0\.1:\d+)", log.read_text())
         if found is None:
             raise AssertionError(f"umbra serve exited: {log.read_text()[-2000:]}")
-        yield proc, found.group(1)
+        watched = watch_service(f"umbra serve at {found.group(1)}", _serve_5xx(found.group(1), log))
+        try:
+            yield proc, found.group(1)
+        finally:
+            if proc.poll() is None:
+                watched.stop()  # its last count, while it answers
+            else:
+                watched.stopped = True  # exited by itself: its count is unknown
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     finally:
