@@ -2,6 +2,7 @@
 
     python benchmarks/wan.py                       # 0/30/80/150 ms RTT, 12 cursors, up to 16 tokens
     python benchmarks/wan.py --rtts 0,30,80 --positions 20 --write
+    python benchmarks/wan.py --rtts 0,30,80 --bundle      # the default private mode (a client bundle)
 
 The real cloud service runs as a subprocess on loopback (server.launch.local_cloud_sync, the
 default model's middle blocks, one torch thread); the client (this process, one torch thread)
@@ -15,7 +16,11 @@ same link, so load drifts hit both alike. Reported per RTT and mode: mean and me
 the timed request, its round trips (mean and median) (Middle.round_trips: stream steps, HTTP frames, truncates),
 generated tokens per round trip, and for speculation the verify frames and the acceptance of
 each draft source (prompt lookup, the client's blocks with the middle skipped). The greedy texts
-of the two modes must be identical; the script counts any that differ."""
+of the two modes must be identical; the script counts any that differ. `--bundle`: the client
+holds a bundle made from the model as `umbra init` makes one (INDVocab ε = 1024 + LTokenizer, seed
+0, its key in a throwaway keyring), the default private mode; its speculative frames have a fixed
+k (no ladder: invariant 7), and its step-by-step row is what `auto` did under a bundle before
+issue 58."""
 
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ import json
 import random
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -42,6 +48,7 @@ from server.launch import local_cloud_sync  # noqa: E402
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig, StopConfig  # noqa: E402
 from umbra.engine.config import SpeculationConfig  # noqa: E402
 from umbra.middle.remote import RemoteMiddle  # noqa: E402
+from umbra.privacy.bundle import BundleConfig, init_bundle  # noqa: E402
 
 LANGUAGES = ("python", "go", "java")
 
@@ -142,10 +149,28 @@ def main() -> int:
     p.add_argument("--bandwidth-mbps", type=float, default=None, help="cap of each direction (default: none)")
     p.add_argument("--seed", type=int, default=0, help="of the cursors (default: %(default)s)")
     p.add_argument("--json", default=str(ROOT / "benchmarks/results/wan.json"), help="results file (default: %(default)s)")
+    p.add_argument("--bundle", action="store_true",
+                   help="the client holds a bundle made from the model (the default private mode)")
     p.add_argument("--write", action="store_true", help="write the table into docs/benchmarks.md")
     args = p.parse_args()
     torch.set_num_threads(1)
-    model = ClientModel.load(args.model)
+    with tempfile.TemporaryDirectory(prefix="umbra-wan-") as tmp:
+        if not args.bundle:
+            return run(ClientModel.load(args.model), args)
+        from keyring_store import keyring
+
+        store, service = keyring()
+        try:
+            init_bundle(Path(args.model), BundleConfig(seed=0), Path(tmp) / "bundle", store=store)
+            return run(ClientModel.from_bundle(Path(tmp) / "bundle", Path(args.model), store=store), args)
+        finally:
+            for name in store.list():
+                store.delete(name)
+            if service is not None:
+                service.stop()
+
+
+def run(model: ClientModel, args) -> int:
     points = cursors(args.positions, args.seed)
     started = time.strftime("%Y-%m-%d %H:%M")
     results = []
@@ -159,10 +184,11 @@ def main() -> int:
                                            "results": results}, indent=1) + "\n")
     if args.write:
         note = (f"Measured {started} UTC by `python benchmarks/wan.py --rtts {args.rtts} --positions {args.positions} "
-                f"--max-tokens {args.max_tokens} --k {args.k}{'' if args.k_max is None else f' --k-max {args.k_max}'}` "
+                f"--max-tokens {args.max_tokens} --k {args.k}{'' if args.k_max is None else f' --k-max {args.k_max}'}"
+                f"{' --bundle' if args.bundle else ''}` "
                 f"on {describe()}; link: benchmarks/wan_link.py's "
                 f"delaying TCP proxy on 127.0.0.1 (no netem in this kernel).")
-        write_block(ROOT / "docs/benchmarks.md", "wan", note + "\n\n" + text)
+        write_block(ROOT / "docs/benchmarks.md", "wan-bundle" if args.bundle else "wan", note + "\n\n" + text)
     return 0
 
 
