@@ -83,14 +83,16 @@ def render_command(replicas: list[str], listen: str, run_dir: Path, *extra: str)
 
 
 @contextmanager
-def nginx_balancer(replicas: list[str], run_dir: Path, timeout: float = 30.0) -> Iterator[Balancer]:
-    """nginx balancing `replicas` (HOST:PORT) on a free loopback port until the block ends."""
+def nginx_balancer(replicas: list[str], run_dir: Path, timeout: float = 30.0,
+                   extra: tuple[str, ...] = ()) -> Iterator[Balancer]:
+    """nginx balancing `replicas` (HOST:PORT) on a free loopback port until the block ends;
+    `extra`: more render.py flags (e.g. --max-connections-per-address)."""
     nginx = nginx_binary()
     run_dir.mkdir(parents=True, exist_ok=True)
     conf = run_dir / "nginx.conf"
     port = free_port()
     user = ["--user", "root"] if os.geteuid() == 0 else []  # workers keep our identity: the temp dir is ours
-    rendered = subprocess.run(render_command(replicas, f"127.0.0.1:{port}", run_dir, *user, "-o", str(conf)),
+    rendered = subprocess.run(render_command(replicas, f"127.0.0.1:{port}", run_dir, *user, *extra, "-o", str(conf)),
                               capture_output=True, text=True, timeout=30)
     if rendered.returncode != 0:
         raise AssertionError(f"render.py failed: {rendered.stderr}")
