@@ -71,16 +71,24 @@ class SessionManager:
 
     def own(self, owner: str, sid: str, *, inference: bool = False):
         """The session's state if `owner` holds it; SessionEvicted / SessionError otherwise."""
+        state = self.check(owner, sid, inference=inference)
+        state.last_used = self.lru[sid] = time.monotonic()
+        self.lru.move_to_end(sid)
+        return state
+
+    def check(self, owner: str, sid: str, *, inference: bool = False):
+        """`own` without marking the session used: it only reads, so the event loop may call it
+        while the compute worker runs (a WebSocket handshake need not queue behind a step)."""
         if self.owners.get(sid) != owner:
             if self.gone.get(sid) == owner:
                 raise SessionEvicted("session was evicted (KV memory budget) or expired (idle); "
                                      "open a new session and re-prefill")
             raise SessionError("unknown session")
-        state = self.runtime.get(sid)
+        state = self.runtime.sessions.get(sid)
+        if state is None:  # dropped by the worker between the two reads
+            raise SessionError("unknown session")
         if inference and state.training:
             raise ValidationError("this is a training session; streaming needs an inference session")
-        self.lru[sid] = time.monotonic()
-        self.lru.move_to_end(sid)
         return state
 
     def _drop(self, sid: str, tombstone: bool) -> None:

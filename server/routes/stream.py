@@ -46,7 +46,7 @@ async def stream(websocket: WebSocket, sid: str) -> None:
     denial = None
     try:
         client = state.tokens.authenticate(websocket.headers.get("authorization"))
-        await state.worker.run(state.manager.own, client, sid, inference=True)
+        state.manager.check(client, sid, inference=True)  # reads only: on the event loop, not behind a compute step
     except UmbraError as exc:
         denial = exc
     try:

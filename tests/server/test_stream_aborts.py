@@ -124,9 +124,15 @@ def test_a_client_gone_mid_verify_is_a_client_abort(cloud, http):
 
 
 def test_a_request_cut_while_authenticating_is_a_client_abort(cloud, http):
+    """The whole request, then the connection closes before its answer could be read. An upgrade
+    is one abort each, whichever the service saw first (the client gone before its 101, or the
+    stream then dropped without a close frame). A plain request is an abort when the service saw
+    the client leave before it answered, and nothing when the answer was out first (the token
+    check no longer waits on a thread, so that is a race): at least one of CUTS, never more than
+    one each, never a 5xx or a traceback (the module's check)."""
     host, port = cloud.base_url.split("//")[1].rsplit(":", 1)
     sid = open_session(http, cloud.token)
-    cuts = {  # the whole request, then the connection closes before its answer could be read
+    cuts = {
         WS: upgrade_request(f"/v1/sessions/{sid}/stream", cloud.token),
         "GET /v1/info": f"GET /v1/info HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {cloud.token}\r\n\r\n".encode(),
         "POST /v1/sessions": (f"POST /v1/sessions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
@@ -134,11 +140,16 @@ def test_a_request_cut_while_authenticating_is_a_client_abort(cloud, http):
     }
     for route, request in cuts.items():
         before = aborts(http, cloud.token, route)
-        for _ in range(3):
+        for _ in range(CUTS):
             s = socket.create_connection((host, int(port)))
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)  # the request and the FIN in one segment
             s.sendall(request)
             s.close()
-        assert settled(http, cloud.token, route, before + 3) == before + 3, route  # today: 0 aborts
+        n = settled(http, cloud.token, route, before + (CUTS if route == WS else 1)) - before
+        assert (n == CUTS) if route == WS else (1 <= n <= CUTS), (route, n)  # today: 0 aborts
+
+
+CUTS = 5
 
 
 def test_a_stream_the_service_closes_is_no_client_abort(cloud, http):
