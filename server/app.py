@@ -26,7 +26,7 @@ from server.sessions import Limits, SessionManager
 from server.worker import ComputeWorker
 from server.settings import CloudSettings, get_settings
 from umbra.middle.runtime import MiddleRuntime
-from umbra.model.batch_decode import check_slab_shape, slab_widths, solo_by_default, solo_widths
+from umbra.model.batch_decode import check_slab_shape, slab_floor, slab_widths, solo_widths
 from server.preflight import preflight
 from umbra.model.loader import load_part
 from umbra.model.memory_plan import plan_memory
@@ -44,7 +44,7 @@ def _load(settings: CloudSettings):
     max_seq_len = settings.max_seq_len or pre.spec.max_position_embeddings
     memory = plan_memory(pre.spec, pre.middle_layers, pre.dtype, pre.device, max_seq_len,
                          fraction=settings.kv_memory_fraction, budget_bytes=settings.kv_budget_bytes,
-                         max_width=settings.decode_width, min_width=settings.decode_min_width)
+                         max_width=settings.decode_width, min_width=settings.decode_min_width or 16)
     return blocks, pre.checkpoint, memory
 
 
@@ -75,16 +75,17 @@ async def lifespan(app: FastAPI):
         blocks, ckpt, memory = await worker.run(_load, settings)
         runtime = MiddleRuntime(blocks, settings.max_seq_len)
         worker.use(runtime.transfer)  # each job one step: on CUDA its own stream (umbra/model/transfer.py)
-        tried = slab_widths(settings.decode_min_width, memory.decode_width)
-        shape = await worker.run(check_slab_shape, blocks.stack, tried, runtime.dtype)
-        if list(shape.widths) != tried:
+        floor, smallest = slab_floor(memory.device, settings.decode_min_width)  # the CPU: the narrowest that agrees
+        tried = slab_widths(floor, memory.decode_width)
+        shape = await worker.run(check_slab_shape, blocks.stack, tried, runtime.dtype, smallest=smallest)
+        wider = tried[tried.index(shape.widths[0]):]
+        if list(shape.widths) != wider:
             log.warning("decode slab widths %s give rows other bits than width %d on this machine: not used",
-                        sorted(set(tried) - set(shape.widths)), tried[0])
+                        sorted(set(wider) - set(shape.widths)), shape.widths[0])
         if not shape.group_slots:
             log.warning("gathered decode attention does not give the in-place bits on this machine: "
                         "every session attends in place")
-        solo = solo_by_default(memory.device) if settings.decode_solo is None else settings.decode_solo
-        widths = solo_widths(shape.widths, solo)
+        widths = solo_widths(shape.widths, bool(settings.decode_solo))
         limits = Limits(settings.max_sessions_per_client, settings.session_idle_seconds, memory.kv_budget_bytes,
                         settings.client_quota(memory.kv_budget_bytes), settings.max_batch_rows, widths,
                         shape.group_slots)

@@ -57,10 +57,11 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-client-quota-bytes", type=int, help="one client's KV memory (default: budget / 4)")
     p.add_argument("--max-batch-rows", type=int, help="rows (B) of one frame")
     p.add_argument("--decode-width", type=int, help="most rows of one batched decode slab")
-    p.add_argument("--decode-min-width", type=int, help="fewest rows of one batched decode slab (padded up to it)")
+    p.add_argument("--decode-min-width", type=int, help="fewest rows of one batched decode slab (padded up to it; "
+                   "default: on the CPU the narrowest whose bits every wider slab shares, found at start; 16 on an accelerator)")
     p.add_argument("--decode-solo", action=argparse.BooleanOptionalAction, default=None,
                    help="a lone decode step runs unpadded at width 1 (its bits a one-row slab's, within the "
-                        "dtype's tolerance of a batched step's); default: yes on the CPU, no on an accelerator")
+                        "dtype's tolerance of a batched step's); default: no")
     p.add_argument("--decode-gather-ms", type=float,
                    help="longest wait of a decode step for sessions due back to share its slab (0: never)")
     p.add_argument("--prefill-chunk-tokens", type=int, help="batch x positions per prefill chunk")

@@ -42,13 +42,15 @@ class CloudSettings(BaseSettings):
     # over it the client's own LRU sessions are evicted, never another client's
     max_batch_rows: int = 64  # rows (B) of one frame (413 over it)
     decode_width: int = 64  # most rows of one batched decode slab (continuous batching, server/scheduler.py)
-    decode_min_width: int = 16  # fewest: a slab takes the smallest of this, doubled up to decode_width,
-    # that holds its rows; at start each wider width is kept only if its rows match this one's bit
-    # for bit on this machine (umbra/model/batch_decode.py)
+    decode_min_width: int | None = None  # fewest: a slab takes the smallest of this, doubled up to decode_width,
+    # that holds its rows; at start each wider width is kept only if its rows match this one's bit for bit
+    # on this machine (umbra/model/batch_decode.py). None: on the CPU the narrowest width (from 1 row up) whose
+    # bits every wider one shares, so a lone step costs as few padding rows as the kernels allow and gets
+    # the bits it would get beside other sessions; on an accelerator 16 (padding is free there)
     decode_solo: bool | None = None  # a lone step (one row in its slab) runs unpadded, at width 1: no padding
-    # rows to pay for, its bits those of a one-row slab (within the dtype's tolerance of a batched
-    # step's; sessions in company keep sharing the checked widths' bits). None: on the CPU yes (there 16
-    # padding rows cost a 1.5B step ~0.4 s), on an accelerator no (padding is free there)
+    # rows to pay for, but its bits those of a one-row slab (within the dtype's tolerance of a batched step's,
+    # so greedy output could depend on whether the session was alone). None: no (since the CPU floor above
+    # is the narrowest that agrees, a lone step rarely pays for padding)
     decode_gather_ms: float = 20.0  # a decode step waits at most this free worker time for sessions due back (by their
     # last gap) to send theirs, so they share one slab (0: never wait; server/scheduler.py)
     prefill_chunk_tokens: int = 256  # batch x positions per prefill chunk; decode steps run between chunks
@@ -109,7 +111,7 @@ class CloudSettings(BaseSettings):
         for name in ("max_frame_bytes", "max_sessions_per_client", "max_batch_rows",
                      "decode_width", "decode_min_width", "prefill_chunk_tokens", "max_json_bytes", "max_header_bytes",
                      "max_connections_per_address", "max_unauthenticated_per_address"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1")
         from umbra.edge_slots import TrustedProxies
 

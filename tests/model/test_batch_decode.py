@@ -10,6 +10,7 @@ import torch
 from tiny_models import FAMILIES
 from umbra.model.batch_decode import (DecodeStep, decode_slab, check_slab_shape, slab_width, slab_widths,
                                       slabs)
+from umbra.errors import ValidationError
 from umbra.model.loader import load_middle
 
 WIDTH = 8
@@ -98,30 +99,46 @@ def test_slab_widths_double_from_the_smallest_to_the_largest_and_a_slab_takes_th
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_every_width_the_check_keeps_gives_each_row_the_bits_of_the_smallest(dtype, tiny_model_dirs):
+@pytest.mark.parametrize("floor,smallest", [(16, False), (1, True)])
+def test_every_width_the_check_keeps_gives_each_row_the_bits_of_the_smallest(dtype, floor, smallest, tiny_model_dirs):
     """The start-up check on its own random sessions; then other sessions (ragged, padded, several
-    steps) in every kept width equal the same sessions in the smallest width, bit for bit."""
+    steps) in every kept width equal the same sessions alone in the smallest width, bit for bit.
+    With `smallest` (the CPU's default) the check picks the floor itself: the narrowest tried
+    width whose bits the widest shares — every narrower one gives some row other bits."""
     middle = load_middle(tiny_model_dirs["llama"]).to(dtype)
-    tried = slab_widths(16, 64)
-    shape = check_slab_shape(middle.stack, tried, dtype)
+    tried = slab_widths(floor, 64)
+    shape = check_slab_shape(middle.stack, tried, dtype, smallest=smallest)
     kept = list(shape.widths)
     assert shape.group_slots > 0, "grouped attention is batch-invariant on this machine"
-    assert kept[0] == 16 and set(kept) <= set(tried) and kept == sorted(kept)
+    assert set(kept) <= set(tried) and kept == sorted(kept) and kept[-1] == 64
+    assert kept[0] == 16 if not smallest else kept[0] in tried
+    for narrower in tried[: tried.index(kept[0])]:  # each gives a row other bits than the widest
+        try:
+            assert check_slab_shape(middle.stack, slab_widths(narrower, 64), dtype).widths[-1] != 64
+        except ValidationError:
+            pass  # not even its own slots agree
     runs = {}
     for width in kept:
         sessions = _prefilled(middle, 5, 7, 3, dtype, padded=True)
-        runs[width] = [decode_slab(middle.stack, _steps(middle, sessions, 200 + k, dtype), width, shape.group_slots)
-                       for k in range(3)]
-    for width in kept[1:]:
-        for step, base in zip(runs[width], runs[16]):
+        runs[width] = []
+        for k in range(3):  # in slabs of `width` (5 sessions may take two)
+            steps = _steps(middle, sessions, 200 + k, dtype)
+            runs[width].append([y for group in slabs(steps, width)
+                                for y in decode_slab(middle.stack, [steps[j] for j in group], width, shape.group_slots)])
+    sessions = _prefilled(middle, 5, 7, 3, dtype, padded=True)
+    alone = [[decode_slab(middle.stack, [s], kept[0], shape.group_slots)[0] for s in _steps(middle, sessions, 200 + k, dtype)]
+             for k in range(3)]
+    for width in kept:
+        for step, base in zip(runs[width], alone):
             assert all(map(torch.equal, step, base)), (width, dtype)
 
 
-def test_solo_widths_lead_with_one_row_only_when_asked_and_only_on_the_cpu_by_default():
-    from umbra.model.batch_decode import solo_by_default, solo_widths
+def test_a_lone_step_is_unpadded_only_when_asked_and_the_cpu_picks_its_own_floor():
+    from umbra.model.batch_decode import slab_floor, solo_widths
 
     assert solo_widths((16, 32, 64), True) == (1, 16, 32, 64)
     assert solo_widths((16, 32, 64), False) == (16, 32, 64)
     assert solo_widths((1, 2), True) == (1, 2)  # one row is a checked width already
-    assert solo_by_default("cpu") and solo_by_default(torch.device("cpu"))
-    assert not solo_by_default("cuda:0") and not solo_by_default(torch.device("cuda"))
+    assert slab_floor("cpu", None) == (1, True) and slab_floor(torch.device("cpu"), None) == (1, True)
+    assert slab_floor("cuda:0", None) == (16, False) and slab_floor(torch.device("cuda"), None) == (16, False)
+    assert slab_floor("cpu", 8) == (8, False) and slab_floor("cuda", 4) == (4, False)

@@ -8,14 +8,16 @@ cache, with the same bits either way (umbra/model/ragged_attention.py). A slab h
 of a few fixed widths (`slab_widths`: the smallest, doubled up to the largest), so the GEMM
 kernels see one of a few shapes whatever the company: a session's output is bit-identical in
 fp32 (and in fp16/bf16) whether it runs alone or next to any other sessions, in any slot of the
-slab — the row-invariance test in tests/model/test_batch_decode.py checks it. (A plain `Linear`
-on [1,C] is a GEMV whose sums differ in the last bits from a GEMM's, which is why a single step
-is padded too.) Whether a wider slab gives a row the same bits as the smallest depends on the
-BLAS kernels the machine picks for its row count; `check_slab_shape` checks each width once,
-at start, and keeps only those that do (with MKL on AVX2, 16 rows and up agree, fewer do not; on
-this AVX-512 EPYC, 4 and up). One row alone never agrees (a GEMV), and padding it costs a CPU the
-padding rows' arithmetic: `solo_widths` lets a lone step run unpadded, at the price of its bits
-(within the dtype's tolerance of the batched ones; sessions in company still share theirs).
+slab — the row-invariance test in tests/model/test_batch_decode.py checks it. Whether a wider slab
+gives a row the same bits as a narrower one depends on the BLAS kernels the machine picks for its
+row count (a plain `Linear` on one row is a GEMV, whose sums differ in the last bits from a
+GEMM's); `check_slab_shape` checks each width once, at start, and keeps only those that agree.
+On the CPU (`slab_floor`) it also picks the smallest width to start from: the narrowest slab whose
+bits every wider one shares, so a lone step pays for as few padding rows as the kernels allow (on
+this AVX-512 EPYC: 2 rows in bf16, whose GEMM costs no more than the one-row GEMV; 4 in fp32) and
+never gets other bits than it would beside other sessions. An accelerator starts at 16 (padding
+is free there). `solo_widths` can still let a lone step run unpadded at width 1, at the price of
+its bits (within the dtype's tolerance of the batched ones): off unless asked.
 
 Steps carrying adapters are not batched here (BlockStack.forward runs them)."""
 
@@ -36,6 +38,7 @@ from umbra.model.rope import apply_rope, rope_cos_sin
 from umbra.model.stack import BlockStack
 
 GROUP_SLOTS = 256  # longest attention (in slots) of sessions gathered into one group; longer attend in place
+CHECK_SESSIONS = 16  # sessions of the start-up check (fewer when the widest slab holds fewer)
 
 
 @dataclass
@@ -77,11 +80,14 @@ def solo_widths(widths: Sequence[int], solo: bool) -> tuple[int, ...]:
     return (1, *widths) if solo and widths[0] > 1 else tuple(widths)
 
 
-def solo_by_default(device: torch.device | str) -> bool:
-    """Whether a lone step runs unpadded when the settings leave it open: on the CPU, where each
-    padding row costs as much arithmetic as the real one (16 rows of a 1.5B middle: ~0.4 s a step
-    here), yes; on an accelerator, whose decode step costs the same at 1 row or 16, no."""
-    return torch.device(device).type == "cpu"
+def slab_floor(device: torch.device | str, asked: int | None) -> tuple[int, bool]:
+    """Where a service's ladder of slab widths starts and whether the start-up check may raise it
+    (`check_slab_shape`'s `smallest`): `asked` when set; else on the CPU from one row up, the check
+    keeping the narrowest slab whose bits every wider one shares (each padding row costs a CPU the
+    arithmetic of a real one); on an accelerator, whose decode step costs the same at 1 row or 16, 16."""
+    if asked is not None:
+        return asked, False
+    return (1, True) if torch.device(device).type == "cpu" else (16, False)
 
 
 @dataclass(frozen=True)
@@ -95,20 +101,22 @@ class SlabShape:
 
 @torch.no_grad()
 def check_slab_shape(stack: BlockStack, widths: list[int], dtype: torch.dtype, group_slots: int = GROUP_SLOTS,
-                         seed: int = 0) -> SlabShape:
-    """The widths (ascending) whose slabs give every row the bits it gets alone in a slab of the
-    first width: one step of `widths[0]` random sessions (ragged caches, prefilled once and copied
-    per run) is run each alone, then all together at each width, and compared. The kernels are
-    chosen by shape, not by values, so one check per width and machine stands for every step. The
-    sessions alone attend in place and together gathered, so the check covers both ways; if even
-    the first width differs, gathering does not give the in-place bits on this machine: it is
+                     seed: int = 0, smallest: bool = False) -> SlabShape:
+    """The widths (ascending) in which a session's decode step gets the same bits alone and in any
+    company. `n` random sessions (ragged caches, prefilled once and copied per run) run each alone in
+    a slab of the floor width, then the first k of them together in one slab of each width (k the
+    width or n): a width is kept if every row equals the same session alone. The kernels are chosen
+    by shape, not by values, so one check per width and machine stands for every step. The floor is
+    `widths[0]`, or with `smallest` the smallest of `widths` whose kept widths reach the widest
+    (else the smallest that agrees with itself): on the CPU the cheapest lone step whose bits every
+    batch shares. Sessions alone attend in place and together gathered, so the check covers both
+    ways; if no floor holds, gathering does not give the in-place bits on this machine: it is
     turned off (`group_slots` 0) and the check runs again."""
     g = torch.Generator().manual_seed(seed)
-    c = stack.spec.hidden_size
+    c, dev = stack.spec.hidden_size, stack.inv_freq.device
     sessions = []
-    for i in range(widths[0]):
+    for i in range(min(max(widths[0], CHECK_SESSIONS), widths[-1])):
         cache, t = stack.new_cache(dtype), 2 + i % 5
-        dev = stack.inv_freq.device
         stack(torch.randn(1, t, c, generator=g).to(dev, dtype), torch.arange(t, device=dev)[None], cache)
         sessions.append((cache, torch.randn(1, 1, c, generator=g).to(dev, dtype), torch.tensor([[t]], device=dev)))
 
@@ -117,10 +125,17 @@ def check_slab_shape(stack: BlockStack, widths: list[int], dtype: torch.dtype, g
         return decode_slab(stack, steps, width, slots)
 
     for slots in dict.fromkeys([group_slots, 0]):
-        alone = [outputs(widths[0], [i], slots)[0] for i in range(len(sessions))]
-        kept = [w for w in widths if all(map(torch.equal, outputs(w, list(range(len(sessions))), slots), alone))]
-        if kept and kept[0] == widths[0]:
-            return SlabShape(tuple(kept), slots)
+        together = {w: outputs(w, list(range(min(w, len(sessions)))), slots) for w in widths}
+        valid: list[tuple[int, ...]] = []
+        for floor in widths if smallest else widths[:1]:
+            alone = [outputs(floor, [i], slots)[0] for i in range(len(sessions))]
+            kept = tuple(w for w in widths if w >= floor and all(map(torch.equal, together[w], alone)))
+            if kept and kept[0] == floor:
+                if kept[-1] == widths[-1]:
+                    return SlabShape(kept, slots)
+                valid.append(kept)
+        if valid:
+            return SlabShape(valid[0], slots)
     raise ValidationError("a slab of one session and of several give rows different bits on this machine")
 
 
