@@ -21,7 +21,7 @@ def test_auto_is_the_accelerator_when_there_is_one():
 
 def test_cuda_is_cuda_or_an_error_naming_the_missing_accelerator():
     if torch.cuda.is_available():
-        assert resolve_device("cuda").type == "cuda"
+        assert resolve_device("cuda") == resolve_device("auto") == torch.device("cuda", torch.cuda.current_device())
         with pytest.raises(ConfigError, match="CUDA device"):
             resolve_device(f"cuda:{torch.cuda.device_count()}")
     else:

@@ -51,9 +51,11 @@ def refused(model_dir, **settings) -> str:
     return lines[0]
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: nothing to refuse")
-def test_cuda_asked_for_on_a_machine_without_it(synthetic):
-    assert "no CUDA accelerator" in refused(synthetic, device="cuda")
+def test_a_cuda_device_this_machine_lacks(synthetic):
+    if torch.cuda.is_available():  # one past its last accelerator
+        assert "CUDA device(s)" in refused(synthetic, device=f"cuda:{torch.cuda.device_count()}")
+    else:
+        assert "no CUDA accelerator" in refused(synthetic, device="cuda")
 
 
 def test_a_dtype_the_device_cannot_run(synthetic):

@@ -49,4 +49,5 @@ def test_the_cloud_on_cuda_runs_each_job_on_a_stream_of_its_own(model_dir):
         worker = cloud.server.config.app.state.cloud.worker
         streams = [worker.submit(torch.cuda.current_stream).result(30) for _ in range(4)]
     default = torch.cuda.default_stream()
-    assert all(s != default for s in streams) and streams[0] != streams[1]
+    # the pool's two streams in turn (a sweep job between two of these may shift the turn, never both)
+    assert all(s != default for s in streams) and len({s.cuda_stream for s in streams}) == 2

@@ -22,11 +22,12 @@ DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.floa
 
 def resolve_device(choice: str | torch.device = "auto") -> torch.device:
     """"auto": the first CUDA device when there is one, else the CPU; "cpu"; "cuda" / "cuda:N"
-    (ConfigError when this machine has no such accelerator — never a silent fall back to the CPU)."""
+    (ConfigError when this machine has no such accelerator — never a silent fall back to the CPU).
+    A CUDA device comes back with its index ("cuda" is the current device, cuda:0 unless set)."""
     if isinstance(choice, torch.device):
         choice = str(choice)
     if choice == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        choice = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         device = torch.device(choice)
     except RuntimeError as exc:
@@ -40,6 +41,8 @@ def resolve_device(choice: str | torch.device = "auto") -> torch.device:
         if device.index is not None and device.index >= torch.cuda.device_count():
             raise ConfigError(f"device {choice!r} asked for, but this machine has {torch.cuda.device_count()} "
                               f"CUDA device(s)")
+        if device.index is None:  # the one it means: logs, metrics and memory queries name it (cuda:0)
+            device = torch.device("cuda", torch.cuda.current_device())
     return device
 
 
