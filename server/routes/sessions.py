@@ -4,7 +4,9 @@ close. Bodies of forward/backward are wire frames (umbra.wire); the rest is JSON
 POST /v1/sessions/forward opens an inference session and runs its first FORWARD frame in one
 request: the reply is the HIDDEN frame, the new session's id in its X-Umbra-Session-Id header
 (so a client's open costs no trip of its own; /v1/info says `open_in_frame`). A frame that
-fails there closes the session it opened."""
+fails there closes the session it opened, and so does a client that left before its answer (a
+cancelled completion: it never learns the id). Left: a client that goes between that check and
+the answer's arrival (the session then waits for idle expiry)."""
 
 from __future__ import annotations
 
@@ -69,6 +71,10 @@ async def open_forward(request: Request, client: str = Depends(client_name), sta
         await state.worker.run(_close_quietly, state, client, sid)
         state.scheduler.forget(sid)
         raise
+    if await request.is_disconnected():  # the client left (a cancelled open): it never learns the id,
+        await state.worker.run(_close_quietly, state, client, sid)  # so the session would only hold a
+        state.scheduler.forget(sid)  # slot of its 64 until idle expiry
+        return Response(status_code=204)  # nobody reads it
     response = _frame_response(state, reply)
     response.status_code = 201
     response.headers[SESSION_ID_HEADER] = sid

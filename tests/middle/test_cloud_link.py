@@ -1,10 +1,16 @@
 """CloudLink (umbra/middle/cloud_link.py) against the real cloud service (uvicorn on a loopback
 socket): a session's requests count its round trips and every payload's bytes, the first frame
 opens a session in one request, the stream serves the id it returned, and a session the cloud
-no longer holds fails the stream step as UnknownSession with the stream dropped."""
+no longer holds fails the stream step as UnknownSession with the stream dropped. Through
+RemoteMiddle: a warm session whose stream the cloud closed after idle pays one trip for its next
+edit (over HTTP, the upgrade beside it; the outputs those of the in-process middle), and an
+opening frame cancelled in flight leaves no session on the cloud (it closes a session whose
+opener left, instead of holding one of the client's 64 until idle expiry)."""
 
 from __future__ import annotations
 
+import asyncio
+import re
 import sys
 from pathlib import Path
 
@@ -18,6 +24,9 @@ if sys.path[0] != _REPO:  # the real `server` package, not tests/server
 from server.launch import local_cloud_thread  # noqa: E402
 from umbra import wire  # noqa: E402
 from umbra.middle.cloud_link import CloudLink  # noqa: E402
+from umbra.middle.local import LocalMiddle  # noqa: E402
+from umbra.middle.remote import RemoteMiddle  # noqa: E402
+from umbra.model.loader import load_middle  # noqa: E402
 from umbra.middle.remote_errors import UnknownSession  # noqa: E402
 from umbra.middle.remote_session import RemoteSession  # noqa: E402
 
@@ -47,3 +56,103 @@ async def test_open_with_the_first_frame_then_stream_and_a_dropped_session(tiny_
         finally:
             await link.aclose()
 
+
+
+async def _until(condition, what: str, bound: float = 120.0) -> None:
+    """Wait for a condition of the real parts (a bound only against a hang, never an assertion on speed)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + bound
+    while not await condition():
+        assert loop.time() < end, f"never: {what}"
+        await asyncio.sleep(0.005)
+
+
+async def test_a_stream_closed_after_idle_costs_the_next_edit_one_trip(tiny_model_dirs):
+    d = tiny_model_dirs["llama"]
+    gen = torch.Generator().manual_seed(3)
+    h, pos = torch.randn(1, 24, 64, generator=gen), torch.arange(24)[None]
+    local = LocalMiddle(load_middle(d))
+    here = await local.open_session()
+    with local_cloud_thread(d, settings={"torch_threads": 1, "ws_idle_seconds": 1.0}) as cloud:
+        async with RemoteMiddle(cloud.base_url, cloud.token) as middle:
+            sid = await middle.open_session()
+            s = middle._sessions[sid]
+
+            async def both(a: int, b: int) -> None:
+                got = await middle.forward(h[:, a:b], pos[:, a:b], sid)
+                want = await local.forward(h[:, a:b], pos[:, a:b], here)
+                assert torch.allclose(got, want, atol=1e-5), (a, b)
+
+            async def edit(cut: int, a: int, b: int) -> None:  # a keystroke: cut back, then new positions
+                await middle.truncate(sid, cut)
+                await local.truncate(here, cut)
+                await both(a, b)
+
+            await both(0, 12)  # open + prefill: one trip
+            await both(12, 13)  # a decode step: over HTTP, the upgrade beside it
+            assert middle.round_trips(sid) == 2
+            await _until(lambda: _true(middle.link.stream_open(s)), "the stream opened beside the step")
+            sent = middle.stats.ws_messages
+            await both(13, 14)  # over the stream
+            assert middle.round_trips(sid) == 3 and middle.stats.ws_messages == sent + 1
+            await _until(lambda: _true(not middle.link.stream_open(s)), "the cloud closed the idle stream")
+            await edit(12, 12, 16)  # a warm session, its stream closed: one trip for the edit
+            assert middle.round_trips(sid) == 4
+            await _until(lambda: _true(middle.link.stream_open(s)), "the stream reopened beside the edit")
+            await both(16, 17)  # the next step over the new stream
+            assert middle.round_trips(sid) == 5 and middle.stats.ws_messages == sent + 2
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+def _metric(text: str, name: str) -> float:
+    return sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? ([0-9.e+]+)$", text, re.M))
+
+
+async def test_an_opening_frame_cancelled_in_flight_leaves_no_session_on_the_cloud():
+    """The default model's middle blocks, so that a long prefill takes a while: the client
+    cancels its opening frame once the cloud has opened the session (and is still computing),
+    and the cloud closes that session itself (it would have held one of the client's 64 for
+    `session_idle_seconds`, here 900 s)."""
+    model = Path(_REPO) / "models" / "umbra-code-tiny"
+    with local_cloud_thread(model, settings={"torch_threads": 1}) as cloud:
+        async with RemoteMiddle(cloud.base_url, cloud.token) as middle:
+            length, width = middle.info["max_seq_len"], middle.info["hidden_size"]
+            h = torch.randn(1, length, width, generator=torch.Generator().manual_seed(0))
+            pos = torch.arange(length)[None]
+
+            async def metrics() -> str:
+                return (await middle.link.request("GET", "/metrics")).text
+
+            cancelled = 0
+            for attempt in range(5):  # until one is cancelled while the cloud computes it
+                opened = _metric(await metrics(), "umbra_cloud_sessions_opened_total")
+                sid = await middle.open_session()  # no trip: the frame opens it
+                task = asyncio.ensure_future(middle.forward(h, pos, sid))
+
+                async def open_on_cloud() -> bool:
+                    return task.done() or _metric(await metrics(), "umbra_cloud_sessions_opened_total") > opened
+
+                await _until(open_on_cloud, "the cloud opened the session")
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    cancelled += 1
+                    assert middle._sessions[sid].remote is None  # the client never learnt the id
+                    await _until(lambda: _gone(metrics), "the cloud closed the session whose opener left")
+                    text = await metrics()
+                    assert _metric(text, "umbra_cloud_sessions_opened_total") == opened + 1
+                    assert _metric(text, "umbra_cloud_sessions_expired_total") == 0  # not by idle expiry
+                    await middle.forward(h[:, :8], pos[:, :8], sid)  # the client's session goes on (re-opened)
+                    assert _metric(await metrics(), "umbra_cloud_sessions_active") == 1
+                    await middle.close(sid)
+                    break
+                await middle.close(sid)  # it answered before the cancel landed: try again
+            assert cancelled == 1
+
+
+async def _gone(metrics) -> bool:
+    return _metric(await metrics(), "umbra_cloud_sessions_active") == 0

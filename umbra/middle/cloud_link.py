@@ -1,6 +1,9 @@
 """CloudLink: RemoteMiddle's transport to the cloud service (server/): HTTP requests (httpx), one
 WebSocket stream per session for small steps, the cloud's /v1/info, byte counts and the tap.
 
+A step that finds no open stream (a new session, or one the cloud closed after idle) goes over
+HTTP and the upgrade runs beside it (`open_beside`): no step waits for an upgrade.
+
 Every request of a session, the WebSocket upgrade included, carries the header
 `X-Umbra-Session: <routing key>` (random, per session, kept across re-prefills), which a
 balancer hashes to keep the session on one replica (deploy/nginx/). Each request, upgrade and
@@ -110,11 +113,16 @@ class CloudLink:
         return info
 
     # -- stream ------------------------------------------------------------------------------------
-    async def ws_open(self, s: RemoteSession) -> ClientConnection:
-        url = "ws" + self.base_url[len("http"):] + f"/v1/sessions/{s.remote}/stream"
-        s.trips += 1  # the upgrade is an HTTP request and its answer
+    def stream_open(self, s: RemoteSession) -> bool:
+        """Is the session's stream open (the cloud closes an idle one: its close frame reads here)?"""
+        if s.ws is not None and s.ws.state is not State.OPEN:
+            s.ws = None
+        return s.ws is not None
+
+    async def _connect(self, s: RemoteSession, sid: str) -> ClientConnection:
+        url = "ws" + self.base_url[len("http"):] + f"/v1/sessions/{sid}/stream"
         try:
-            s.ws = await connect(url, additional_headers={**self._auth, ROUTING_HEADER: s.route},
+            return await connect(url, additional_headers={**self._auth, ROUTING_HEADER: s.route},
                                  ssl=self._ssl if url.startswith("wss") else None,
                                  compression=None, proxy=None, open_timeout=self.connect_timeout,
                                  max_size=None, close_timeout=2)
@@ -128,19 +136,50 @@ class CloudLink:
             raise CloudUnavailable(f"cloud unreachable at {self.base_url}: stream: {type(exc).__name__} {exc}") from exc
         except (OSError, InvalidHandshake) as exc:
             raise ConnectionLost(f"cloud unreachable at {self.base_url}: stream: {type(exc).__name__} {exc}") from exc
+
+    async def ws_open(self, s: RemoteSession) -> ClientConnection:
+        """Open the session's stream and wait for it (the upgrade: one round trip)."""
+        s.trips += 1  # the upgrade is an HTTP request and its answer
+        s.ws = await self._connect(s, s.remote)
         return s.ws
 
+    def open_beside(self, s: RemoteSession) -> None:
+        """Start the stream's upgrade in the background, beside a frame that goes over HTTP (so
+        it costs no round trip of its own): a later step finds it open. A failure is left to the
+        frames (they go over HTTP meanwhile, and learn a gone session there)."""
+        if s.ws_opening is not None and not s.ws_opening.done():
+            return
+        sid = s.remote
+
+        async def upgrade() -> None:
+            try:
+                ws = await self._connect(s, sid)
+            except (CloudRejected, CloudUnavailable, ConnectionLost):
+                return
+            if s.ws is None and s.remote == sid and s.ws_opening is task:
+                s.ws = ws
+            else:  # the session moved on (re-prefilled, closed) meanwhile
+                self._close_later(ws)
+
+        task = s.ws_opening = asyncio.ensure_future(upgrade())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _close_later(self, ws: ClientConnection) -> None:
+        task = asyncio.ensure_future(ws.close())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     def drop_ws(self, s: RemoteSession) -> None:
+        if s.ws_opening is not None:
+            s.ws_opening.cancel()
+            s.ws_opening = None
         if s.ws is not None:
-            task = asyncio.ensure_future(s.ws.close())
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+            self._close_later(s.ws)
             s.ws = None
 
     async def ws_step(self, s: RemoteSession, data: bytes) -> torch.Tensor:
-        if s.ws is not None and s.ws.state is not State.OPEN:  # the cloud closed it (idle, restart)
-            s.ws = None
-        ws = s.ws or await self.ws_open(s)
+        ws = s.ws if self.stream_open(s) else await self.ws_open(s)  # closed by the cloud: idle, restart
         self.count("sent", data)
         self.stats.ws_messages += 1
         s.trips += 1

@@ -6,7 +6,10 @@ An inference session costs no trip to open: its first frame opens it (POST
 /v1/sessions/forward, the cloud's id in the reply's X-Umbra-Session-Id header), so the open and
 the prefill travel together. Later prefills go over HTTP; small steps (T <= stream_max_tokens
 after a prefill: decode steps and speculative verify frames, up to 40 positions by default) go
-over one WebSocket per session, so a step costs one message each way. A cloud that does not
+over one WebSocket per session, so a step costs one message each way. A step that finds no
+stream open (the first after a prefill, or the first after the cloud closed an idle stream) goes
+over HTTP while the upgrade runs beside it, so no step pays a trip for an upgrade: a warm
+session whose stream was closed pays one trip for its next edit. A cloud that does not
 advertise `open_in_frame` in /v1/info gets an explicit open (POST /v1/sessions) first.
 
 Every inference session keeps the encoder outputs it sent (as sent: in the wire dtype) with
@@ -149,9 +152,11 @@ class RemoteMiddle:
             try:
                 if s.remote is None:  # a new cloud session and this frame in one trip
                     out = await self.link.open_with(s, data)
-                elif keep and start + a > 0 and t <= self.stream_max_tokens:  # a step (a verify frame), not a prefill
-                    out = await self.link.ws_step(s, data)
+                elif keep and start + a > 0 and t <= self.stream_max_tokens and self.link.stream_open(s):
+                    out = await self.link.ws_step(s, data)  # a step (a verify frame), not a prefill
                 else:
+                    if keep and start + a > 0 and t <= self.stream_max_tokens:  # a step with no stream open:
+                        self.link.open_beside(s)  # over HTTP, the upgrade beside it (no trip of its own)
                     out = await self.link.exchange(s, f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN)
             except (CloudRejected, CloudUnavailable):  # earlier frames (or this one) may have landed,
                 s.dirty = True  # or the cloud dropped the session (413): check and roll back next time
