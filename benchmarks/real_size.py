@@ -78,7 +78,9 @@ async def decode_run(args, model: ClientModel, middle_bytes: list[int]) -> dict:
                 times[key].append(await per_token(runners[key](), prompt, args.steps))
         await remote.aclose()
         cloud_peak = peak_rss(cloud.process.pid)
-    return {"times": times, "cloud_peak": cloud_peak}
+        widths = [line.split("decode slab widths", 1)[1].strip() for line in cloud.log_path.read_text().splitlines()
+                  if "decode slab widths" in line]
+    return {"times": times, "cloud_peak": cloud_peak, "widths": widths}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     ratios = [y / x for x, y in zip(a, c)]
     print(f"model {args.model} ({model.spec.num_layers} x {model.spec.hidden_size}, vocab {model.spec.vocab_size}), "
           f"split E={model.plan.encoder_blocks} D={model.plan.decoder_blocks}, {args.dtype}, 1 thread per process, "
-          f"cloud settings {' '.join(args.cloud_setting) or 'default'}\n")
+          f"cloud settings {' '.join(args.cloud_setting) or 'default'}; the cloud's decode slab widths "
+          f"{' '.join(run['widths']) or '(not logged)'}\n")
     print("| side | parts' bytes | peak RSS | target | holds |\n|---|---:|---:|---:|---|")
     print(f"| client (loaded, then 32 positions) | {client['part_bytes'] / mb:.0f} MiB | {client['peak'] / mb:.0f} MiB | "
           f"{c_target / mb:.0f} MiB (1.25 x parts + 300 MB) | {client['peak'] <= c_target} |")
