@@ -12,12 +12,8 @@ process: faster to start, real sockets all the same) on a free port with a fresh
 in a private (0700) temp directory, together with the TLS pair when `tls=True`; the token
 itself exists only in this process. On exit the service is terminated and the directory removed.
 
-Every service started here counts in `LIVE` while it runs and, when `WATCH` is on (the test
-suite), reports the 5xx it answered (`LocalCloud.server_errors()`) into `SHUTDOWN_REPORTS` as it
-stops: the suite fails a test whose services answered a 5xx (tests/no_server_errors.py). A
-service started by another process of the suite (`umbra serve`, the language server: their
-self-started clouds) announces itself in the directory named by `REPORTS_ENV` (its URL and token
-file, never a token) and, as it stops, writes the 5xx it answered there (the suite reads them)."""
+Every service started here reports the 5xx it answered to the test suite as it stops
+(server/service_reports.py: the suite fails a test whose services answered a 5xx)."""
 
 from __future__ import annotations
 
@@ -25,7 +21,6 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import ssl
 import subprocess
 import sys
@@ -39,12 +34,11 @@ from typing import AsyncIterator, Iterator
 import httpx
 
 from server.auth import TokenStore
+from server.service_reports import LIVE, READER, count_5xx, report, report_file, write_report
 from umbra.errors import CloudUnavailable, UmbraError
 from umbra.model.parts import SplitPlan
 
 _REPO = Path(__file__).resolve().parent.parent
-_FIVE_XX = re.compile(r'umbra_cloud_errors_total\{status="5\d\d"\} (\S+)')
-_READER = "127.0.0.9"  # the source address of the 5xx read: its own slots at the edge, whatever a test holds
 
 
 @dataclass
@@ -82,7 +76,7 @@ class LocalCloud:
         if self.server is not None:  # in this process: the app's own counters
             app = getattr(self.server.config, "app", None)
             metrics = getattr(getattr(app, "state", None), "metrics", None)
-            return None if metrics is None else _count_5xx(metrics.render())
+            return None if metrics is None else count_5xx(metrics.render())
         if self.process is None or self.process.poll() is not None or not self.base_url:
             return None
         return self.read_server_errors(issue_token)
@@ -90,7 +84,7 @@ class LocalCloud:
     def read_server_errors(self, issue_token: bool = False) -> int | None:
         """`server_errors` of a service at `base_url`, wherever it runs (None: it cannot tell)."""
         verify = ssl.create_default_context(cafile=str(self.verify)) if self.verify else True
-        transport = httpx.HTTPTransport(local_address=_READER, verify=verify)
+        transport = httpx.HTTPTransport(local_address=READER, verify=verify)
         try:
             with httpx.Client(base_url=self.base_url, timeout=10, transport=transport) as http:
                 r = http.get("/metrics", headers={"Authorization": f"Bearer {self.token}"})
@@ -98,48 +92,7 @@ class LocalCloud:
                     r = http.get("/metrics", headers={"Authorization": f"Bearer {self.add_token('launch-check')}"})
         except (httpx.HTTPError, UmbraError, OSError):  # down, or a token file it cannot read
             return None
-        return _count_5xx(r.text) if r.status_code == 200 else None
-
-
-def _count_5xx(metrics_text: str) -> int:
-    return int(sum(float(v) for v in _FIVE_XX.findall(metrics_text)))
-
-
-WATCH = False  # set by the test suite (tests/no_server_errors.py): read each stopping service's 5xx
-REPORTS_ENV = "UMBRA_TEST_SERVICE_REPORTS"  # set by the suite: where services of its child processes report
-LIVE: dict[int, LocalCloud] = {}  # serial -> every service of this process's helpers, while it runs
-SHUTDOWN_REPORTS: list[tuple[int, str, int]] = []  # (serial, base URL, 5xx answered) of each stopped service
-
-
-def _report(cloud: LocalCloud) -> None:
-    """Read the stopping service's 5xx count into SHUTDOWN_REPORTS, or into its report file in a
-    child process of the suite (unknown counts are left out)."""
-    LIVE.pop(cloud.serial, None)
-    report = _report_file(cloud)
-    if not WATCH and report is None:
-        return
-    count = cloud.server_errors(issue_token=True)
-    if WATCH and count is not None:
-        SHUTDOWN_REPORTS.append((cloud.serial, cloud.base_url, count))
-    elif report is not None:
-        _write_report(report, cloud, count)
-
-
-def _report_file(cloud: LocalCloud) -> Path | None:
-    """Where a subprocess service of a child process of the suite reports (None: not one)."""
-    directory = os.environ.get(REPORTS_ENV)
-    if WATCH or not directory or cloud.process is None or not Path(directory).is_dir():
-        return None
-    return Path(directory) / f"{os.getpid()}-{cloud.serial}.json"
-
-
-def _write_report(path: Path, cloud: LocalCloud, stopped_count: int | None = None, stopped: bool = True) -> None:
-    info = {"base_url": cloud.base_url, "pid": cloud.process.pid, "verify": str(cloud.verify) if cloud.verify else None,
-            "token_file": str(cloud.token_file or cloud.workdir / "tokens.json"),
-            "stopped": stopped, "count": stopped_count}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(info))
-    os.replace(tmp, path)  # whole, never half-written
+        return count_5xx(r.text) if r.status_code == 200 else None
 
 
 def _env_value(value) -> str:
@@ -174,8 +127,8 @@ def _start(workdir: Path, model_dir, plan: SplitPlan | None, tls: bool, settings
         _stop(cloud)
         raise
     LIVE[cloud.serial] = cloud
-    if (report := _report_file(cloud)) is not None:  # a child process of the suite: announce it
-        _write_report(report, cloud, stopped=False)
+    if (announce := report_file(cloud)) is not None:  # a child process of the suite: announce it
+        write_report(announce, cloud, stopped=False)
     return cloud
 
 
@@ -219,7 +172,7 @@ def wait_healthy(base_url: str, process: subprocess.Popen, deadline: float,
 
 
 def _stop(cloud: LocalCloud) -> None:
-    _report(cloud)
+    report(cloud)
     if cloud.process.poll() is None:
         cloud.process.terminate()
         try:
@@ -300,7 +253,7 @@ def local_cloud_thread(model_dir, plan: SplitPlan | None = None, *, tls: bool = 
         try:
             yield cloud
         finally:
-            _report(cloud)
+            report(cloud)
             server.should_exit = True
             thread.join(timeout=30)
             sock.close()

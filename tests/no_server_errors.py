@@ -4,10 +4,11 @@ helpers (local_cloud, local_cloud_sync, local_cloud_thread) — those still runn
 stopped since — and of every `umbra serve` app served through tests/lsp/lsp_helpers.py's
 `serving` (wrapped in `count_server_errors`) — and of every service another process runs for a
 test (lsp_helpers' `serve_process`, `umbra serve` read at its /healthz `errors`, and
-`cloud_on_port`, a cloud read at its /metrics: `watch_service`) — and of every cloud that a child process of the
-suite started through those helpers (`umbra serve`, the language server: their self-started
-clouds announce themselves in the directory of launch.REPORTS_ENV, set here for every process
-the suite starts) — and fails the test if any answered a 5xx it did not declare:
+`cloud_on_port`, a cloud read at its /metrics: `watch_service`) — and of every cloud that a
+child process of the suite started through those helpers (`umbra serve`, the language server:
+their self-started clouds announce themselves in the directory of server/service_reports.py's
+REPORTS_ENV, set here for every process the suite starts, one per pytest-xdist worker) — and
+fails the test if any answered a 5xx it did not declare:
 
     @pytest.mark.server_errors_expected   # this test provokes a 5xx on purpose
 
@@ -25,13 +26,13 @@ from pathlib import Path
 
 import pytest
 
-from server import launch
+from server import launch, service_reports
 from server.auth import TokenStore
 from umbra.errors import UmbraError
 
 MARKER = "server_errors_expected"
 _seen: dict[int, int] = {}  # service serial -> 5xx already accounted to an earlier test
-_reports = 0  # launch.SHUTDOWN_REPORTS consumed so far
+_reports = 0  # service_reports.SHUTDOWN_REPORTS consumed so far
 _serial = itertools.count(-1, -1)  # the serials of served apps (negative: never a launch serial)
 _served: dict[int, "ServerErrors"] = {}  # serial -> every app wrapped by count_server_errors
 _child_seen: dict[str, int] = {}  # report key -> 5xx of a child process's cloud already accounted
@@ -95,21 +96,21 @@ def watch_service(name: str, read) -> WatchedService:
 
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", f"{MARKER}: the test provokes a 5xx from a cloud service on purpose")
-    launch.WATCH = True
-    os.environ[launch.REPORTS_ENV] = tempfile.mkdtemp(prefix="umbra-service-reports-")  # 0700
+    service_reports.WATCH = True
+    os.environ[service_reports.REPORTS_ENV] = tempfile.mkdtemp(prefix="umbra-service-reports-")  # 0700
 
 
 def pytest_unconfigure(config) -> None:
-    directory = os.environ.pop(launch.REPORTS_ENV, None)
+    directory = os.environ.pop(service_reports.REPORTS_ENV, None)
     if directory is not None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
 def read_reports(directory: Path, tokens: dict[str, str]) -> list[tuple[str, str, int | None, bool]]:
     """(key, URL, 5xx answered or None when unknown, stopped) of each service that child processes
-    of the suite started (launch.REPORTS_ENV); a stopped one's file is removed once read. A running
-    one's count is read from its /metrics with a token issued into its token file (kept in
-    `tokens`, by key, in this process only)."""
+    of the suite started (service_reports.REPORTS_ENV); a stopped one's file is removed once read.
+    A running one's count is read from its /metrics with a token issued into its token file (kept
+    in `tokens`, by key, in this process only)."""
     found = []
     for path in sorted(directory.glob("*.json")):
         try:
@@ -143,7 +144,7 @@ def new_server_errors() -> list[str]:
     """'URL: N' for each service that answered N new 5xx since the last call."""
     global _reports
     found = []
-    directory = os.environ.get(launch.REPORTS_ENV)
+    directory = os.environ.get(service_reports.REPORTS_ENV)
     for key, url, count, stopped in read_reports(Path(directory), _child_tokens) if directory else []:
         if count is not None and count > _child_seen.get(key, 0):
             found.append(f"{url} (started by a child process{', stopped' if stopped else ''}): "
@@ -152,7 +153,7 @@ def new_server_errors() -> list[str]:
         if stopped:
             _child_seen.pop(key, None)
             _child_tokens.pop(key, None)
-    for serial, cloud in list(launch.LIVE.items()):
+    for serial, cloud in list(service_reports.LIVE.items()):
         count = cloud.server_errors()
         if count is not None and count > _seen.get(serial, 0):
             found.append(f"{cloud.base_url}: {count - _seen.get(serial, 0)}")
@@ -169,7 +170,7 @@ def new_server_errors() -> list[str]:
         if service.stopped:
             _watched.pop(serial)
             _seen.pop(serial, None)
-    stopped, _reports = launch.SHUTDOWN_REPORTS[_reports:], len(launch.SHUTDOWN_REPORTS)
+    stopped, _reports = service_reports.SHUTDOWN_REPORTS[_reports:], len(service_reports.SHUTDOWN_REPORTS)
     for serial, url, count in stopped:
         if count > _seen.get(serial, 0):
             found.append(f"{url} (stopped): {count - _seen.get(serial, 0)}")
