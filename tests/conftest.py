@@ -1,4 +1,5 @@
-"""Shared fixtures: tiny random models of every supported family, saved once per session."""
+"""Shared fixtures: tiny random models of every supported family, saved once per run (once for all
+pytest-xdist workers: tests/shared_build.py)."""
 
 from __future__ import annotations
 
@@ -22,10 +23,27 @@ sys.path.append(str(Path(__file__).parent))
 # machine OpenMP's spinning threads make each step an order of magnitude slower.
 torch.set_num_threads(1)
 
+from shared_build import built_once  # noqa: E402
 from tiny_models import FAMILIES, build_tiny_model  # noqa: E402
 
 # The real OS keyring (`secret_service`, `keystore`) for every test that asks for it.
 pytest_plugins = ["keyring_fixture", "no_server_errors"]  # and: the suite fails on any 5xx (issue 60)
+
+
+# pytest-xdist (`-n 2 --dist loadgroup`): the tests of a group run in one worker, in their order.
+# tests/securegate: its leak scan runs last and reads what the directory's other tests made in
+# its process. tests/editors + tests/vscode_extension: both build the .vsix in the one
+# vscode-extension/ checkout (`npm ci` rewrites its node_modules).
+XDIST_GROUPS = {"securegate": "securegate", "editors": "vscode-build", "vscode_extension": "vscode-build"}
+
+
+def pytest_collection_modifyitems(config, items):
+    tests = Path(__file__).parent
+    for item in items:
+        path = Path(str(item.fspath))
+        parts = path.relative_to(tests).parts if path.is_relative_to(tests) else ()
+        if len(parts) > 1 and parts[0] in XDIST_GROUPS:
+            item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS[parts[0]]))
 
 
 @pytest.fixture(autouse=True)
@@ -41,20 +59,16 @@ def one_torch_thread():
 @pytest.fixture(scope="session")
 def tiny_model_dirs(tmp_path_factory) -> dict[str, Path]:
     """family -> directory of a saved tiny random model (6 layers; llama saved sharded)."""
-    dirs = {}
-    for family in FAMILIES:
-        d = tmp_path_factory.mktemp(f"tiny-{family}")
-        build_tiny_model(family, d, shard=(family == "llama"))
-        dirs[family] = d
-    return dirs
+    return {family: built_once(tmp_path_factory, f"tiny-{family}", (family, family == "llama"),
+                               lambda d, family=family: build_tiny_model(family, d, shard=(family == "llama")))
+            for family in FAMILIES}
 
 
 def _fim_model(tmp_path_factory, family: str) -> Path:
     from tiny_models import build_tiny_model_dir
 
-    d = tmp_path_factory.mktemp(f"tiny-fim-{family}")
-    build_tiny_model_dir(d, family=family, style="starcoder")
-    return d
+    return built_once(tmp_path_factory, f"tiny-fim-{family}", (family, "starcoder"),
+                      lambda d: build_tiny_model_dir(d, family=family, style="starcoder"))
 
 
 @pytest.fixture(scope="session")
