@@ -12,19 +12,19 @@ and time.
 
     python benchmarks/edge_soak.py --seconds 15          # print the table (about a minute)
     python benchmarks/edge_soak.py --seconds 15 --write  # and write it into docs/benchmarks.md
-    python benchmarks/edge_soak.py --seconds 150 --write # the 10-minute soak (4 phases x 150 s)"""
+    python benchmarks/edge_soak.py --seconds 150 --write # the 10-minute soak (4 phases x 150 s)
+    python benchmarks/edge_soak.py --seconds 25 --phases mixed  # idle, then the mixed attackers only"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import os
 import multiprocessing as mp
 import re
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -35,109 +35,14 @@ _REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(_REPO), str(_REPO / "tests"), str(_REPO / "tests" / "server"), str(_REPO / "benchmarks")]
 
 from doc_markers import write_block  # noqa: E402
+from edge_attackers import MODES, attack  # noqa: E402
 from server.launch import local_cloud_sync  # noqa: E402
 from tiny_models import build_tiny_model  # noqa: E402
 from umbra import wire  # noqa: E402
 from umbra.middle.remote import RemoteMiddle  # noqa: E402
 
-C, ATTACKERS, TRICKLE = 64, 128, 3.0  # hidden size; attacker connections per phase; seconds per trickled byte
-
-
-# -- attackers (their own process) ------------------------------------------------------------
-async def _slow_body(port: int, until: float, token: str | None, out: list) -> None:
-    """Keep one slow-body connection open (reconnect when closed); note refusal-to-close delays."""
-    while time.monotonic() < until:
-        try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0.5)
-            continue
-        head = "POST /v1/sessions/x/forward HTTP/1.1\r\nhost: x\r\ncontent-length: 1000000\r\n"
-        writer.write((head + (f"authorization: Bearer {token}\r\n" if token else "") + "\r\n").encode())
-        refused = None
-        try:
-            while time.monotonic() < until:
-                try:
-                    data = await asyncio.wait_for(reader.read(4096), TRICKLE)
-                    if not data:
-                        break
-                    refused = refused or time.monotonic()
-                except TimeoutError:
-                    writer.write(b"\0")
-                    await writer.drain()
-        except OSError:
-            pass
-        if refused is not None:  # still open at the phase's end: a lower bound
-            out.append(min(time.monotonic(), until) - refused)
-        writer.close()
-        await asyncio.sleep(TRICKLE)  # a bounded reconnect rate: at most ATTACKERS / TRICKLE per second
-
-
-async def _own_session(port: int, token: str) -> str:
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
-        r = await http.post("/v1/sessions", json={}, headers={"Authorization": f"Bearer {token}"})
-        return r.json()["session"]
-
-
-async def _mixed(port: int, until: float, token: str, i: int, out: list) -> None:
-    """Slow headers, mid-body disconnects, oversized and malformed frames, connection churn,
-    WebSocket streams dropped half-way through a message (one session of its own, reused)."""
-    kind, sid = i % 6, None
-    while time.monotonic() < until:
-        try:
-            if kind == 5 and sid is None:
-                sid = await _own_session(port, token)
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            auth = f"authorization: Bearer {token}\r\n"
-            if kind == 5:  # a stream dropped mid-message, no close frame
-                key = base64.b64encode(os.urandom(16)).decode()
-                writer.write((f"GET /v1/sessions/{sid}/stream HTTP/1.1\r\nhost: x\r\nupgrade: websocket\r\n"
-                              f"connection: Upgrade\r\nsec-websocket-key: {key}\r\nsec-websocket-version: 13\r\n"
-                              f"{auth}\r\n").encode())
-                await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
-                writer.write(b"\x82\xfe\x10\x00" + os.urandom(4) + b"\0" * 2048)  # half of a 4 KiB message
-                await writer.drain()
-                await asyncio.sleep(0.2)
-            elif kind == 0:  # slow headers
-                for ch in b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-pad: " + b"a" * 64:
-                    writer.write(bytes([ch]))
-                    await writer.drain()
-                    await asyncio.sleep(0.5)
-                    if reader.at_eof() or time.monotonic() > until:
-                        break
-            elif kind == 1:  # a disconnect mid-body
-                writer.write(f"POST /v1/sessions/x/forward HTTP/1.1\r\nhost: x\r\n{auth}content-length: 100000\r\n\r\n"
-                             .encode() + b"\0" * 1000)
-                await writer.drain()
-                await asyncio.sleep(0.2)
-            elif kind == 2:  # oversized
-                writer.write(f"POST /v1/sessions/x/forward HTTP/1.1\r\nhost: x\r\n{auth}content-length: 999999999999\r\n\r\n"
-                             .encode())
-                await asyncio.wait_for(reader.read(4096), 5)
-            elif kind == 3:  # malformed frame
-                body = b"UMBW" + b"\xff" * 60
-                writer.write(f"POST /v1/sessions/x/forward HTTP/1.1\r\nhost: x\r\n{auth}content-length: {len(body)}\r\n\r\n"
-                             .encode() + body)
-                await asyncio.wait_for(reader.read(4096), 5)
-            writer.close()  # kind 4: churn, a connection and nothing else
-            out.append(0.0)
-            await asyncio.sleep(0.2)
-        except (OSError, TimeoutError, asyncio.IncompleteReadError, httpx.HTTPError, KeyError, ValueError):
-            await asyncio.sleep(0.1)
-
-
-def _attack(port: int, seconds: float, mode: str, token: str, queue) -> None:
-    """`token`: the attackers' own client token (its sessions count against its own caps)."""
-    async def main() -> list:
-        until, out = time.monotonic() + seconds, []
-        if mode == "mixed":
-            jobs = [_mixed(port, until, token, i, out) for i in range(ATTACKERS // 2)]
-        else:
-            jobs = [_slow_body(port, until, token if mode == "slow body, token" else None, out) for _ in range(ATTACKERS)]
-        await asyncio.gather(*jobs)
-        return out
-
-    queue.put(asyncio.run(main()))
+C = 64  # hidden size of the tiny model
+PHASES = dict(zip(("slow", "slow-token", "mixed"), MODES))  # --phases names; each runs after the idle phase
 
 
 # -- the legitimate client -----------------------------------------------------------------------
@@ -211,7 +116,7 @@ async def _phase(cloud, mode: str | None, seconds: float, samples: list, attacke
     port = int(cloud.base_url.rsplit(":", 1)[1])
     queue, proc = mp.Queue(), None
     if mode is not None:
-        proc = mp.Process(target=_attack, args=(port, seconds + 2, mode, attacker, queue), daemon=True)
+        proc = mp.Process(target=attack, args=(port, seconds + 2, mode, attacker, queue), daemon=True)
         proc.start()
         await asyncio.sleep(2.0)  # the attackers hold their connections first
     lat, fails = [], []
@@ -234,40 +139,59 @@ async def _phase(cloud, mode: str | None, seconds: float, samples: list, attacke
             "worst_close": max((d for d in delays), default=0.0), "refused": len(delays), "fails": sorted(set(fails))}
 
 
-async def main_async(args) -> str:
+@dataclass
+class Soak:
+    """One soak's results: a row per phase (idle first) and the cloud's state over the run."""
+
+    rows: list[dict]
+    samples: list[tuple[int, int]]  # (RSS bytes, open fds), once a second while legitimate clients run
+    end_rss: int = 0  # after the attackers left and the edge's deadlines passed
+    end_fds: int = 0
+    fives: float = 0.0  # 5xx answered (umbra_cloud_errors_total)
+    aborts: float = 0.0  # client aborts counted (umbra_cloud_client_aborts_total)
+    ws_aborts: float = 0.0  # of them, WebSocket streams
+    tracebacks: int = 0  # in the cloud's log
+    log: str = field(default="", repr=False)
+
+
+async def soak(seconds: float, body_timeout: float, phases: list[str] = list(PHASES)) -> Soak:
+    """The idle phase, then each of `phases` (names of PHASES), `seconds` each, against a real
+    service with `body_timeout_seconds` set to `body_timeout`."""
     with tempfile.TemporaryDirectory() as tmp:
         build_tiny_model("qwen2-tied", Path(tmp))
-        settings = dict(torch_threads=1, body_timeout_seconds=args.body_timeout)
+        settings = dict(torch_threads=1, body_timeout_seconds=body_timeout)
         with local_cloud_sync(Path(tmp), settings=settings) as cloud:
-            samples: list = []
+            out = Soak(rows=[], samples=[])
             attacker = cloud.add_token("attacker")
-            rows = [await _phase(cloud, None, args.seconds, samples, attacker)]
-            start_rss, start_fds = samples[0]
-            for mode in ("slow body, no token", "slow body, token", "mixed"):
-                rows.append(await _phase(cloud, mode, args.seconds, samples, attacker))
-            await asyncio.sleep(args.body_timeout + 3)  # what the attackers left is cut or closed
+            out.rows.append(await _phase(cloud, None, seconds, out.samples, attacker))
+            for mode in (PHASES[name] for name in phases):
+                out.rows.append(await _phase(cloud, mode, seconds, out.samples, attacker))
+            await asyncio.sleep(body_timeout + 3)  # what the attackers left is cut or closed
             p = psutil.Process(cloud.process.pid)
-            end_rss, end_fds = p.memory_info().rss, p.num_fds()
+            out.end_rss, out.end_fds = p.memory_info().rss, p.num_fds()
             text = _metrics(cloud.base_url, cloud.token)
-            fives = sum(float(v) for v in re.findall(r'umbra_cloud_errors_total\{status="5\d\d"\} (\S+)', text))
-            aborts = sum(float(v) for v in re.findall(r"umbra_cloud_client_aborts_total\{.*\} (\S+)", text))
-            ws_aborts = sum(float(v) for v in re.findall(r'umbra_cloud_client_aborts_total\{.*route="WS [^"]*"\} (\S+)', text))
-            log = cloud.log_path.read_text(errors="replace") if cloud.log_path.exists() else ""
-            tracebacks = log.count("Traceback")
-            if args.keep_log:
-                args.keep_log.write_text(log)
-    idle = rows[0]["p95"]
+            out.fives = sum(float(v) for v in re.findall(r'umbra_cloud_errors_total\{status="5\d\d"\} (\S+)', text))
+            out.aborts = sum(float(v) for v in re.findall(r"umbra_cloud_client_aborts_total\{.*\} (\S+)", text))
+            out.ws_aborts = sum(float(v) for v in re.findall(r'umbra_cloud_client_aborts_total\{.*route="WS [^"]*"\} (\S+)', text))
+            out.log = cloud.log_path.read_text(errors="replace") if cloud.log_path.exists() else ""
+            out.tracebacks = out.log.count("Traceback")
+    return out
+
+
+def table(s: Soak) -> str:
+    idle = s.rows[0]["p95"]
     lines = ["| phase | legit requests | legit success | legit p95 (ms) | p95 / idle | attacker refusals | worst refusal-to-close (s) |",
              "|---|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
+    for r in s.rows:
         lines.append(f"| {r['mode']} | {r['requests']} | {r['ok'] * 100:.1f} % | {r['p95']:.1f} | {r['p95'] / idle:.2f} "
                      f"| {r['refused'] if r['mode'] != 'idle (no attackers)' else '—'} | {r['worst_close']:.2f} |")
-    peak_rss = max(s[0] for s in samples)
-    lines += ["", f"Cloud RSS: start {start_rss / 2**20:.1f} MiB, peak {peak_rss / 2**20:.1f} MiB, end {end_rss / 2**20:.1f} MiB "
-              f"(drift {100 * (end_rss - start_rss) / start_rss:+.1f} %); open fds: start {start_fds}, "
-              f"peak {max(s[1] for s in samples)}, end {end_fds}. 5xx answered: {fives:g}; client aborts counted: "
-              f"{aborts:g} ({ws_aborts:g} of them WebSocket streams); tracebacks in the cloud's log: {tracebacks}. Failed legitimate requests by status: "
-              + "; ".join(f"{r['mode']}: {', '.join(r['fails']) or 'none'}" for r in rows) + "."]
+    (start_rss, start_fds), peak_rss = s.samples[0], max(x[0] for x in s.samples)
+    lines += ["", f"Cloud RSS: start {start_rss / 2**20:.1f} MiB, peak {peak_rss / 2**20:.1f} MiB, end {s.end_rss / 2**20:.1f} MiB "
+              f"(drift {100 * (s.end_rss - start_rss) / start_rss:+.1f} %); open fds: start {start_fds}, "
+              f"peak {max(x[1] for x in s.samples)}, end {s.end_fds}. 5xx answered: {s.fives:g}; client aborts counted: "
+              f"{s.aborts:g} ({s.ws_aborts:g} of them WebSocket streams); tracebacks in the cloud's log: {s.tracebacks}. "
+              "Failed legitimate requests by status: "
+              + "; ".join(f"{r['mode']}: {', '.join(r['fails']) or 'none'}" for r in s.rows) + "."]
     return "\n".join(lines)
 
 
@@ -275,15 +199,23 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=15.0, help="length of each phase")
     p.add_argument("--body-timeout", type=float, default=10.0, help="the cloud's body_timeout_seconds for the run")
+    p.add_argument("--phases", type=lambda v: v.split(","), default=list(PHASES),
+                   help=f"attacker phases after the idle one, comma-separated from {','.join(PHASES)} (default: all)")
     p.add_argument("--keep-log", type=Path, help="copy the cloud's log here")
     p.add_argument("--write", action="store_true", help="write the table into docs/benchmarks.md")
     p.add_argument("--note", default="", help="a note on the machine's state, written with the table")
     args = p.parse_args()
-    table = asyncio.run(main_async(args))
-    print(table)
+    if not args.phases or set(args.phases) - set(PHASES):
+        p.error(f"--phases: comma-separated names from {','.join(PHASES)}")
+    result = asyncio.run(soak(args.seconds, args.body_timeout, args.phases))
+    if args.keep_log:
+        args.keep_log.write_text(result.log)
+    text = table(result)
+    print(text)
     if args.write:
-        cmd = f"python benchmarks/edge_soak.py --seconds {args.seconds:g} --body-timeout {args.body_timeout:g} --write"
-        write_block(_REPO / "docs" / "benchmarks.md", "edge-soak", f"`{cmd}`{' — ' + args.note if args.note else ''}\n\n{table}")
+        phases = "" if args.phases == list(PHASES) else f" --phases {','.join(args.phases)}"
+        cmd = f"python benchmarks/edge_soak.py --seconds {args.seconds:g} --body-timeout {args.body_timeout:g}{phases} --write"
+        write_block(_REPO / "docs" / "benchmarks.md", "edge-soak", f"`{cmd}`{' — ' + args.note if args.note else ''}\n\n{text}")
 
 
 if __name__ == "__main__":
