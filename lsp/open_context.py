@@ -1,5 +1,7 @@
 """The language server's context from open documents: its open documents as the engine's
-OpenFiles (umbra/engine/context.py), with when each was last used, for an editor completion.
+OpenFiles (umbra/engine/context.py), with when each was last used, for an editor completion,
+and the workspace files on disk that the current document imports (lsp/imported_files.py:
+inside the workspace only, bounded; an open document's text wins over its file on disk).
 
     context = OpenContext(options.context, root, canonical)   # canonical: editor language id -> name
     context.touch(uri)                          # didOpen / didChange / a completion in it
@@ -21,6 +23,7 @@ from urllib.parse import unquote, urlparse
 from dataclasses import replace
 
 from lsp.documents import Document, Documents, well_formed
+from lsp.imported_files import ImportedFiles
 from lsp.options import ContextOptions
 from umbra.engine.context import ContextProvider, OpenFile, RepoContext
 from umbra.engine.context_exclusions import ContextExclusions
@@ -40,6 +43,7 @@ class OpenContext:
         self.enabled = options.enabled
         root = uri_path(root_uri) if root_uri and root_uri.startswith("file:") else None
         self.provider = ContextProvider(options.engine_config(), ContextExclusions(options.exclude, root))
+        self.imported = ImportedFiles(root, self.provider.exclusions)
         self.canonical = canonical
         self._used: dict[str, int] = {}  # uri -> tick of its last use
         self._tick = 0
@@ -65,6 +69,10 @@ class OpenContext:
                     others.append(OpenFile(uri_path(other), doc.text, self.canonical(doc.language_id or None),
                                            self._used[other]))
             current = OpenFile(uri_path(uri), document.text, self.canonical(document.language_id or None))
+            held = {f.path for f in others} | {current.path}
+            for path, text in self.imported.find(current.path, current.text, current.language):
+                if path not in held:  # imported, not open: as recent as the current file
+                    others.append(OpenFile(path, text, current.language, self._used[uri]))
             context = self.provider.select(current, prefix, others)
         except Exception as exc:  # noqa: BLE001 — context is optional: complete without it
             log.warning("context from open files failed (%s); completing without it", type(exc).__name__)

@@ -64,3 +64,29 @@ async def test_only_allowed_open_documents_lend_context(client: LanguageClient):
 
 def _close(client: LanguageClient, uri: str) -> None:
     client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+
+
+async def test_files_the_document_imports_lend_context_from_disk(client: LanguageClient):
+    """Files on disk that the document imports, never opened, lend context too; the globs the
+    extension forwards (its umbra.exclude as `context.exclude`, the fixture's options) and the
+    workspace's .gitignore apply to them as to open documents."""
+    root = WORKSPACE["root"]
+    (root / "vendor").mkdir(exist_ok=True)
+    (root / "build").mkdir(exist_ok=True)
+    (root / "shapes.py").write_text("def square_area(side):\n    return side * side\n")
+    (root / "vendor" / "tri.py").write_text("def tri_area(b, h):\n    return b * h / 2\n")
+    (root / "build" / "poly.py").write_text("def poly_area(n):\n    return n\n")
+    text = "import vendor.tri\nimport build.poly\nfrom shapes import square_area\n\n\ndef total(sides):\n    return sum(\n"
+    counts = []
+    for name, source in (("calc.py", text), ("calc2.py", text.replace("from shapes import", "from nowhere import"))):
+        uri = f"{root.as_uri()}/{name}"
+        open_document(client, uri, source)
+        try:
+            items = (await client.text_document_completion_async(_completion(uri, 6, 15))).items
+            assert items, name
+            counts.append(items[0].data["contextFiles"])
+        finally:
+            _close(client, uri)
+    # shapes.py, only where it is imported (any other documents still open count in both);
+    # vendor/tri.py (excluded) and build/poly.py (.gitignored) in neither
+    assert counts[0] == counts[1] + 1, counts

@@ -72,3 +72,36 @@ def test_lone_surrogates_in_another_document_become_replacement_characters(tmp_p
     result = ctx.select(f"{root}/main.py", docs.get(f"{root}/main.py"), MAIN, docs)
     assert result.files == ("odd.py",) and "\ufffd" in result.snippets[0].text
     result.snippets[0].text.encode("utf-8")  # what a tokenizer needs
+
+
+def test_imported_files_on_disk_lend_context_the_open_version_first(tmp_path):
+    """main.py imports geo (on disk, not open): its snippet is in the context; once geo.py is open
+    with other text, that text is used, not the file's."""
+    (tmp_path / "geo.py").write_text(GEO)
+    root = tmp_path.as_uri()
+    docs, ctx = Documents(), OpenContext(ContextOptions(enabled=True), root)
+    opened(docs, ctx, f"{root}/main.py", MAIN)
+    result = ctx.select(f"{root}/main.py", docs.get(f"{root}/main.py"), MAIN, docs)
+    assert result.files == ("geo.py",) and result.snippets[0].text == GEO
+    edited = GEO.replace("3.14159", "math.pi")
+    opened(docs, ctx, f"{root}/geo.py", edited)
+    result = ctx.select(f"{root}/main.py", docs.get(f"{root}/main.py"), MAIN, docs)
+    assert result.files == ("geo.py",) and result.snippets[0].text == edited
+
+
+def test_imported_files_excluded_ignored_secret_or_outside_are_never_used(tmp_path):
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    for folder in ("vendor", "build", "lib"):
+        (ws / folder).mkdir(parents=True)
+    outside.mkdir()
+    (ws / ".gitignore").write_text("build/\n")
+    (ws / "vendor" / "geo.py").write_text(GEO)
+    (ws / "build" / "geo.py").write_text(GEO)
+    (ws / "lib" / "keys.py").write_text(GEO + 'STRIPE_KEY = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"\n')
+    (outside / "far.py").write_text(GEO)
+    (ws / "far.py").symlink_to(outside / "far.py")
+    text = "import vendor.geo\nimport build.geo\nimport lib.keys\nimport far\n" + MAIN
+    root = ws.as_uri()
+    docs, ctx = Documents(), OpenContext(ContextOptions(enabled=True, exclude=("vendor/**",)), root)
+    opened(docs, ctx, f"{root}/main.py", text)
+    assert ctx.select(f"{root}/main.py", docs.get(f"{root}/main.py"), text, docs) is None
