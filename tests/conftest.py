@@ -31,9 +31,12 @@ pytest_plugins = ["keyring_fixture", "no_server_errors"]  # and: the suite fails
 
 
 # pytest-xdist (`-n 2 --dist loadgroup`): the tests of a group run in one worker, in their order.
-# tests/securegate: its leak scan runs last and reads what the directory's other tests made in
-# its process. tests/editors + tests/vscode_extension: both build the .vsix in the one
-# vscode-extension/ checkout (`npm ci` rewrites its node_modules).
+# Each test file is a group, so that its module-scoped services and models start once, not once
+# per worker (at -n 3 a shared language server started in three workers at once never became
+# ready). Whole directories are one group where their tests need one process: tests/securegate
+# (its leak scan runs last and reads what the directory's other tests made in its process), and
+# tests/editors + tests/vscode_extension (both build the .vsix in the one vscode-extension/
+# checkout: `npm ci` rewrites its node_modules).
 XDIST_GROUPS = {"securegate": "securegate", "editors": "vscode-build", "vscode_extension": "vscode-build"}
 
 
@@ -41,9 +44,9 @@ def pytest_collection_modifyitems(config, items):
     tests = Path(__file__).parent
     for item in items:
         path = Path(str(item.fspath))
-        parts = path.relative_to(tests).parts if path.is_relative_to(tests) else ()
-        if len(parts) > 1 and parts[0] in XDIST_GROUPS:
-            item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS[parts[0]]))
+        parts = path.relative_to(tests).parts if path.is_relative_to(tests) else (path.name,)
+        group = XDIST_GROUPS.get(parts[0]) if len(parts) > 1 else None
+        item.add_marker(pytest.mark.xdist_group(group or "/".join(parts)))
 
 
 @pytest.fixture(autouse=True)
