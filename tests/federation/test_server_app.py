@@ -10,8 +10,9 @@ import json
 import time
 
 import numpy as np
+import pytest
 
-from conftest import ORGS, fast_settings, replay
+from conftest import ORGS, Federation, fast_settings, replay
 from umbra.federation.aggregate import ServerOptConfig
 from umbra.federation.record import load_arrays
 
@@ -25,13 +26,26 @@ def secure_names(model_dir, settings) -> dict:
     return {k: list(v.shape) for k, v in initial_arrays(ClientModel.load(model_dir), config).items()}
 
 
-def test_three_organizations_two_rounds_global_equals_the_pure_aggregation(federation, tmp_path):
-    settings = fast_settings(tmp_path, federation.model_dir)
-    federation.start_superlink()
-    for org in ORGS:
-        federation.start_node(org)
-    run = federation.run(settings)
-    assert run.returncode == 0, federation.log("run")[-3000:]
+@pytest.fixture(scope="module")
+def two_rounds(tmp_path_factory, fim_qwen2_dir):
+    """One SuperLink, three SuperNodes and one two-round run, read by the two tests below: (the
+    federation, its settings, the run's directory)."""
+    tmp = tmp_path_factory.mktemp("two-rounds")
+    federation = Federation(tmp, fim_qwen2_dir)
+    try:
+        settings = fast_settings(tmp, federation.model_dir)
+        federation.start_superlink()
+        for org in ORGS:
+            federation.start_node(org)
+        run = federation.run(settings)
+        assert run.returncode == 0, federation.log("run")[-3000:]
+        yield federation, settings, tmp
+    finally:
+        federation.close()
+
+
+def test_three_organizations_two_rounds_global_equals_the_pure_aggregation(two_rounds):
+    federation, settings, tmp_path = two_rounds
     record = tmp_path / "record"
     rounds = [json.loads(x) for x in (record / "rounds.jsonl").read_text().splitlines()]
     assert [r["round"] for r in rounds] == [1, 2] and all(len(r["accepted"]) == 3 and not r["rejected"]
@@ -54,17 +68,13 @@ def test_three_organizations_two_rounds_global_equals_the_pure_aggregation(feder
         assert all(np.array_equal(kept[k], final[k]) for k in final)
 
 
-def test_every_message_the_server_receives_is_the_secure_adapter_and_a_count(federation, tmp_path):
-    settings = fast_settings(tmp_path, federation.model_dir, rounds=1)
-    federation.start_superlink()
-    for org in ORGS:
-        federation.start_node(org)
-    assert federation.run(settings).returncode == 0, federation.log("run")[-3000:]
+def test_every_message_the_server_receives_is_the_secure_adapter_and_a_count(two_rounds):
+    federation, settings, tmp_path = two_rounds  # the same run as the test above: two rounds
     names = secure_names(federation.model_dir, settings)
     messages = [json.loads(x) for x in (tmp_path / "record" / "messages.jsonl").read_text().splitlines()]
     train = [m for m in messages if m["type"] == "train"]
     acks = [m for m in messages if m["type"] != "train"]
-    assert len(train) == 3 and len({m["node"] for m in train}) == 3
+    assert len(train) == 3 * settings.rounds and len({m["node"] for m in train}) == 3
     # the only other messages: each organization's empty acknowledgement of the final global adapter
     assert len(acks) == 3 and all(m["type"] == "query" and m["error"] is None and m["records"] == {} for m in acks)
     for m in train:
