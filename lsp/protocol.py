@@ -26,6 +26,7 @@ import functools
 import json
 import logging
 import re
+import sys
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import BinaryIO
@@ -45,12 +46,19 @@ class HandledErrors(logging.Filter):
     """pygls logs every JsonRpcException a handler raises with its traceback and the request's
     params (document text). An error the server answers on purpose (lsp_error: a client's fault,
     a stale request) becomes one line: the exception's type and code, never params or frames.
-    Internal errors (a bug) keep their traceback."""
+    Internal errors (a bug) keep their traceback. pygls's own "Unable to deserialize message" (params
+    that do not fit the method, answered InvalidParams) carries its traceback as text: one line too."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
         if isinstance(exc, JsonRpcException) and not isinstance(exc, JsonRpcInternalError):
             record.msg, record.args = "request answered with %s (%s)", (type(exc).__name__, exc.code)
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.exc_info, record.exc_text = None, None
+        elif (str(record.msg).startswith("Unable to deserialize message")
+              and isinstance(sys.exc_info()[1], cattrs.ClassValidationError)):  # logged inside its except block
+            record.msg, record.args = "request answered with JsonRpcInvalidParams (%s): %s", \
+                (INVALID_PARAMS, "its params do not fit the method")
             record.levelno, record.levelname = logging.INFO, "INFO"
             record.exc_info, record.exc_text = None, None
         return True

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import time
 
 import pytest
 import pytest_lsp
@@ -43,14 +42,15 @@ async def _inline(client: LanguageClient, i: int) -> str:
 async def test_a_thousand_open_documents_and_twenty_concurrent_completions(client: LanguageClient):
     for i in range(10):
         open_document(client, _uri(i), SOURCE.replace("Point", f"Point{i}"))
-    await _inline(client, 0)  # warm: the model's first run is not what is measured
-    few = await _one(client, 1)
+    await _inline(client, 0)
+    await _inline(client, 1)
+    few = await client.protocol.send_request_async("umbra/stats", None)
     for i in range(10, OPEN):
         open_document(client, _uri(i), SOURCE.replace("Point", f"Point{i}"))
-    await client.protocol.send_request_async("umbra/stats", None)  # read after every didOpen: they are handled
-    many = await _one(client, 2)
-    # the cost of one completion does not grow with open documents it does not use
-    assert many < 3 * few + 0.1, (few, many)
+    many = await client.protocol.send_request_async("umbra/stats", None)  # read after every didOpen: handled
+    # a document that is only open holds no model state (no session, no decode): what a completion
+    # reads of the others is bounded apart (tests/lsp/test_open_context.py: the 64 most recent)
+    assert (many.sessions, many.decodes.started) == (few.sessions, few.decodes.started), (few, many)
     client.log_messages.clear()
     answers = await asyncio.gather(*(_inline(client, OPEN - 1 - i) for i in range(CONCURRENT)))
     said = [m.message for m in client.log_messages if "empty completion" in m.message]
@@ -58,13 +58,6 @@ async def test_a_thousand_open_documents_and_twenty_concurrent_completions(clien
     assert sum(bool(a) for a in answers) >= 1, (answers, said, stats)  # today: all 20 empty, nothing said
     assert len(said) >= answers.count(""), (answers, said)  # every empty answer says why
     assert all("deadline" in m or "stop" in m for m in said), said
-
-
-async def _one(client: LanguageClient, i: int) -> float:
-    """Seconds of the first completion in document i (a fresh session: a prefill and a decode)."""
-    t0 = time.monotonic()
-    await _inline(client, i)
-    return time.monotonic() - t0
 
 
 def _frame(message: dict) -> bytes:
@@ -84,21 +77,35 @@ def _read_reply(proc: subprocess.Popen, answered: dict) -> None:
 
 
 def test_handled_client_errors_leave_no_traceback(lsp_model_dir):
-    """Completions in documents that are not open, answered with an LSP error each: one line each
-    in the server's log, no traceback (its stderr, read whole after `exit`)."""
+    """Every client error the server answers on purpose (lsp/protocol.py) — completions in
+    documents that are not open, a body that is not JSON, a message that is not JSON-RPC, params
+    that do not fit (a negative or a non-integer position), a second `initialize` — gets its
+    JSON-RPC error, one line in the server's log, no traceback and none of the request's params
+    (its stderr, read whole after `exit`)."""
     init = {"processId": None, "rootUri": None, "capabilities": {},
             "initializationOptions": {"model": {"dir": str(lsp_model_dir)}, "threads": 1}}
-    messages = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
-                {"jsonrpc": "2.0", "method": "initialized", "params": {}}]
-    messages += [{"jsonrpc": "2.0", "id": 10 + i, "method": "textDocument/inlineCompletion",
-                  "params": {"textDocument": {"uri": f"file:///never/opened{i}.py"}, "position": {"line": 0, "character": 0},
-                             "context": {"triggerKind": 1}}} for i in range(5)]
+
+    def inline(i: int, uri: str, position: dict) -> dict:
+        return {"jsonrpc": "2.0", "id": i, "method": "textDocument/inlineCompletion",
+                "params": {"textDocument": {"uri": uri}, "position": position, "context": {"triggerKind": 1}}}
+
+    opened = {"uri": "file:///opened.py", "languageId": "python", "version": 1, "text": "x = 1\n"}
+    frames = [_frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}),
+              _frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}),
+              _frame({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": opened}})]
+    frames += [_frame(inline(10 + i, f"file:///never/opened{i}.py", {"line": 0, "character": 0})) for i in range(5)]
+    frames += [_frame(inline(20, opened["uri"], {"line": -1, "character": 0})),
+               _frame(inline(21, opened["uri"], {"line": 0.5, "character": 0})),
+               _frame({"jsonrpc": "2.0", "id": 22, "method": "initialize", "params": init}),
+               _frame({"jsonrpc": "1.0", "id": 23, "method": "textDocument/inlineCompletion"}),
+               b"Content-Length: 14\r\n\r\n{not json opened"[:len(b"Content-Length: 14\r\n\r\n") + 14]]
+    expected = {*range(10, 15), 20, 21, 22, 23, None}
     proc = subprocess.Popen(LSP_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        proc.stdin.write(b"".join(map(_frame, messages)))
+        proc.stdin.write(b"".join(frames))
         proc.stdin.flush()
         answered = {}
-        while len([k for k in answered if k >= 10]) < 5:
+        while not expected <= set(answered):
             _read_reply(proc, answered)
         proc.stdin.write(_frame({"jsonrpc": "2.0", "id": 99, "method": "shutdown"}))
         proc.stdin.flush()
@@ -110,8 +117,6 @@ def test_handled_client_errors_leave_no_traceback(lsp_model_dir):
         proc.wait(timeout=60)
     finally:
         proc.kill()
-    assert all("error" in answered[10 + i] for i in range(5)), answered
+    assert all("error" in answered[i] for i in expected), answered
     assert "Traceback" not in err, err[-3000:]  # today: one traceback per request
     assert "opened" not in err, err[-3000:]  # nor the request's params
-
-
