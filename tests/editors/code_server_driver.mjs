@@ -6,10 +6,13 @@
 //   {"op": "type", "text": "ret", "delay": 90}              characters typed one by one
 //   {"op": "state"}                                         what the page shows: ghost text, status item, cursor
 //   {"op": "wait", "what": "ghost" | "no_ghost" | "status", "contains": S, "timeout_ms": N}
+//                                                           (ghost: also seen_ms, when it first showed)
 //                                                           (status: its label, text and icons' classes)
 //   {"op": "wait", "what": "title", "contains": S}          the window's title (the active editor's file)
 //   {"op": "wait", "what": "cursor", "contains": "Ln 6,"}   the cursor's position, as the status bar shows it
 //   {"op": "open", "name": NAME}                            double-click NAME in the Explorer (a kept editor)
+//   {"op": "terminal"}                                      the active integrated terminal's rows (DOM renderer)
+//   {"op": "click", "text": "Rotate"}                       click the dialog or notification button so labelled
 //   {"op": "screenshot", "path": PATH}
 //   {"op": "close"}                                         close the browser and exit
 // Replies: {"ok": true, ...} or {"ok": false, "error": "..."}. Nothing else is written to stdout.
@@ -21,14 +24,14 @@ let browser, page;
 
 // What the workbench shows, read from the DOM: the inline suggestion of the focused editor (VS Code
 // renders its first line as decorations after the cursor and the others as a view zone of lines),
-// the Umbra status item's label and the cursor's "Ln X, Col Y".
+// (VS Code 1.139: div.suggest-preview-text > div.view-line per additional line), the Umbra status item's label and the cursor's "Ln X, Col Y".
 function pageState() {
     const nb = (s) => s.replace(/\u00a0/g, ' ');
     const editor = document.querySelector('.editor-group-container.active .monaco-editor');
     let ghost = null;
     if (editor) {
         const inline = [...editor.querySelectorAll('.view-lines .ghost-text-decoration, .view-lines .ghost-text-decoration-preview')];
-        const zone = [...editor.querySelectorAll('.view-zones .ghost-text .view-line, .ghost-text .view-line')];
+        const zone = [...editor.querySelectorAll('.view-zones .suggest-preview-text .view-line, .view-zones .ghost-text .view-line')];
         if (inline.length || zone.length) {
             ghost = inline.map((e) => nb(e.textContent)).join('');
             for (const line of zone) ghost += '\n' + nb(line.textContent);
@@ -83,8 +86,9 @@ async function handle(cmd) {
         case 'state':
             return await page.evaluate(pageState);
         case 'wait': {
-            const deadline = Date.now() + (cmd.timeout_ms ?? 300_000);
-            let last;
+            const started = Date.now();
+            const deadline = started + (cmd.timeout_ms ?? 300_000);
+            let last, seen;
             for (;;) {
                 last = await page.evaluate(pageState);
                 const label = last.status ? `${last.status.label} ${last.status.text} ${last.status.icons}` : '';
@@ -94,10 +98,12 @@ async function handle(cmd) {
                     (cmd.what === 'title' && last.title.includes(cmd.contains)) ||
                     (cmd.what === 'cursor' && (last.cursor ?? '').startsWith(cmd.contains))) {
                     if (cmd.what !== 'ghost') return last;
-                    // a ghost text is read once it is stable (the same for 300 ms)
+                    // a ghost text is read once it is stable (the same for 300 ms); seen_ms: when
+                    // ghost text first showed, after the wait began (100 ms polling)
+                    seen ??= Date.now();
                     await new Promise((r) => setTimeout(r, 300));
                     const again = await page.evaluate(pageState);
-                    if (again.ghost === last.ghost) return again;
+                    if (again.ghost === last.ghost) return { ...again, seen_ms: seen - started };
                     continue;
                 }
                 if (Date.now() > deadline) return { ...last, timed_out: true };
@@ -108,6 +114,17 @@ async function handle(cmd) {
             const row = await page.waitForFunction((name) => [...document.querySelectorAll('.explorer-folders-view .monaco-list-row')]
                 .find((r) => r.querySelector('.label-name')?.textContent === name), { timeout: 60_000 }, cmd.name);
             await row.click({ count: 2 });
+            return {};
+        }
+        case 'terminal':
+            return await page.evaluate(() => {
+                const rows = [...document.querySelectorAll('.terminal-wrapper.active .xterm-rows > div, .xterm-rows > div')];
+                return { rows: [...new Set(rows)].map((r) => r.textContent.replace(/\u00a0/g, ' ')) };
+            });
+        case 'click': {
+            const button = await page.waitForFunction((text) => [...document.querySelectorAll('.monaco-dialog-box .monaco-button, .notifications-toasts .monaco-button')]
+                .find((b) => b.textContent.trim() === text), { timeout: cmd.timeout_ms ?? 60_000 }, cmd.text);
+            await button.click();
             return {};
         }
         case 'screenshot':
