@@ -2,7 +2,7 @@
 loopback socket, the default model's middle blocks): a new session pays one trip for its first
 prefill (the open travels with the frame), and a warm session one for the prefill of each edit,
 typed or deleted (truncate and new positions in one frame); the completions equal the in-process
-split's, and a longer completion costs one trip per verify frame (the stream's upgrade runs beside
+split's, and a longer completion costs one trip per verify frame (the stream's upgrade follows
 the first, over HTTP)."""
 
 from __future__ import annotations
@@ -58,5 +58,5 @@ async def test_a_warm_editor_session_pays_one_trip_per_edit_prefill(model):
                     if budget == 1:
                         assert got.round_trips == 1, (i, got.round_trips)  # the prefill and nothing else
                     else:
-                        # one trip per verify frame: the stream's upgrade runs beside the first
+                        # one trip per verify frame: the stream's upgrade follows the first (over HTTP)
                         assert got.round_trips == got.speculation.frames, (i, got.round_trips)

@@ -81,7 +81,7 @@ async def test_split_logits_match_transformers(family, tiny_model_dirs, hf_model
         async with RemoteMiddle(cloud.base_url, cloud.token, hidden_size=64) as middle:
             client = await SplitClient(clients[family], middle).open()
             assert maxdiff(await client.run(ids[:, :24]), ref[:, :24]) <= TOL  # prefill (HTTP)
-            for t in range(24, 56):  # 32 decode steps (over HTTP until the stream, opened beside the first, is up)
+            for t in range(24, 56):  # 32 decode steps (over HTTP until the stream, opened after the first, is up)
                 assert maxdiff((await client.run(ids[:, t : t + 1]))[:, 0], ref[:, t]) <= TOL, t
             stats = middle.stats  # info, open + prefill, then one request or message per step
             assert stats.ws_messages + stats.http_requests == 2 + 32 and stats.ws_messages > 0
@@ -306,7 +306,7 @@ async def test_cloud_killed_mid_decode_raises_cloud_unavailable(tiny_model_dirs,
 
 async def test_round_trips_count_every_request_and_stream_step(tiny_model_dirs, hf_models, clients):
     """Middle.round_trips: each HTTP frame and each stream step; the open travels with the first
-    frame, a truncate with the next one and the stream's upgrade beside the first step (over
+    frame, a truncate with the next one and the stream's upgrade after the first step (over
     HTTP): none costs a trip of its own (the logits stay exact). A session the cloud dropped costs the refused step and one
     frame (a new session, its history and the step). In process: none."""
     d = tiny_model_dirs["qwen2-untied"]
@@ -319,7 +319,7 @@ async def test_round_trips_count_every_request_and_stream_step(tiny_model_dirs, 
             assert middle.round_trips(c.session) == 0 and middle._sessions[c.session].remote is None
             assert maxdiff(await c.run(ids[:, :10]), ref[:, :10]) <= TOL  # open + prefill: one HTTP frame
             assert middle.round_trips(c.session) == 1 and middle._sessions[c.session].remote is not None
-            await c.run(ids[:, 10:11])  # the first step: over HTTP, the stream's upgrade beside it
+            await c.run(ids[:, 10:11])  # the first step: over HTTP, the stream's upgrade after it
             assert middle.round_trips(c.session) == 2
             for t in range(11, 14):
                 await c.run(ids[:, t : t + 1])

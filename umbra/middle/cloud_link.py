@@ -2,7 +2,7 @@
 WebSocket stream per session for small steps, the cloud's /v1/info, byte counts and the tap.
 
 A step that finds no open stream (a new session, or one the cloud closed after idle) goes over
-HTTP and the upgrade runs beside it (`open_beside`): no step waits for an upgrade.
+HTTP and the upgrade follows it in the background (`open_beside`): no step waits for an upgrade.
 
 Every request of a session, the WebSocket upgrade included, carries the header
 `X-Umbra-Session: <routing key>` (random, per session, kept across re-prefills), which a
@@ -60,7 +60,10 @@ class CloudLink:
             self.tap(direction, payload)
 
     async def request(self, method: str, path: str, content: bytes | None = None,
-                      body: dict | None = None, s: RemoteSession | None = None) -> httpx.Response:
+                      body: dict | None = None, s: RemoteSession | None = None,
+                      on_headers: Callable[[httpx.Response], None] | None = None) -> httpx.Response:
+        """One request and its whole answer; `on_headers(response)` runs once the answer's headers
+        are in, before its body is read (a cancel while the body comes still knows them)."""
         if body is not None:
             content = json.dumps(body).encode()
         headers = {"Content-Type": wire.MEDIA_TYPE if body is None else "application/json"}
@@ -70,7 +73,14 @@ class CloudLink:
         self.count("sent", content or b"")
         self.stats.http_requests += 1
         try:
-            r = await self._http.request(method, path, content=content, headers=headers)
+            r = await self._http.send(self._http.build_request(method, path, content=content, headers=headers),
+                                      stream=True)
+            try:
+                if on_headers is not None:
+                    on_headers(r)
+                await r.aread()
+            finally:
+                await r.aclose()
         except httpx.TransportError as exc:
             lost = CloudUnavailable if isinstance(exc, httpx.TimeoutException) else ConnectionLost
             raise lost(f"cloud unreachable at {self.base_url}: {type(exc).__name__} {exc}") from exc
@@ -97,14 +107,18 @@ class CloudLink:
 
     async def open_with(self, s: RemoteSession, data: bytes) -> torch.Tensor:
         """POST /v1/sessions/forward: a new inference session and its first FORWARD frame in one
-        trip; sets s.remote to the cloud's id and returns the frame's outputs."""
-        r = await self.request("POST", "/v1/sessions/forward", data, s=s)
-        sid = r.headers.get(SESSION_ID_HEADER)
-        if not sid:
+        trip; sets s.remote to the cloud's id (as soon as the answer's headers are in) and returns
+        the frame's outputs. A cancel before the headers: the cloud closes the session itself
+        (server/routes/sessions.py); after them: the client knows it (cut back or closed later)."""
+        def learn(r: httpx.Response) -> None:  # before the body: a cancel from here on leaves the
+            sid = r.headers.get(SESSION_ID_HEADER)  # session known, to be cut back (dirty) or closed
+            if r.status_code < 400 and sid:
+                s.remote = sid
+
+        r = await self.request("POST", "/v1/sessions/forward", data, s=s, on_headers=learn)
+        if not r.headers.get(SESSION_ID_HEADER):
             raise wire.WireError(f"the cloud opened a session without its {SESSION_ID_HEADER} header")
-        out = wire.decode(r.content, expect=wire.Kind.HIDDEN).tensors[0]
-        s.remote = sid
-        return out
+        return wire.decode(r.content, expect=wire.Kind.HIDDEN).tensors[0]
 
     async def fetch_info(self) -> dict:
         info = (await self.request("GET", "/v1/info")).json()
@@ -144,9 +158,9 @@ class CloudLink:
         return s.ws
 
     def open_beside(self, s: RemoteSession) -> None:
-        """Start the stream's upgrade in the background, beside a frame that goes over HTTP (so
-        it costs no round trip of its own): a later step finds it open. A failure is left to the
-        frames (they go over HTTP meanwhile, and learn a gone session there)."""
+        """Start the stream's upgrade in the background after a step answered over HTTP (the
+        session is there; no round trip of its own): a later step finds it open. A failure is
+        left to the frames (they go over HTTP meanwhile, and learn a gone session there)."""
         if s.ws_opening is not None and not s.ws_opening.done():
             return
         sid = s.remote

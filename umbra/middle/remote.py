@@ -8,8 +8,9 @@ the prefill travel together. Later prefills go over HTTP; small steps (T <= stre
 after a prefill: decode steps and speculative verify frames, up to 40 positions by default) go
 over one WebSocket per session, so a step costs one message each way. A step that finds no
 stream open (the first after a prefill, or the first after the cloud closed an idle stream) goes
-over HTTP while the upgrade runs beside it, so no step pays a trip for an upgrade: a warm
-session whose stream was closed pays one trip for its next edit. A cloud that does not
+over HTTP and, once it is answered (the session is there), the upgrade runs in the background
+while the next steps go over HTTP until it is up; no step waits for an upgrade: a warm session
+whose stream was closed pays one trip for its next edit. A cloud that does not
 advertise `open_in_frame` in /v1/info gets an explicit open (POST /v1/sessions) first.
 
 Every inference session keeps the encoder outputs it sent (as sent: in the wire dtype) with
@@ -155,9 +156,9 @@ class RemoteMiddle:
                 elif keep and start + a > 0 and t <= self.stream_max_tokens and self.link.stream_open(s):
                     out = await self.link.ws_step(s, data)  # a step (a verify frame), not a prefill
                 else:
-                    if keep and start + a > 0 and t <= self.stream_max_tokens:  # a step with no stream open:
-                        self.link.open_beside(s)  # over HTTP, the upgrade beside it (no trip of its own)
                     out = await self.link.exchange(s, f"/v1/sessions/{s.remote}/forward", data, wire.Kind.HIDDEN)
+                    if keep and start + a > 0 and t <= self.stream_max_tokens:  # a step with no stream open:
+                        self.link.open_beside(s)  # it went over HTTP; the upgrade follows (no trip of its own)
             except (CloudRejected, CloudUnavailable):  # earlier frames (or this one) may have landed,
                 s.dirty = True  # or the cloud dropped the session (413): check and roll back next time
                 raise

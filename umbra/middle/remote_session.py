@@ -33,7 +33,7 @@ class RemoteSession:
     chunks: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)  # sent (hidden, positions)
     key_padding: torch.Tensor | None = None  # latest full mask [B, length], if the caller used one
     ws: ClientConnection | None = None
-    ws_opening: asyncio.Task | None = None  # the stream's upgrade under way beside an HTTP frame
+    ws_opening: asyncio.Task | None = None  # the stream's upgrade under way after a step over HTTP
     dirty: bool = False  # a step was cancelled in flight: the cloud may hold more than `length`
     trim: bool = False  # truncated here, not yet on the cloud: the next frame is FORWARD_TRIM to `length`
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
