@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from umbra.engine.completion_text import CompletionText, TextStream, settled_text
 from umbra.engine.config import StopConfig
 from umbra.engine.postprocess import postprocess
-from umbra.engine.stops import StopContext, check_text
+from umbra.engine.stops import StopContext, block_mode, check_text
 from umbra.errors import StreamDiverged
 
 PARTIAL = "é?"  # a token ending in half a character: decodes to U+FFFD while it is the last one
@@ -47,6 +47,8 @@ def reference(pieces, prefix, suffix, cfg, max_tokens):
     reason = reason or "eos"
     if reason == "max_tokens":  # half a character at the end; a U+FFFD inside the text is a real one
         text = text.rstrip("\ufffd")
+        if block_mode(cfg, ctx) and cfg.stop_at_block_end and "\n" in text and text[: text.rfind("\n")].strip():
+            text = text[: text.rfind("\n")]  # the cap fell inside the block's last line: dropped
     stop = check_text(text, ctx, cfg, final=True)
     if stop is not None:
         text = text[: stop.cut]
@@ -76,6 +78,10 @@ def run(pieces, prefix, suffix, cfg, max_tokens):
 @example(["\n  ", "\ufffd", "\n", "a"], "", "", True, True, [], 4)
 # "E", "ND": the end of the text may begin a stop string
 @example(["a", "E", "ND"], "x = ", "\n", False, True, ["END"], 16)
+# a line that repeats the line before it ends the block before it
+@example(["\n    ", "x", "\n    ", "x", "\n"], "def f():", "", True, True, [], 16)
+# the token cap inside a block's last line drops it
+@example(["\n    ", "x", " = 1", "\n    ", "y"], "def f():", "", True, True, [], 5)
 # lines that repeat the suffix are dropped when the completion ends (no block rule to hold them)
 @example(["\n    ", "a", "\n    ", "return", " x"], "def f():", "\n    return x\n", True, False, [], 16)
 def test_streamed_deltas_are_exactly_the_final_text(pieces, prefix, suffix, multiline, block_end, strings,

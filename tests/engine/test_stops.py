@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from umbra.engine.config import StopConfig
-from umbra.engine.stops import StopContext, check_text, indent_width, unfinished_cut
+from umbra.engine.stops import StopContext, check_text, indent_width, last_line_dropped, unfinished_cut
 from umbra.errors import ConfigError
 
 SINGLE = StopConfig(multiline=False)
@@ -75,6 +75,40 @@ def test_continuation_keywords_keep_the_block_open():
 def test_same_level_statements_continue_until_max_tokens():
     text = "x = 1\n    y = 2\n    z = 3"
     assert _complete(text, "def f():\n    ") == (text, None)
+
+
+def test_a_line_that_repeats_the_line_before_it_ends_the_block():
+    # the loop a small model falls into (seen in a quarter of the line benchmark's block completions)
+    loop = "self.paths = paths\n        self.options = options\n        self.options = options\n        self.opt"
+    prefix = "    def __init__(self, paths, options):\n        "
+    assert _complete(loop, prefix, "\n") == ("self.paths = paths\n        self.options = options", "repeated_line")
+    # the cursor line itself counts when it was blank: its indentation is the cursor's
+    assert _complete("x = 1\n        x = 1\n", prefix, "\n") == ("x = 1", "repeated_line")
+    # ... not when the cursor stood after code (`y = ` + `x = 1` is not the line `x = 1`)
+    assert _complete("1\n        x = 1\n        z = 2", "    def f():\n        y = ", "") == (
+        "1\n        x = 1\n        z = 2", None)
+
+
+def test_a_repeat_needs_the_same_indentation_a_word_and_a_complete_line():
+    prefix = "def f():"
+    # closers only (`}` twice at the same indentation) are not a loop
+    assert _complete("\n    a()\n    }\n    }\n    b()", prefix) == ("\n    a()\n    }\n    }\n    b()", None)
+    # different indentation: not a repeat
+    assert _complete("\n    g(x)\n        g(x)\n    h()", prefix)[1] is None
+    # the repeat is judged once its line is complete (it might still grow: `a()` -> `a().b`)
+    ctx = StopContext.from_cursor(prefix, "")
+    assert check_text("\n    a()\n    a()", ctx, MULTI) is None
+    assert check_text("\n    a()\n    a()", ctx, MULTI, final=True).reason == "repeated_line"
+    assert check_text("\n    a()\n    a().b\n", ctx, MULTI) is None
+    # single-line mode ends at the first newline anyway; no block rule, no repeat rule
+    assert check_text("\n    a()\n    a()\n", ctx, StopConfig(multiline=True, stop_at_block_end=False)) is None
+
+
+def test_last_line_dropped_when_the_cap_falls_inside_it():
+    assert last_line_dropped("x = 1\n    self.opt") == "x = 1"
+    assert last_line_dropped("\n    x = 1\n    y") == "\n    x = 1"
+    assert last_line_dropped("\n    self.opt") == "\n    self.opt"  # no earlier line with content
+    assert last_line_dropped("x = f(a, b") == "x = f(a, b"
 
 
 def test_unfinished_last_line_waits_unless_final():

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from umbra.engine.config import StopConfig
 from umbra.engine.postprocess import postprocess, strip_trailing_whitespace
-from umbra.engine.stops import StopContext, block_mode, check_text, unfinished_cut
+from umbra.engine.stops import StopContext, block_mode, check_text, last_line_dropped, unfinished_cut
 from umbra.errors import StreamDiverged
 
 _WS = re.compile(r"\s+")
@@ -87,6 +87,8 @@ class CompletionText:
         text = self.text
         if reason in ("max_tokens", "deadline"):
             text = text.rstrip(_PARTIAL_CHAR)  # bytes of a character the cap cut in half
+        if reason == "max_tokens" and block_mode(self.cfg, self.ctx) and self.cfg.stop_at_block_end:
+            text = last_line_dropped(text)
         if reason == "deadline":
             text = text[: unfinished_cut(text)]
         elif reason in ("eos", "max_tokens", "stop_string", "repetition"):  # the last line is complete: rules apply

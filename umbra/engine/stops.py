@@ -14,7 +14,13 @@ multi-line mode   (multiline True) The completion ends where its code leaves the
                     completion opened a block and closed it): a closing line (`}`, `)`, `]`,
                     `end`, ...) is kept and ends the completion; a continuation (`else`,
                     `elif`, `except`, `finally`, `catch`) is kept and decoding goes on;
-                    anything else is dropped.
+                    anything else is dropped;
+                  - it repeats the line before it: the same indentation and the same code, with a
+                    word character in it (`self.x = x` twice; not `}` twice) — a small model's loop,
+                    which the token-level stop (repetition.py) misses when its unit is a whole
+                    line; the repeat is dropped (reason "repeated_line").
+                  Cut by the token cap, a block drops its unfinished last line when an earlier line
+                  has content (`last_line_dropped`).
 auto              (multiline "auto", what an editor's inline completion wants) Mid-line, or
                   after text on the cursor line, single-line mode: the rest of the line.
                   On a blank line (only whitespace before and after the cursor), multi-line
@@ -65,7 +71,7 @@ def block_mode(cfg: StopConfig, ctx: StopContext) -> bool:
 @dataclass(frozen=True)
 class TextStop:
     cut: int  # the completion is text[:cut]
-    reason: str  # "newline" | "block_end" | "blank_line" | "stop_string"
+    reason: str  # "newline" | "block_end" | "blank_line" | "repeated_line" | "stop_string"
 
 
 def check_text(text: str, ctx: StopContext, cfg: StopConfig, final: bool = False) -> TextStop | None:
@@ -82,7 +88,9 @@ def _line_rule(text: str, ctx: StopContext, cfg: StopConfig, final: bool) -> Tex
     if not block_mode(cfg, ctx):
         return _single_line(text, ctx)
     if cfg.stop_at_block_end:
-        return _block_end(text, ctx, final, at_blank_line=cfg.multiline == "auto")
+        rules = (_block_end(text, ctx, final, at_blank_line=cfg.multiline == "auto"),
+                 _repeated_line(text, ctx, final))
+        return min((r for r in rules if r is not None), key=lambda r: r.cut, default=None)
     return None
 
 
@@ -144,6 +152,36 @@ def _block_end(text: str, ctx: StopContext, final: bool, at_blank_line: bool = F
                 return TextStop(pos, "block_end")
         pos = end
     return None
+
+
+_WORD = re.compile(r"\w")
+
+
+def _repeated_line(text: str, ctx: StopContext, final: bool) -> TextStop | None:
+    """The first complete line that repeats the complete line before it (the same indentation
+    and code, with a word character in it) ends the block at the newline before it. The
+    completion's first line is the cursor line's, compared only when the cursor line was blank
+    (its indentation is then `ctx.indent`); a line is complete once a newline follows it, or at
+    the end when `final`."""
+    lines = text.split("\n")
+    complete = len(lines) if final else len(lines) - 1
+    keys = [(indent_width(line), line.strip()) for line in lines[:complete]]
+    if keys and ctx.blank_line:
+        keys[0] = (ctx.indent + keys[0][0], keys[0][1])
+    pos = len(lines[0])  # the newline before line k (k >= 1)
+    for k in range(1, complete):
+        if (k > 1 or ctx.blank_line) and keys[k] == keys[k - 1] and _WORD.search(keys[k][1]):
+            return TextStop(pos, "repeated_line")
+        pos += 1 + len(lines[k])
+    return None
+
+
+def last_line_dropped(text: str) -> str:
+    """A block cut by the token cap, without its last line (unfinished: the cap fell inside it)
+    when an earlier line has content; else the text as it is. Never takes back streamed text:
+    a block streams whole lines only (completion_text.settled_text)."""
+    newline = text.rfind("\n")
+    return text[:newline] if newline != -1 and text[:newline].strip() else text
 
 
 _OPENERS = {"(": ")", "[": "]", "{": "}"}
