@@ -164,6 +164,8 @@ async def main() -> int:
     p.add_argument("--rtts", default="0",
                    help="round-trip times in ms through the delaying proxy, comma-separated; 0 alone: loopback, "
                         "no proxy (default: %(default)s)")
+    p.add_argument("--context-tokens", type=int, default=None,
+                   help="the server's completion.contextTokens (prompt budget; default: the schema's)")
     p.add_argument("--note", default="", help="a sentence on the machine's state, added to the table's text")
     p.add_argument("--write", action="store_true", help="write the tables into docs/benchmarks.md")
     args = p.parse_args()
@@ -202,6 +204,8 @@ async def main() -> int:
         for rtt in rtts:
             for name, model, options in plans:
                 options = {**options, "threads": args.threads}
+                if args.context_tokens is not None:
+                    options["completion"] = {"contextTokens": args.context_tokens}
                 if args.rtts == "0":
                     runs[name] = await run_mode(name, model, options, text, start, args, workdir)
                     continue

@@ -107,9 +107,10 @@ def report(runs: dict[str, dict], args, path: str, started: str) -> str:
     return "\n".join([
         f"Measured {started}: `python benchmarks/keystroke.py --keystrokes {args.keystrokes} --threads {args.threads}"
         f"{' --runs ' + args.runs if args.runs != 'plain,bundle' else ''}"
-        f"{' --rtts ' + args.rtts if args.rtts != '0' else ''}`, typing `{path}` "
-        f"({args.keystrokes} characters from the line nearest its middle), default model, default `completion` "
-        f"and `inline` options, bundle seed {args.bundle_seed}, torch threads {args.threads} per process. "
+        f"{' --rtts ' + args.rtts if args.rtts != '0' else ''}"
+        f"{f' --context-tokens {args.context_tokens}' if getattr(args, 'context_tokens', None) else ''}`, typing `{path}` "
+        f"({args.keystrokes} characters from the line nearest its middle), default model (`UMBRA_MODEL_DIR` if set), "
+        f"default `completion` (but `--context-tokens`) and `inline` options, bundle seed {args.bundle_seed}, torch threads {args.threads} per process. "
         f"Machine: {describe()}; {platform.machine()} (torch {torch.__version__}). {link_note(args)}{args.note}".rstrip(),
         "",
         "Keystroke to inline completion, ms (every keystroke; the client waits for each answer):",
