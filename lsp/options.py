@@ -10,7 +10,7 @@ Three sources, one schema:
           "cloud":  {"url": null, "certificate": null, "tokenEnv": "UMBRA_CLOUD_TOKEN"},
           "completion": {"maxTokens": 64, "multiline": "auto", "temperature": 0.0, "topP": 1.0,
                          "contextTokens": 1024, "languages": null},
-          "inline": {"deadlineMs": 250, "repetitionTokens": 12},
+          "inline": {"deadlineMs": 250, "repetitionTokens": 12, "contextTokens": 512},
           "context": {"enabled": false, "tokens": 384, "maxFiles": 5, "exclude": [".env globs", ...]},
           "languages": {"aliases": {"golang": "go", "py": "python", ...}},
           "threads": null,
@@ -193,6 +193,10 @@ class InlineOptions(_Options):
     # Stop a degenerate loop once this many generated tokens (or more) repeat one unit of at most
     # a third as many, keeping one copy of it (umbra/engine/repetition.py); 0 = off.
     repetition_tokens: int = Field(12, ge=0)
+    # Most tokens of file context in an editor request's prompt (the smaller of this and
+    # completion.contextTokens): sized to the deadline, so a model with a long window does not
+    # spend a keystroke's budget on a prefill of all of it (docs/data.md: the deep model).
+    context_tokens: int = Field(512, ge=1)
 
     @field_validator("repetition_tokens")
     @classmethod
@@ -208,7 +212,8 @@ class InlineOptions(_Options):
 
     def engine_config(self, completion: EngineConfig) -> EngineConfig:
         """`completion` (the completion section's config) with this section's stop rules."""
-        return replace(completion, stop=replace(completion.stop, repetition=self.repetition_tokens))
+        prompt = replace(completion.prompt, budget=min(completion.prompt.budget, self.context_tokens))
+        return replace(completion, prompt=prompt, stop=replace(completion.stop, repetition=self.repetition_tokens))
 
 
 class ContextOptions(_Options):

@@ -1,6 +1,6 @@
 """GET /v1/models and GET /v1/models/{model}: the one model this server completes with, as
 OpenAI lists models. Its id is the name of the bundle directory when the server runs a bundle,
-else of the model directory (`umbra-code-tiny` for the embedded default); an OpenAI-style
+else of the model directory (`umbra-code-deep` for the embedded default); an OpenAI-style
 request must name it (`model`), anything else is a 404 `model_not_found`. `created` is the
 directory's modification time."""
 

@@ -1,10 +1,10 @@
 """POST /v1/completions: OpenAI's completions API (the legacy, non-chat one) over the split
 engine, so that the `openai` clients, Continue and other tools complete through Umbra.
 
-    {"model": "umbra-code-tiny", "prompt": "def add(a, b):\n    return ", "suffix": "\n",
+    {"model": "umbra-code-deep", "prompt": "def add(a, b):\n    return ", "suffix": "\n",
      "max_tokens": 32, "temperature": 0.2, "stop": ["\n\n"], "n": 2, "seed": 7, "stream": false,
      "session": "editor-1", "language": "python"}      <- Umbra's extras, as extra body fields
- -> {"id": "cmpl-…", "object": "text_completion", "created": …, "model": "umbra-code-tiny",
+ -> {"id": "cmpl-…", "object": "text_completion", "created": …, "model": "umbra-code-deep",
      "choices": [{"text": "a + b", "index": 0, "logprobs": null, "finish_reason": "stop"}, …],
      "usage": {"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21}}
 

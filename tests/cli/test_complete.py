@@ -123,7 +123,7 @@ def test_usage_errors_are_one_clear_line(model_dir, source, capsys, monkeypatch,
 
 
 def test_default_model_dir_absent_or_still_training(source, tmp_path, capsys, monkeypatch):
-    assert default_model_dir() == repo_root() / "models" / "umbra-code-tiny" or os.environ.get("UMBRA_MODEL_DIR")
+    assert default_model_dir() == repo_root() / "models" / "umbra-code-deep" or os.environ.get("UMBRA_MODEL_DIR")
     monkeypatch.setenv("UMBRA_MODEL_DIR", str(tmp_path / "absent"))
     assert main(["complete", f"{source}:1:1", "--local"]) == 2
     assert "does not exist" in capsys.readouterr().err

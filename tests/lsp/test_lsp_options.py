@@ -20,7 +20,8 @@ CONTRACT = {  # the defaults, as JSON; names and defaults must not drift
     "completion": {"maxTokens": 64, "multiline": "auto", "temperature": 0.0, "topP": 1.0, "contextTokens": 1024,
                    "languages": None},
     "languages": {"aliases": dict(DEFAULT_ALIASES)},
-    "inline": {"deadlineMs": 250, "repetitionTokens": 12},  # the language server's editor requests only
+    # the language server's editor requests only
+    "inline": {"deadlineMs": 250, "repetitionTokens": 12, "contextTokens": 512},
     # context from the other open documents: off until the --repo benchmark shows a gain
     "context": {"enabled": False, "tokens": 384, "maxFiles": 5, "exclude": DEFAULT_EXCLUDE},
     "threads": None,
@@ -57,6 +58,17 @@ def test_completion_defaults_are_the_engines():
     # but for the line rule: an editor's is "auto" (stops.py), the engine's own (`umbra complete`) the line
     assert CompletionOptions(multiline=False).engine_config() == EngineConfig()
     assert CompletionOptions().engine_config() == EngineConfig(stop=StopConfig(multiline="auto"))
+
+
+def test_an_editor_request_prompt_is_capped_by_the_inline_budget():
+    # the smaller of completion.contextTokens and inline.contextTokens; the HTTP APIs keep the former
+    options = InitializationOptions()
+    assert options.completion.engine_config().prompt.budget == 1024
+    assert options.inline.engine_config(options.completion.engine_config()).prompt.budget == 512
+    small = InitializationOptions.from_json({"completion": {"contextTokens": 300}, "inline": {"contextTokens": 600}})
+    assert small.inline.engine_config(small.completion.engine_config()).prompt.budget == 300
+    with pytest.raises(OptionsError, match="inline.contextTokens"):
+        InitializationOptions.from_json({"inline": {"contextTokens": 0}})
 
 
 def test_camel_case_keys_convert_once_into_typed_frozen_fields():

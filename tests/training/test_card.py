@@ -20,8 +20,10 @@ SUMMARY = ROOT / "data" / "manifest" / "summary.json"
 CARD_FILES = ("config.json", "training.json", "eval.json", "eval-heldout.json", "tokenizer.json")
 
 
-def test_the_shipped_card_regenerates_from_committed_files():
-    assert render_card(CardInputs(TINY, SUMMARY)) == (TINY / "README.md").read_text(encoding="utf-8")
+@pytest.mark.parametrize("name", ["umbra-code-tiny", "umbra-code-deep"])
+def test_the_shipped_cards_regenerate_from_committed_files(name):
+    model = ROOT / "models" / name
+    assert render_card(CardInputs(model, SUMMARY)) == (model / "README.md").read_text(encoding="utf-8")
 
 
 @pytest.fixture

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from tests.training.conftest import tiny_train_config
 from umbra.training.checkpoint import CHECKPOINT_NAME, load_checkpoint
+from umbra.training.export import INIT_NAME, PROVENANCE_NAME
 from umbra.training.trainer import pretrain
 
 
@@ -35,8 +38,12 @@ def test_resume_matches_uninterrupted_run(tiny_corpus, tmp_path):
 def test_logs_plot_and_export(tiny_corpus, tmp_path):
     corpus, tok = tiny_corpus
     cfg = tiny_train_config(corpus, tok, tmp_path / "run")
+    cfg.out_dir.mkdir(parents=True)  # how the weights began (deep.py writes it): the export's provenance carries it
+    (cfg.out_dir / INIT_NAME).write_text(json.dumps({"init": "upscaled", "base_model": "models/x"}))
     result = pretrain(cfg, enforce_limits=False)
     assert result.finished
+    assert json.loads((cfg.export_dir / PROVENANCE_NAME).read_text())["init"] == {"init": "upscaled",
+                                                                                  "base_model": "models/x"}
     train_rows = (cfg.out_dir / "train_log.csv").read_text().splitlines()
     assert len(train_rows) == 1 + 8
     valid_rows = (cfg.out_dir / "valid_log.csv").read_text().splitlines()

@@ -75,6 +75,12 @@ def export_model(model, export_dir: Path, tokenizer_dir: Path, provenance: dict 
     return export_dir
 
 
+def read_init(run_dir: Path) -> dict | None:
+    """How a run directory's weights began (its init.json), or None when it has none."""
+    init_file = run_dir / INIT_NAME
+    return json.loads(init_file.read_text()) if init_file.is_file() else None
+
+
 def export_checkpoint(checkpoint: Path, export_dir: Path, tokenizer_dir: Path) -> Path:
     """Rebuild the model recorded in a training checkpoint and export it, with its provenance
     and the loss curves of the run directory it sits in."""
@@ -82,9 +88,7 @@ def export_checkpoint(checkpoint: Path, export_dir: Path, tokenizer_dir: Path) -
     cfg = train_config_from_dict(payload["config"])
     model = build_model(cfg.model, enforce_limits=False)
     model.load_state_dict(payload["model"])
-    init_file = checkpoint.parent / INIT_NAME
-    init = json.loads(init_file.read_text()) if init_file.is_file() else None
     return export_model(model, export_dir, tokenizer_dir,
                         provenance(payload["config"], payload["state"], cfg.total_steps(),
-                                   read_schedule_changes(checkpoint.parent), init),
+                                   read_schedule_changes(checkpoint.parent), read_init(checkpoint.parent)),
                         checkpoint.parent / "curves.png")

@@ -18,7 +18,7 @@ from umbra.training.checkpoint import CHECKPOINT_NAME, TrainState, load_checkpoi
 from umbra.training.config import TrainConfig
 from umbra.training.hardware import native_bf16
 from umbra.training.evaluate import evaluate_languages
-from umbra.training.export import export_model, provenance
+from umbra.training.export import export_model, provenance, read_init
 from umbra.training.model import build_model, count_params
 from umbra.training.packing import PackedStream, StreamSpec, eval_blocks, load_raw_tokenizer
 from umbra.training.plot import plot_run
@@ -175,7 +175,8 @@ class Trainer:
                 self.validate()
             export_model(self.model, cfg.export_dir, cfg.tokenizer_dir,
                          provenance(cfg.to_dict(), asdict(self.state), total,
-                                    read_schedule_changes(cfg.out_dir)), cfg.out_dir / "curves.png")
+                                    read_schedule_changes(cfg.out_dir), read_init(cfg.out_dir)),
+                         cfg.out_dir / "curves.png")
             result.finished = True
         return result
 
