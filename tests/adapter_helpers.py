@@ -1,9 +1,14 @@
-"""Helpers of the adapter tests: adapters whose outputs are not zero (as after training), and a
-few real training steps of an adapter on next-token loss through the split model."""
+"""Helpers of the adapter tests: adapters whose outputs are not zero (as after training), a few
+real training steps of an adapter on next-token loss through the split model, and a bundle's
+user without its access keys for a while (what the cloud sees must not depend on a held key)."""
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
+
+from keys.access_keys import delete_key, held_key_ids, load_key, store_key
 
 OUTPUT_WEIGHTS = (".b", ".up", ".gate")
 
@@ -40,3 +45,20 @@ def train_steps(adapter, encoder, middle, decoder, ids: torch.Tensor, steps: int
     adapter.requires_grad_(False)
     adapter.touch()
     return losses
+
+
+@contextlib.contextmanager
+def keys_removed(model, store):
+    """This user holds no access key of `model`'s bundle for the duration (the keys are put back
+    after, and the model's access reloaded both times)."""
+    bundle_id = model.bundle.manifest.bundle_id
+    held = [load_key(store, bundle_id, k) for k in held_key_ids(store, bundle_id)]
+    for key in held:
+        delete_key(store, bundle_id, key.key_id)
+    model.access.reload_keys()
+    try:
+        yield
+    finally:
+        for key in held:
+            store_key(store, key)
+        model.access.reload_keys()

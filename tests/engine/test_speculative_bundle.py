@@ -19,8 +19,7 @@ import contextlib
 import pytest
 from tiny_models import build_tiny_model_dir
 
-from adapter_helpers import perturb
-from keys.access_keys import delete_key, held_key_ids, load_key, store_key
+from adapter_helpers import keys_removed, perturb
 from server.launch import local_cloud_thread
 from umbra import wire
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig, StopConfig
@@ -74,20 +73,6 @@ def bundle_model(base_dir, tmp_path_factory, module_keystore):
     return ClientModel.from_bundle(out, base_dir, store=module_keystore)
 
 
-@contextlib.contextmanager
-def _keys_removed(model, store):
-    """This user holds no access key of the bundle for the duration (put back after)."""
-    bundle_id = model.bundle.manifest.bundle_id
-    held = [load_key(store, bundle_id, k) for k in held_key_ids(store, bundle_id)]
-    for key in held:
-        delete_key(store, bundle_id, key.key_id)
-    model.access.reload_keys()
-    try:
-        yield
-    finally:
-        for key in held:
-            store_key(store, key)
-        model.access.reload_keys()
 
 
 def _frame_sizes(sent: list[bytes]) -> list[tuple[int, int | None]]:
@@ -122,7 +107,7 @@ async def test_speculation_under_a_bundle_is_exact_and_its_frame_sizes_do_not_de
     runs = {}
     with local_cloud_thread(base_dir, bundle_model.plan, settings={"torch_threads": 1}) as cloud:
         for keyed in (True, False):
-            with contextlib.nullcontext() if keyed else _keys_removed(bundle_model, module_keystore):
+            with contextlib.nullcontext() if keyed else keys_removed(bundle_model, module_keystore):
                 for language in LANGS:
                     spec = await _complete_all(bundle_model, cloud, language, "on")
                     plain = await _complete_all(bundle_model, cloud, language, "off")

@@ -22,10 +22,9 @@ import torch
 from capture import CaptureProxy, decode_capture, leaks
 from tiny_models import build_tiny_model_dir
 
-from adapter_helpers import perturb
+from adapter_helpers import keys_removed, perturb
 from server.launch import local_cloud_thread
 from umbra import wire
-from keys.access_keys import delete_key, held_key_ids, load_key, store_key
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig, StopConfig
 from umbra.middle.remote import RemoteMiddle
 from umbra.model.adapters import BottleneckConfig, LoraConfig, Placement, SoftPromptConfig, build_adapter
@@ -68,20 +67,6 @@ def bundle_model(base_dir, tmp_path, keystore):
     return ClientModel.from_bundle(out, base_dir, store=keystore)
 
 
-@contextlib.contextmanager
-def _keys_removed(model, store):
-    """This user holds no access key of the bundle for the duration (the keys are put back after)."""
-    bundle_id = model.bundle.manifest.bundle_id
-    held = [load_key(store, bundle_id, k) for k in held_key_ids(store, bundle_id)]
-    for key in held:
-        delete_key(store, bundle_id, key.key_id)
-    model.access.reload_keys()
-    try:
-        yield
-    finally:
-        for key in held:
-            store_key(store, key)
-        model.access.reload_keys()
 
 
 async def _capture(model, base_dir, language, keyed=True):
@@ -163,7 +148,7 @@ def _weight_needles(model) -> dict[str, bytes]:
 async def test_the_cloud_sees_the_same_whatever_the_language_or_access(bundle_model, base_dir, keystore):
     views, captures = {}, {}
     for language, access in [(lang, True) for lang in LANGS] + [("python", False), (None, True)]:
-        with contextlib.nullcontext() if access else _keys_removed(bundle_model, keystore):
+        with contextlib.nullcontext() if access else keys_removed(bundle_model, keystore):
             proxy, sent, ids = await _capture(bundle_model, base_dir, language, access)
         views[(language, access)] = _sent_view(sent)
         captures[(language, access)] = proxy

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from cloud_helpers import auth, open_session, step
+from slow_clients import address, slow_body
 from server.launch import local_cloud_sync
 
 CAP, UNPROVEN = 12, 4
@@ -53,59 +54,21 @@ def no_5xx(edge):
     assert "Traceback" not in log and "Exception in ASGI" not in log, log[-3000:]
 
 
-def address(cloud) -> tuple[str, int]:
-    host, port = cloud.base_url.split("//")[1].rsplit(":", 1)
-    return host, int(port)
-
-
-def slow_body(cloud, token: str | None, source: str = "127.0.0.1", pace: float = 0.5, seconds: float = 30.0):
-    """POST .../forward declaring 1,000,000 bytes, then one byte per `pace` s until the server closes
-    (or `seconds` pass). Returns (status line, seconds from the reply to the close, or None if never closed)."""
-    s = socket.create_connection(address(cloud), timeout=0.2, source_address=(source, 0))
-    head = (f"POST /v1/sessions/x/forward HTTP/1.1\r\nhost: x\r\ncontent-length: 1000000\r\n"
-            + (f"authorization: Bearer {token}\r\n" if token else "") + "\r\n").encode()
-    s.sendall(head)
-    reply, replied, t_end = b"", None, time.monotonic() + seconds
-    try:
-        while time.monotonic() < t_end:
-            try:
-                s.send(b"\0")
-            except OSError:
-                break
-            try:
-                chunk = s.recv(4096)
-            except TimeoutError:
-                chunk = None
-            except OSError:
-                break
-            if chunk == b"":
-                break
-            if chunk:
-                reply += chunk
-                replied = replied or time.monotonic()
-            time.sleep(pace)
-        else:
-            return reply.split(b"\r\n", 1)[0], None
-        return reply.split(b"\r\n", 1)[0], time.monotonic() - (replied or time.monotonic())
-    finally:
-        s.close()
-
-
 def test_a_refusal_before_the_body_closes_the_connection(edge):
-    line, closed_after = slow_body(edge, None, seconds=10)
+    line, closed_after, _ = slow_body(edge.base_url, None, seconds=10)
     assert line.startswith(b"HTTP/1.1 401"), line
     assert closed_after is not None and closed_after < 2, closed_after  # today: kept open while bytes arrive
 
 
 def test_a_whole_request_has_a_deadline_however_often_bytes_arrive(edge):
     t0 = time.monotonic()
-    line, closed_after = slow_body(edge, edge.token, pace=0.3, seconds=15)
+    line, closed_after, _ = slow_body(edge.base_url, edge.token, pace=0.3, seconds=15)
     assert line.startswith(b"HTTP/1.1 408"), line
     assert closed_after is not None and closed_after < 2 and time.monotonic() - t0 < 3 + 3, closed_after
 
 
 def test_unproven_connections_cannot_shut_out_a_valid_client(edge):
-    host, port = address(edge)
+    host, port = address(edge.base_url)
     held = []
     try:
         for _ in range(CAP):  # the whole cap of this address: connections that never send a request
@@ -138,7 +101,7 @@ def test_a_disconnect_mid_body_is_a_client_abort_not_a_500(edge):
         sid = open_session(http, edge.token)
         before = sum(metric(http, "umbra_cloud_client_aborts_total", edge.token).values())
         for _ in range(3):
-            s = socket.create_connection(address(edge))
+            s = socket.create_connection(address(edge.base_url))
             s.sendall((f"POST /v1/sessions/{sid}/forward HTTP/1.1\r\nhost: x\r\ncontent-length: 100000\r\n"
                        f"authorization: Bearer {edge.token}\r\n\r\n").encode() + b"\0" * 1000)
             time.sleep(0.2)
@@ -155,7 +118,7 @@ def test_behind_a_trusted_proxy_slots_are_the_forwarded_clients(model_dir):
     settings = {**SETTINGS, "trusted_proxies": json.dumps(["127.0.0.1"]), "max_connections_per_address": 4,
                 "max_unauthenticated_per_address": 4}
     with local_cloud_sync(model_dir, settings=settings) as cloud:
-        host, port = address(cloud)
+        host, port = address(cloud.base_url)
 
         def hold(xff: str, source: str = "127.0.0.1") -> socket.socket:
             s = socket.create_connection((host, port), source_address=(source, 0))

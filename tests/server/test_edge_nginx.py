@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -24,6 +23,7 @@ import pytest
 
 from cloud_helpers import auth, open_session, step
 from nginx_balancer import nginx_balancer
+from slow_clients import slow_body
 from server.launch import local_cloud_sync
 
 REPLICA_CAP, NGINX_CAP, ATTACKERS = 4, 8, 10
@@ -39,46 +39,6 @@ def front(model_dir, tmp_path_factory):
         with nginx_balancer([replica], tmp_path_factory.mktemp("nginx"),
                             extra=("--max-connections-per-address", str(NGINX_CAP))) as lb:
             yield cloud, lb
-
-
-def _address(base_url: str) -> tuple[str, int]:
-    host, port = base_url.split("//")[1].rsplit(":", 1)
-    return host, int(port)
-
-
-def _slow_body(base_url: str, token: str | None, source: str, pace: float = 0.5, seconds: float = 30.0):
-    """POST .../forward declaring 1,000,000 bytes from `source`, then one byte per `pace` s until
-    the peer closes (or `seconds` pass). (status line, seconds from the reply to the close or
-    None if never closed within `seconds`, seconds from the start to the reply)."""
-    t0 = time.monotonic()
-    s = socket.create_connection(_address(base_url), timeout=0.2, source_address=(source, 0))
-    s.sendall((f"POST /v1/sessions/x/forward HTTP/1.1\r\nhost: x\r\ncontent-length: 1000000\r\n"
-               + (f"authorization: Bearer {token}\r\n" if token else "") + "\r\n").encode())
-    reply, replied, t_end = b"", None, t0 + seconds
-    try:
-        while time.monotonic() < t_end:
-            try:
-                s.send(b"\0")
-            except OSError:
-                break
-            try:
-                chunk = s.recv(4096)
-            except TimeoutError:
-                chunk = None
-            except OSError:
-                break
-            if chunk == b"":
-                break
-            if chunk:
-                reply += chunk
-                replied = replied or time.monotonic()
-            time.sleep(pace)
-        else:
-            return reply.split(b"\r\n", 1)[0], None, (replied or t_end) - t0
-        end = time.monotonic()
-        return reply.split(b"\r\n", 1)[0], end - (replied or end), (replied or end) - t0
-    finally:
-        s.close()
 
 
 @pytest.fixture(autouse=True)
@@ -106,7 +66,7 @@ def _valid_client(lb_url: str, token: str, source: str, rounds: int = 5) -> list
 def test_slow_bodies_behind_nginx_are_refused_closed_and_leave_other_clients_served(front):
     cloud, lb = front
     with ThreadPoolExecutor(ATTACKERS) as pool:
-        attackers = [pool.submit(_slow_body, lb.base_url, cloud.token, "127.0.0.2") for _ in range(ATTACKERS)]
+        attackers = [pool.submit(slow_body, lb.base_url, cloud.token, "127.0.0.2") for _ in range(ATTACKERS)]
         time.sleep(1.5)  # they hold their connections (and, past the replica's cap, its slots) first
         statuses = _valid_client(lb.base_url, cloud.token, "127.0.0.3")
         results = [a.result() for a in attackers]
@@ -120,6 +80,6 @@ def test_slow_bodies_behind_nginx_are_refused_closed_and_leave_other_clients_ser
 
 def test_a_refused_unauthenticated_body_behind_nginx_is_closed(front):
     cloud, lb = front
-    line, closed_after, _ = _slow_body(lb.base_url, None, "127.0.0.4", seconds=30)
+    line, closed_after, _ = slow_body(lb.base_url, None, "127.0.0.4", seconds=30)
     assert line.startswith(b"HTTP/1.1 401"), line
     assert closed_after is not None and closed_after < 15, closed_after
