@@ -24,6 +24,13 @@ def perturb(adapter, seed: int = 0, std: float = 0.2):
     return adapter
 
 
+def perturbed_adapter(model, name: str, config, seed: int, std: float = 0.5):
+    """A new adapter of `config` for `model`'s shape and split, with non-zero outputs (perturb)."""
+    from umbra.model.adapters import build_adapter
+
+    return perturb(build_adapter(name, config, model.spec, model.plan.shape(model.spec.num_layers)), seed=seed, std=std)
+
+
 def train_steps(adapter, encoder, middle, decoder, ids: torch.Tensor, steps: int = 5, lr: float = 0.05):
     """`steps` Adam steps of the adapter alone on next-token loss of ids [B,T] (middle in-process)."""
     from umbra.model.adapters import AdapterSet

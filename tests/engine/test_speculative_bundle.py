@@ -19,14 +19,14 @@ import contextlib
 import pytest
 from tiny_models import build_tiny_model_dir
 
-from adapter_helpers import keys_removed, perturb
+from adapter_helpers import keys_removed, perturbed_adapter
 from server.launch import local_cloud_thread
 from umbra import wire
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig, StopConfig
 from umbra.engine.config import SpeculationConfig
 from umbra.engine.speculative import LinkClock, Speculator
 from umbra.middle.remote import RemoteMiddle
-from umbra.model.adapters import BottleneckConfig, LoraConfig, build_adapter
+from umbra.model.adapters import BottleneckConfig, LoraConfig
 from umbra.privacy.bundle import BundleConfig, init_bundle
 from umbra.privacy.bundle_adapters import add_adapter
 from umbra.securegate.bundle_access import add_revealing_adapter
@@ -55,20 +55,16 @@ def base_dir(tmp_path_factory):
     return d
 
 
-def _adapter(model, name, config, seed):
-    return perturb(build_adapter(name, config, model.spec, model.plan.shape(model.spec.num_layers)), seed=seed,
-                   std=0.5)
-
-
 @pytest.fixture(scope="module")
 def bundle_model(base_dir, tmp_path_factory, module_keystore):
     out = tmp_path_factory.mktemp("spec-bundle") / "bundle"
     init_bundle(base_dir, BundleConfig(epsilon=13.0), out, store=module_keystore)
     model = ClientModel.from_bundle(out, base_dir, store=module_keystore)
     for seed, lang in enumerate(LANGS):
-        add_adapter(out, _adapter(model, lang, LoraConfig(rank=4), seed), role="expert", language=lang)
-    add_adapter(out, _adapter(model, "secure", BottleneckConfig(size=8), 6), role="secure")
-    add_revealing_adapter(out, _adapter(model, "team", BottleneckConfig(size=8), 7), "team-key", module_keystore,
+        add_adapter(out, perturbed_adapter(model, lang, LoraConfig(rank=4), seed), role="expert", language=lang)
+    add_adapter(out, perturbed_adapter(model, "secure", BottleneckConfig(size=8), 6), role="secure")
+    add_revealing_adapter(out, perturbed_adapter(model, "team", BottleneckConfig(size=8), 7), "team-key",
+                          module_keystore,
                           gate_config=GateConfig(random_keys=256, absent_tokens=256))
     return ClientModel.from_bundle(out, base_dir, store=module_keystore)
 

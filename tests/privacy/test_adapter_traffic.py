@@ -22,12 +22,12 @@ import torch
 from capture import CaptureProxy, decode_capture, leaks
 from tiny_models import build_tiny_model_dir
 
-from adapter_helpers import keys_removed, perturb
+from adapter_helpers import keys_removed, perturbed_adapter
 from server.launch import local_cloud_thread
 from umbra import wire
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig, StopConfig
 from umbra.middle.remote import RemoteMiddle
-from umbra.model.adapters import BottleneckConfig, LoraConfig, Placement, SoftPromptConfig, build_adapter
+from umbra.model.adapters import BottleneckConfig, LoraConfig, Placement, SoftPromptConfig
 from umbra.privacy.bundle import BundleConfig, init_bundle
 from umbra.privacy.bundle_adapters import add_adapter
 from umbra.securegate.bundle_access import add_revealing_adapter
@@ -46,23 +46,18 @@ def base_dir(tmp_path_factory):
     return d
 
 
-def _build(model, name, config, seed):
-    return perturb(build_adapter(name, config, model.spec, model.plan.shape(model.spec.num_layers)), seed=seed,
-                   std=0.5)
-
-
 @pytest.fixture
 def bundle_model(base_dir, tmp_path, keystore):
     out = tmp_path / "bundle"
     init_bundle(base_dir, BundleConfig(epsilon=13.0), out, store=keystore)
     model = ClientModel.from_bundle(out, base_dir, store=keystore)
     for seed, lang in enumerate(LANGS):
-        add_adapter(out, _build(model, lang, LoraConfig(rank=4), seed), role="expert", language=lang)
-    add_adapter(out, _build(model, "secure", BottleneckConfig(size=8), 6), role="secure")
-    add_revealing_adapter(out, _build(model, "team", BottleneckConfig(size=8), 7), "team-key", keystore,
+        add_adapter(out, perturbed_adapter(model, lang, LoraConfig(rank=4), seed), role="expert", language=lang)
+    add_adapter(out, perturbed_adapter(model, "secure", BottleneckConfig(size=8), 6), role="secure")
+    add_revealing_adapter(out, perturbed_adapter(model, "team", BottleneckConfig(size=8), 7), "team-key", keystore,
                           gate_config=GateConfig(random_keys=256, absent_tokens=256))
-    add_adapter(out, _build(model, "shared", SoftPromptConfig(length=4), 8), role="shared")
-    add_adapter(out, _build(model, "rust", LoraConfig(rank=4, placement=Placement.ENCODER), 9),
+    add_adapter(out, perturbed_adapter(model, "shared", SoftPromptConfig(length=4), 8), role="shared")
+    add_adapter(out, perturbed_adapter(model, "rust", LoraConfig(rank=4, placement=Placement.ENCODER), 9),
                 role="expert", language="rust")  # the positive control: an encoder-side expert
     return ClientModel.from_bundle(out, base_dir, store=keystore)
 
