@@ -165,7 +165,8 @@ async def main() -> int:
                    help="round-trip times in ms through the delaying proxy, comma-separated; 0 alone: loopback, "
                         "no proxy (default: %(default)s)")
     p.add_argument("--context-tokens", type=int, default=None,
-                   help="the server's completion.contextTokens (prompt budget; default: the schema's)")
+                   help="the server's prompt budget: completion.contextTokens and inline.contextTokens "
+                        "(default: the schema's, 1,024 and 512)")
     p.add_argument("--note", default="", help="a sentence on the machine's state, added to the table's text")
     p.add_argument("--write", action="store_true", help="write the tables into docs/benchmarks.md")
     args = p.parse_args()
@@ -205,7 +206,8 @@ async def main() -> int:
             for name, model, options in plans:
                 options = {**options, "threads": args.threads}
                 if args.context_tokens is not None:
-                    options["completion"] = {"contextTokens": args.context_tokens}
+                    options["completion"] = {"contextTokens": args.context_tokens}  # and the editor's cap
+                    options["inline"] = {"contextTokens": args.context_tokens}
                 if args.rtts == "0":
                     runs[name] = await run_mode(name, model, options, text, start, args, workdir)
                     continue
