@@ -30,23 +30,27 @@ from tiny_models import FAMILIES, build_tiny_model  # noqa: E402
 pytest_plugins = ["keyring_fixture", "no_server_errors"]  # and: the suite fails on any 5xx (issue 60)
 
 
-# pytest-xdist (`-n 2 --dist loadgroup`): the tests of a group run in one worker, in their order.
-# Each test file is a group, so that its module-scoped services and models start once, not once
-# per worker (at -n 3 a shared language server started in three workers at once never became
-# ready). Whole directories are one group where their tests need one process: tests/securegate
-# (its leak scan runs last and reads what the directory's other tests made in its process), and
-# tests/editors + tests/vscode_extension (both build the .vsix in the one vscode-extension/
-# checkout: `npm ci` rewrites its node_modules).
-XDIST_GROUPS = {"securegate": "securegate", "editors": "vscode-build", "vscode_extension": "vscode-build"}
+def pytest_addoption(parser):
+    parser.addoption("--store-unit-seconds", action="store_true",
+                     help="merge each test file's seconds into tests/unit_seconds.json (the order in "
+                          "which pytest-xdist workers start the files: tests/xdist_units.py)")
 
 
-def pytest_collection_modifyitems(config, items):
-    tests = Path(__file__).parent
-    for item in items:
-        path = Path(str(item.fspath))
-        parts = path.relative_to(tests).parts if path.is_relative_to(tests) else (path.name,)
-        group = XDIST_GROUPS.get(parts[0]) if len(parts) > 1 else None
-        item.add_marker(pytest.mark.xdist_group(group or "/".join(parts)))
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`-n N --dist loadfile`: a file per worker, tests/securegate as one unit, longest first."""
+    if config.getoption("dist") == "loadfile":
+        from xdist_units import UnitScheduling
+
+        return UnitScheduling(config, log)
+    return None
+
+
+def pytest_configure(config):
+    if config.getoption("--store-unit-seconds") and not hasattr(config, "workerinput"):
+        from xdist_units import UnitSeconds
+
+        config.pluginmanager.register(UnitSeconds(), "umbra-unit-seconds")
 
 
 @pytest.fixture(autouse=True)

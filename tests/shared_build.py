@@ -1,13 +1,18 @@
 """Builds that a test run makes once, whatever the number of pytest-xdist workers: the first
 worker to ask builds into a directory of the run's shared temp dir (keyed by the build's inputs)
 under a file lock; the others wait for it and read the same directory. Without xdist it is one
-process's session-scoped build, as before. The directories are read-only to the tests."""
+process's session-scoped build, as before. The directories are read-only to the tests.
+
+And builds that write into the checkout itself (npm in vscode-extension/: `npm ci` rewrites its
+node_modules, `npm test` and `npm run package` both compile into out/): `checkout_lock(directory)`
+lets one process at a time work there, across workers and across concurrent runs."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -35,3 +40,10 @@ def built_once(tmp_path_factory, name: str, inputs: tuple, build: Callable[[Path
             build(directory)
             (directory / _DONE).touch()
     return directory
+
+
+def checkout_lock(directory: Path) -> FileLock:
+    """A lock for work that writes into `directory` of the checkout, held by one process at a
+    time (a lock file in the system temp dir, keyed by the directory's absolute path)."""
+    key = hashlib.sha256(str(Path(directory).resolve()).encode()).hexdigest()[:16]
+    return FileLock(str(Path(tempfile.gettempdir()) / f"umbra-checkout-{key}.lock"))

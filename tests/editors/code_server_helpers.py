@@ -17,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+from tests.shared_build import checkout_lock
 from umbra.paths import repo_root
 
 ROOT = repo_root()
@@ -66,16 +67,18 @@ def _npm() -> str:
 
 
 def build_vsix(out: Path) -> Path:
-    """The .vsix tests/vscode_extension builds, with `npm ci` first when node_modules is stale."""
+    """The .vsix tests/vscode_extension builds, with `npm ci` first when node_modules is stale
+    (one npm at a time in vscode-extension/: tests/shared_build.checkout_lock)."""
     env = {**os.environ, "NO_UPDATE_NOTIFIER": "1"}
     installed, lock = EXTENSION / "node_modules" / ".package-lock.json", EXTENSION / "package-lock.json"
-    steps = [["ci", "--no-audit", "--no-fund"]] if (not installed.exists() or
-                                                     installed.stat().st_mtime < lock.stat().st_mtime) else []
-    for args in steps + [["run", "package", "--", "--out", str(out)]]:
-        proc = subprocess.run([_npm(), *args], cwd=EXTENSION, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, timeout=900)
-        if proc.returncode != 0:
-            raise RuntimeError(f"npm {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}")
+    with checkout_lock(EXTENSION):
+        steps = [["ci", "--no-audit", "--no-fund"]] if (not installed.exists() or
+                                                         installed.stat().st_mtime < lock.stat().st_mtime) else []
+        for args in steps + [["run", "package", "--", "--out", str(out)]]:
+            proc = subprocess.run([_npm(), *args], cwd=EXTENSION, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, timeout=900)
+            if proc.returncode != 0:
+                raise RuntimeError(f"npm {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}")
     return out
 
 

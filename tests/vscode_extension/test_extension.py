@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from shared_build import checkout_lock
 from tiny_models import build_tiny_model_dir
 
 EXTENSION = Path(__file__).resolve().parents[2] / "vscode-extension"
@@ -57,9 +58,10 @@ def test_vscode_extension(tmp_path):
         "UMBRA_LSP_COMMAND": json.dumps([sys.executable, "-m", "lsp"]),
         "NO_UPDATE_NOTIFIER": "1",
     }
-    if _needs_install():
-        _run([npm, "ci", "--no-audit", "--no-fund"], env, timeout=600)
-    _run([npm, "test"], env, timeout=1500)
+    with checkout_lock(EXTENSION):  # npm writes node_modules/ and out/: one at a time (tests/editors builds too)
+        if _needs_install():
+            _run([npm, "ci", "--no-audit", "--no-fund"], env, timeout=600)
+        _run([npm, "test"], env, timeout=1500)
 
 
 @pytest.mark.slow
@@ -70,10 +72,11 @@ def test_vsix_holds_one_bundled_script_and_no_node_modules(tmp_path):
     bundle, the manifest, README and LICENSE — no sources, no node_modules, no test code."""
     npm = _npm()
     env = {**os.environ, "NO_UPDATE_NOTIFIER": "1"}
-    if _needs_install():
-        _run([npm, "ci", "--no-audit", "--no-fund"], env, timeout=600)
     vsix = tmp_path / "umbra.vsix"
-    _run([npm, "run", "package", "--", "--out", str(vsix)], env, timeout=600)
+    with checkout_lock(EXTENSION):
+        if _needs_install():
+            _run([npm, "ci", "--no-audit", "--no-fund"], env, timeout=600)
+        _run([npm, "run", "package", "--", "--out", str(vsix)], env, timeout=600)
     archive = zipfile.ZipFile(vsix)
     names = archive.namelist()
     assert [n for n in names if n.endswith((".js", ".cjs", ".mjs"))] == ["extension/dist/extension.js"], names
