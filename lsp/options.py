@@ -10,7 +10,8 @@ Three sources, one schema:
           "cloud":  {"url": null, "certificate": null, "tokenEnv": "UMBRA_CLOUD_TOKEN"},
           "completion": {"maxTokens": 64, "multiline": "auto", "temperature": 0.0, "topP": 1.0,
                          "contextTokens": 1024, "languages": null},
-          "inline": {"deadlineMs": 250, "repetitionTokens": 12, "contextTokens": 512},
+          "inline": {"deadlineMs": 250, "deadlineGraceMs": 750, "repetitionTokens": 12,
+                     "contextTokens": 512},
           "context": {"enabled": false, "tokens": 384, "maxFiles": 5, "exclude": [".env globs", ...]},
           "languages": {"aliases": {"golang": "go", "py": "python", ...}},
           "threads": null,
@@ -188,8 +189,12 @@ class CompletionOptions(_Options):
 class InlineOptions(_Options):
     # Milliseconds from an editor request's arrival after which its decode stops and the text so
     # far is the answer, trimmed to its last whole line or word; 0 = no deadline. The prompt
-    # always runs in full (its caches serve the next keystroke).
+    # always runs in full (its caches serve the next keystroke). A target: when it passes before
+    # the text holds a whole word or line, decoding goes on to the first one (deadlineGraceMs).
     deadline_ms: int = Field(250, ge=0)
+    # How long past deadlineMs a decode whose text holds no whole word yet may go on to reach
+    # one; then it stops whatever it holds (often nothing). 0 = stop at the deadline.
+    deadline_grace_ms: int = Field(750, ge=0)
     # Stop a degenerate loop once this many generated tokens (or more) repeat one unit of at most
     # a third as many, keeping one copy of it (umbra/engine/repetition.py); 0 = off.
     repetition_tokens: int = Field(12, ge=0)
@@ -213,7 +218,8 @@ class InlineOptions(_Options):
     def engine_config(self, completion: EngineConfig) -> EngineConfig:
         """`completion` (the completion section's config) with this section's stop rules."""
         prompt = replace(completion.prompt, budget=min(completion.prompt.budget, self.context_tokens))
-        return replace(completion, prompt=prompt, stop=replace(completion.stop, repetition=self.repetition_tokens))
+        stop = replace(completion.stop, repetition=self.repetition_tokens, deadline_grace=self.deadline_grace_ms / 1000)
+        return replace(completion, prompt=prompt, stop=stop)
 
 
 class ContextOptions(_Options):

@@ -2,7 +2,8 @@
 the real language server over stdio and the real cloud it starts on loopback: with the default
 options an inline completion is the rest of the line mid-line and a block at a blank line, a
 degenerate loop is cut after one copy, and the latency deadline ends a long decode with the text
-so far (the server's `umbra/stats` counts completions by stop reason)."""
+so far — a target: past it the decode goes on to the first whole word, within its grace (the
+server's `umbra/stats` counts completions by stop reason)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,11 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from lsp.options import CompletionOptions, InlineOptions
 from lsp.server import STATS_METHOD
+from umbra.engine import CompletionResult
+from umbra.engine.fim import build_prompt
+from umbra.engine.postprocess import postprocess
 from umbra.engine.repetition import loop_cut
+from umbra.engine.stops import unfinished_cut
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"),
               pytest.mark.filterwarnings("error::pytest_lsp.LspSpecificationWarning")]
@@ -92,9 +97,10 @@ async def test_a_degenerate_loop_is_cut_after_one_copy(client: LanguageClient, m
 
 @pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=LSP_COMMAND))
 async def hurried(lsp_client: LanguageClient, lsp_model_dir):
-    """A server whose decodes stop 1 ms after a request arrives, with 300-token block completions."""
+    """A server whose decodes stop 1 ms after a request arrives, whatever their text holds (no
+    grace), with 300-token block completions."""
     await _start(lsp_client, lsp_model_dir, {"completion": {"maxTokens": 300, "multiline": True},
-                                             "inline": {"deadlineMs": 1, "repetitionTokens": 0}})
+                                             "inline": {"deadlineMs": 1, "deadlineGraceMs": 0, "repetitionTokens": 0}})
     yield
     await lsp_client.shutdown_session()
 
@@ -112,3 +118,48 @@ async def test_the_deadline_answers_with_the_text_so_far(hurried: LanguageClient
     assert stats["stops"] == {"deadline": 1} and stats["completions"]["ok"] == 1
     assert full.text.startswith(answer) and len(answer) < len(full.text)
     assert took < full.decode_seconds  # well short of the whole decode
+
+
+@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=LSP_COMMAND))
+async def patient(lsp_client: LanguageClient, lsp_model_dir):
+    """A server whose deadline passes 1 ms after a request arrives, with ten minutes of grace to
+    reach a whole word (the default options otherwise, without the loop stop)."""
+    await _start(lsp_client, lsp_model_dir, {"inline": {"deadlineMs": 1, "deadlineGraceMs": 600_000,
+                                                        "repetitionTokens": 0}})
+    yield
+    await lsp_client.shutdown_session()
+
+
+def _first_shown(mono: Monolithic, prefix: str, suffix: str, inline: InlineOptions,
+                 full: CompletionResult) -> tuple[int, str]:
+    """(n, text): the fewest of the whole decode's tokens whose text, cut where a deadline cuts
+    (stops.unfinished_cut, then post-processing), is not empty, and that text."""
+    tok = mono.model.tokenizer
+    config = inline.engine_config(DEFAULTS.engine_config())
+    heal = build_prompt(tok, mono.model.fim, prefix, suffix, config.prompt).heal
+    for n in range(1, full.generated_tokens + 1):
+        text = tok.decode(list(full.tokens[:n]))[len(heal):].rstrip("\ufffd")
+        shown = postprocess(text[:unfinished_cut(text)], suffix)
+        if shown:
+            return n, shown
+    raise AssertionError("no whole word in the whole decode")
+
+
+@pytest.mark.parametrize("cursor", [MID_LINE, BLANK_LINE], ids=["mid-line", "blank-line"])
+async def test_past_the_deadline_the_decode_goes_on_to_the_first_whole_word(patient: LanguageClient, mono, cursor):
+    uri = f"file:///patient-{cursor[0]}.py"
+    open_document(patient, uri, SOURCE)
+    at = offset_of(SOURCE, *cursor)
+    exact = InlineOptions(deadline_ms=0, repetition_tokens=0)
+    full = await mono.result(SOURCE[:at], SOURCE[at:], DEFAULTS, exact)
+    n, expected = _first_shown(mono, SOURCE[:at], SOURCE[at:], exact, full)
+    assert n > 1 and n < full.generated_tokens  # the first token alone shows nothing; the decode goes on
+    before = await _stats(patient)
+    result = await patient.text_document_completion_async(types.CompletionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(*cursor)))
+    item = (result.items if isinstance(result, types.CompletionList) else result)[0]
+    assert item.data["stopReason"] == "deadline" and item.data["generatedTokens"] == n
+    assert item.text_edit.new_text.endswith(expected) and full.text.startswith(expected)
+    after = await _stats(patient)
+    assert after["stops"]["deadline"] == before["stops"].get("deadline", 0) + 1
+    assert await _answer(patient, uri, *cursor) == expected  # inline: the same text

@@ -21,7 +21,7 @@ CONTRACT = {  # the defaults, as JSON; names and defaults must not drift
                    "languages": None},
     "languages": {"aliases": dict(DEFAULT_ALIASES)},
     # the language server's editor requests only
-    "inline": {"deadlineMs": 250, "repetitionTokens": 12, "contextTokens": 512},
+    "inline": {"deadlineMs": 250, "deadlineGraceMs": 750, "repetitionTokens": 12, "contextTokens": 512},
     # context from the other open documents: off until the --repo benchmark shows a gain
     "context": {"enabled": False, "tokens": 384, "maxFiles": 5, "exclude": DEFAULT_EXCLUDE},
     "threads": None,
@@ -69,6 +69,15 @@ def test_an_editor_request_prompt_is_capped_by_the_inline_budget():
     assert small.inline.engine_config(small.completion.engine_config()).prompt.budget == 300
     with pytest.raises(OptionsError, match="inline.contextTokens"):
         InitializationOptions.from_json({"inline": {"contextTokens": 0}})
+
+
+def test_an_editor_request_deadline_has_the_inline_grace():
+    # the engine's stop rule in seconds (decoding.py); the HTTP APIs have no deadline and no grace
+    options = InitializationOptions()
+    assert options.completion.engine_config().stop.deadline_grace == 0.0
+    assert options.inline.engine_config(options.completion.engine_config()).stop.deadline_grace == 0.75
+    none = InitializationOptions.from_json({"inline": {"deadlineGraceMs": 0}})
+    assert none.inline.engine_config(none.completion.engine_config()).stop.deadline_grace == 0.0
 
 
 def test_camel_case_keys_convert_once_into_typed_frozen_fields():
@@ -124,6 +133,7 @@ def test_lists_and_maps():
     ({"completion": {"multiline": 1}}, 'completion.multiline must be true, false or "auto", got an integer'),
     ({"completion": {"multiline": "block"}}, 'completion.multiline must be true, false or "auto", got a string'),
     ({"inline": {"deadlineMs": -1}}, "inline.deadlineMs must be >= 0, got -1"),
+    ({"inline": {"deadlineGraceMs": -1}}, "inline.deadlineGraceMs must be >= 0, got -1"),
     ({"inline": {"repetitionTokens": 2}}, "inline.repetitionTokens must be 0 (off) or >= 3, got 2"),
     ({"context": {"tokens": 0}}, "context.tokens must be >= 1, got 0"),
     ({"context": {"exclude": [""]}}, "context.exclude[0] must be a non-empty string"),

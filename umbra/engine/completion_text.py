@@ -81,24 +81,39 @@ class CompletionText:
             self.stream.advance(settled_text(text, self.suffix, self.cfg, self.ctx))
         return None
 
+    def shows_if_cut(self) -> bool:
+        """Whether the text so far, cut short now (a deadline), leaves anything to show: a whole
+        word or line, what `end("deadline")` would return, is not empty."""
+        return bool(self._cut_short(self.text))
+
     def end(self, reason: str) -> str:
         """The completion's final text, once decoding stopped for `reason` ("deadline": cut
         short, so trimmed to its last whole line or word: stops.unfinished_cut)."""
-        text = self.text
-        if reason in ("max_tokens", "deadline"):
-            text = text.rstrip(_PARTIAL_CHAR)  # bytes of a character the cap cut in half
-        if reason == "max_tokens" and block_mode(self.cfg, self.ctx) and self.cfg.stop_at_block_end:
-            text = last_line_dropped(text)
         if reason == "deadline":
-            text = text[: unfinished_cut(text)]
-        elif reason in ("eos", "max_tokens", "stop_string", "repetition"):  # the last line is complete: rules apply
-            stop = check_text(text, self.ctx, self.cfg, final=True)
-            if stop is not None:
-                text = text[: stop.cut]
-        final = postprocess(text, self.suffix)
+            final = self._cut_short(self.text)
+        else:
+            final = postprocess(self._complete_text(reason), self.suffix)
         if self.stream is not None:
             self.stream.close(final)
         return final
+
+    def _complete_text(self, reason: str) -> str:
+        text = self.text
+        if reason == "max_tokens":
+            text = text.rstrip(_PARTIAL_CHAR)  # bytes of a character the cap cut in half
+            if block_mode(self.cfg, self.ctx) and self.cfg.stop_at_block_end:
+                text = last_line_dropped(text)
+        if reason in ("eos", "max_tokens", "stop_string", "repetition"):  # the last line is complete: rules apply
+            stop = check_text(text, self.ctx, self.cfg, final=True)
+            if stop is not None:
+                text = text[: stop.cut]
+        return text
+
+    def _cut_short(self, text: str) -> str:
+        """`text` cut short mid-way, post-processed: up to its last whole line or word."""
+        text = text.rstrip(_PARTIAL_CHAR)  # bytes of a character the deadline cut in half
+        text = text[: unfinished_cut(text)]
+        return postprocess(text, self.suffix) if text.strip() else ""
 
 
 def settled_text(text: str, suffix: str, cfg: StopConfig, ctx: StopContext | None = None) -> str:

@@ -75,8 +75,15 @@ class StopConfig:
     # of at most a third as many tokens repeated, the completion keeps one copy of the unit
     # (repetition.py). 0 = off (never for streaming: a cut could take back streamed text).
     repetition: int = 0
+    # A request's deadline (session.py: an editor's latency budget) is a target: past it, decoding
+    # stops at the first token after which the text, cut short, shows a whole word or line
+    # (completion_text.CompletionText.shows_if_cut), and at the latest this many seconds after it,
+    # whatever the text holds. 0 = stop at the deadline.
+    deadline_grace: float = 0.0
 
     def validate(self) -> None:
+        if not self.deadline_grace >= 0:
+            raise ConfigError(f"deadline_grace must be >= 0 seconds, got {self.deadline_grace}")
         if self.max_tokens < 1:
             raise ConfigError(f"max_tokens must be >= 1, got {self.max_tokens}")
         if not any(self.multiline is mode or self.multiline == mode and type(mode) is str for mode in LINE_MODES):

@@ -2,10 +2,11 @@
 
 `Continuation` holds what a request has generated so far and applies, to each chosen id, every
 rule that can end it — a stop token, the repetition stop, the text stop rules (completion_text.py),
-the max_tokens budget and the deadline — and, while choosing, token healing's constraint
-(healing.py). Step-by-step decoding (`decode_plain`, here) and speculative decoding
-(speculative.py) both feed it the logits of one position at a time in the same order, so the
-two produce the same tokens from the same logits."""
+the max_tokens budget and the deadline (a target: past it, the first token after which the text
+shows a whole word ends the completion, within `StopConfig.deadline_grace`) — and, while
+choosing, token healing's constraint (healing.py). Step-by-step decoding (`decode_plain`, here)
+and speculative decoding (speculative.py) both feed it the logits of one position at a time in
+the same order, so the two produce the same tokens from the same logits."""
 
 from __future__ import annotations
 
@@ -66,9 +67,19 @@ class Continuation:
             return self.completion.feed(self.tokenizer.decode(generated[:loop])[len(heal):]) or "repetition"
         self.produced = self.tokenizer.decode(generated)
         reason = self.completion.feed(self.produced[len(heal):], at_limit=len(generated) >= self.cfg.stop.max_tokens)
-        if reason is None and self.deadline is not None and time.monotonic() >= self.deadline:
-            reason = "deadline"
+        if reason is None and self.deadline is not None:
+            reason = self._past_deadline()
         return reason
+
+    def _past_deadline(self) -> str | None:
+        """"deadline" once the deadline has passed and the text, cut short, shows a whole word or
+        line, or once its grace (`StopConfig.deadline_grace`) has passed too; else None."""
+        now = time.monotonic()
+        if now < self.deadline:
+            return None
+        if now >= self.deadline + self.cfg.stop.deadline_grace or self.completion.shows_if_cut():
+            return "deadline"
+        return None
 
     def end(self, reason: str) -> str:
         return self.completion.end(reason)
