@@ -8,7 +8,7 @@
 -- init_options is the server's one options schema (lsp/options.py; docs/editors/neovim.md):
 -- model.dir|bundle|keyringService|dtype, cloud.url|certificate|tokenEnv,
 -- completion.maxTokens|multiline|temperature|topP|contextTokens|languages, languages.aliases,
--- inline.deadlineMs|repetitionTokens, threads. Never put a token here: the cloud's token comes from the OS keyring or cloud.tokenEnv.
+-- inline.deadlineMs|deadlineGraceMs|repetitionTokens|contextTokens, threads. Never put a token here: the cloud's token comes from the OS keyring or cloud.tokenEnv.
 -- The server reads options once, at `initialize`: after a change, call setup() again, then
 -- :UmbraRestart.
 -- This file is what tests/editors/test_neovim.py loads into a real headless Neovim.
