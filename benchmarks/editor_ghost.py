@@ -16,12 +16,19 @@ Then Escape and Delete Line (Ctrl+Shift+K) put the document back for the next tr
 first warms the server (model load, the cloud's start); it is not counted.
 
 Prints a row of docs/benchmarks.md's "Ghost text in a real editor" table: the median, the 90th
-percentile and the largest latency, the trials without ghost text, the machine's load."""
+percentile and the largest latency, the trials without ghost text, the machine's load; then the
+ghost texts shown (how often each) and why the server answered nothing when it did (the reasons
+of the extension's log: `empty completion: ...`, counts only).
+
+The language server is `python -m lsp` of whatever `PYTHONPATH` puts first (this checkout by
+default): `PYTHONPATH=/path/to/other/worktree` measures another commit in the same editor."""
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -38,8 +45,8 @@ SOURCE = ("import os\n\n\ndef read_lines(path):\n    with open(path) as f:\n    
 LINE, TYPED = 6, "return"
 
 
-def trial(editor: Editor, wait_s: float) -> float | None:
-    """Milliseconds from the last keystroke to the ghost text; None: none within wait_s."""
+def trial(editor: Editor, wait_s: float) -> tuple[float | None, str | None]:
+    """Milliseconds from the last keystroke to the ghost text and the text; None: none within wait_s."""
     editor.go_to_line_end(LINE)
     editor.driver("press", key="Enter")
     editor.driver("type", text=TYPED, delay=90)
@@ -47,7 +54,17 @@ def trial(editor: Editor, wait_s: float) -> float | None:
     editor.driver("press", key="Escape")
     editor.driver("press", key="Control+Shift+K")  # the typed line deleted: the document as it was
     time.sleep(0.5)
-    return None if shown.get("timed_out") else float(shown["seen_ms"])
+    return (None, None) if shown.get("timed_out") else (float(shown["seen_ms"]), shown.get("ghost"))
+
+
+def empty_reasons(user_data: Path) -> collections.Counter:
+    """Why the server answered nothing: the `empty completion: <reason>` lines of the extension's log."""
+    reasons = collections.Counter()
+    for log in user_data.glob("logs/*/exthost*/*umbra*/*.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            if (match := re.search(r"empty completion: (.*)$", line)) is not None:
+                reasons[match.group(1)] += 1
+    return reasons
 
 
 def main() -> int:
@@ -67,8 +84,9 @@ def main() -> int:
         ghost_text(editor.driver)
         editor.driver("press", key="Escape")
         editor.driver("press", key="Control+Shift+K")
-        times = [trial(editor, args.wait_s) for _ in range(args.trials)]
+        trials = [trial(editor, args.wait_s) for _ in range(args.trials)]
         editor.driver("screenshot", path=str(tmp / "artifacts" / "last.png"))
+    times = [ms for ms, _ in trials]
     shown = sorted(t for t in times if t is not None)
     load = os.getloadavg()[0]
     if shown:
@@ -81,6 +99,8 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|")
     print(line)
     print(f"per trial (ms, None: no ghost text in {args.wait_s:.0f} s): {times}")
+    print(f"ghost texts shown: {dict(collections.Counter(text for _, text in trials if text is not None))}")
+    print(f"empty answers (warm-up included): {dict(empty_reasons(tmp / 'user-data'))}")
     print(f"artifacts: {tmp / 'artifacts'}")
     return 0
 
