@@ -2,11 +2,13 @@
 
 The cloud sizes its session budget (sessions x cached positions) and its decode slab width from
 the memory left once the middle blocks are loaded: free device memory on an accelerator
-(torch.cuda.mem_get_info), the kernel's MemAvailable on the CPU. An explicit budget overrides the
+(torch.cuda.mem_get_info), on the CPU the kernel's MemAvailable or less where this process is
+limited (its RLIMIT_DATA, its memory cgroup). An explicit budget overrides the
 computed one; the plan is reported at start and in the metrics (server/app.py)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,17 +19,77 @@ from umbra.model.spec import ModelSpec
 
 
 def free_memory(device: torch.device) -> int:
-    """Bytes a new allocation on `device` can use now: free CUDA memory, or MemAvailable."""
+    """Bytes a new allocation on `device` can use now: free CUDA memory; on the CPU the least of
+    the kernel's MemAvailable, the room under this process's RLIMIT_DATA and the room under its
+    memory cgroup's limit (a container's MemAvailable is the host's)."""
     if device.type == "cuda":
         return int(torch.cuda.mem_get_info(device)[0])
-    meminfo = Path("/proc/meminfo")
-    if meminfo.is_file():
-        for line in meminfo.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    import os
+    room = [x for x in (_mem_available(), _data_limit_room(), cgroup_room()) if x is not None]
+    return max(0, min(room))
 
+
+def _proc_kib(path: str, field: str) -> int | None:
+    """A "Field:   N kB" line of a /proc file, in bytes."""
+    try:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _mem_available() -> int:
+    available = _proc_kib("/proc/meminfo", "MemAvailable")
+    if available is not None:
+        return available
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def _data_limit_room() -> int | None:
+    """RLIMIT_DATA's soft limit less the private data already mapped (VmData: what the kernel
+    compares with it); None when unlimited."""
+    try:
+        import resource  # POSIX only
+    except ImportError:
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_DATA)[0]
+    used = _proc_kib("/proc/self/status", "VmData")
+    return None if soft == resource.RLIM_INFINITY or used is None else soft - used
+
+
+def cgroup_room(membership: Path = Path("/proc/self/cgroup"), root: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """The memory cgroup's limit less its usage, the inactive page cache counted as free (the
+    kernel reclaims it first); None without a limit or a readable cgroup. `membership`: the
+    process's /proc/PID/cgroup; `root`: where the hierarchies are mounted. cgroup v2 (memory.max)
+    or v1 (memory.limit_in_bytes); the process's own group, else the mount's top (a container
+    without a cgroup namespace sees its group there)."""
+    try:
+        lines = membership.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split(":", 2)
+        if len(fields) != 3:
+            continue
+        _, controllers, path = fields
+        if controllers == "":  # v2
+            top, names = root, ("memory.max", "memory.current")
+        elif "memory" in controllers.split(","):  # v1
+            top, names = root / "memory", ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        else:
+            continue
+        for d in dict.fromkeys((top / path.lstrip("/"), top)):
+            try:
+                cap, used = (d / names[0]).read_text().strip(), int((d / names[1]).read_text())
+                inactive = next((int(ln.split()[1]) for ln in (d / "memory.stat").read_text().splitlines()
+                                 if ln.startswith("inactive_file ")), 0)
+            except (OSError, ValueError):
+                continue
+            if cap != "max" and int(cap) < 2**62:  # v1 writes "no limit" as a page-rounded 2**63 - 1
+                return int(cap) - used + inactive
+            break  # the process's own group has no limit
+    return None
 
 
 def kv_bytes_per_position(spec: ModelSpec, layers: int, dtype: torch.dtype) -> int:
