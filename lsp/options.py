@@ -10,7 +10,7 @@ Three sources, one schema:
           "cloud":  {"url": null, "certificate": null, "tokenEnv": "UMBRA_CLOUD_TOKEN"},
           "completion": {"maxTokens": 64, "multiline": "auto", "temperature": 0.0, "topP": 1.0,
                          "contextTokens": 1024, "languages": null},
-          "inline": {"deadlineMs": 250, "deadlineGraceMs": 750, "repetitionTokens": 12,
+          "inline": {"deadlineMs": 250, "deadlineGraceMs": 1750, "repetitionTokens": 12,
                      "contextTokens": 512},
           "context": {"enabled": false, "tokens": 384, "maxFiles": 5, "exclude": [".env globs", ...]},
           "languages": {"aliases": {"golang": "go", "py": "python", ...}},
@@ -194,7 +194,7 @@ class InlineOptions(_Options):
     deadline_ms: int = Field(250, ge=0)
     # How long past deadlineMs a decode whose text holds no whole word yet may go on to reach
     # one; then it stops whatever it holds (often nothing). 0 = stop at the deadline.
-    deadline_grace_ms: int = Field(750, ge=0)
+    deadline_grace_ms: int = Field(1750, ge=0)
     # Stop a degenerate loop once this many generated tokens (or more) repeat one unit of at most
     # a third as many, keeping one copy of it (umbra/engine/repetition.py); 0 = off.
     repetition_tokens: int = Field(12, ge=0)

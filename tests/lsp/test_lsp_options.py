@@ -21,7 +21,7 @@ CONTRACT = {  # the defaults, as JSON; names and defaults must not drift
                    "languages": None},
     "languages": {"aliases": dict(DEFAULT_ALIASES)},
     # the language server's editor requests only
-    "inline": {"deadlineMs": 250, "deadlineGraceMs": 750, "repetitionTokens": 12, "contextTokens": 512},
+    "inline": {"deadlineMs": 250, "deadlineGraceMs": 1750, "repetitionTokens": 12, "contextTokens": 512},
     # context from the other open documents: off until the --repo benchmark shows a gain
     "context": {"enabled": False, "tokens": 384, "maxFiles": 5, "exclude": DEFAULT_EXCLUDE},
     "threads": None,
@@ -75,7 +75,7 @@ def test_an_editor_request_deadline_has_the_inline_grace():
     # the engine's stop rule in seconds (decoding.py); the HTTP APIs have no deadline and no grace
     options = InitializationOptions()
     assert options.completion.engine_config().stop.deadline_grace == 0.0
-    assert options.inline.engine_config(options.completion.engine_config()).stop.deadline_grace == 0.75
+    assert options.inline.engine_config(options.completion.engine_config()).stop.deadline_grace == 1.75
     none = InitializationOptions.from_json({"inline": {"deadlineGraceMs": 0}})
     assert none.inline.engine_config(none.completion.engine_config()).stop.deadline_grace == 0.0
 
