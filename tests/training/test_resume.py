@@ -13,12 +13,27 @@ from umbra.training.checkpoint import CHECKPOINT_NAME, load_checkpoint
 from umbra.training.export import INIT_NAME, PROVENANCE_NAME
 from umbra.training.trainer import pretrain
 
+INIT = {"init": "upscaled", "base_model": "models/x"}  # how the weights began (deep.py writes it)
 
-def test_resume_matches_uninterrupted_run(tiny_corpus, tmp_path):
+
+@pytest.fixture(scope="module")
+def full(tiny_corpus, tmp_path_factory):
+    """(config, result) of one uninterrupted run, shared by the tests below (they only read it):
+    the reference the resumed and the compiled runs must reproduce, and the run whose logs, plot
+    and export are checked. Its out_dir holds init.json, which the export's provenance carries
+    (the losses and checkpoint do not read it)."""
     corpus, tok = tiny_corpus
-    full = pretrain(tiny_train_config(corpus, tok, tmp_path / "full"), enforce_limits=False)
-    assert full.finished and len(full.losses) == 8
+    cfg = tiny_train_config(corpus, tok, tmp_path_factory.mktemp("resume") / "full")
+    cfg.out_dir.mkdir(parents=True)
+    (cfg.out_dir / INIT_NAME).write_text(json.dumps(INIT))
+    result = pretrain(cfg, enforce_limits=False)
+    assert result.finished and len(result.losses) == 8
+    return cfg, result
 
+
+def test_resume_matches_uninterrupted_run(tiny_corpus, full, tmp_path):
+    corpus, tok = tiny_corpus
+    full_cfg, full = full
     first = pretrain(tiny_train_config(corpus, tok, tmp_path / "split", stop_at_step=5),
                      enforce_limits=False)
     assert not first.finished and first.state.step == 5
@@ -28,22 +43,16 @@ def test_resume_matches_uninterrupted_run(tiny_corpus, tmp_path):
     assert second.finished
     assert second.losses == full.losses[5:]  # exact float equality, step by step
 
-    a = load_checkpoint(tmp_path / "full" / CHECKPOINT_NAME)
+    a = load_checkpoint(full_cfg.out_dir / CHECKPOINT_NAME)
     b = load_checkpoint(tmp_path / "split" / CHECKPOINT_NAME)
     assert a["state"] == {**b["state"], "elapsed_s": a["state"]["elapsed_s"]}
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
 
 
-def test_logs_plot_and_export(tiny_corpus, tmp_path):
-    corpus, tok = tiny_corpus
-    cfg = tiny_train_config(corpus, tok, tmp_path / "run")
-    cfg.out_dir.mkdir(parents=True)  # how the weights began (deep.py writes it): the export's provenance carries it
-    (cfg.out_dir / INIT_NAME).write_text(json.dumps({"init": "upscaled", "base_model": "models/x"}))
-    result = pretrain(cfg, enforce_limits=False)
-    assert result.finished
-    assert json.loads((cfg.export_dir / PROVENANCE_NAME).read_text())["init"] == {"init": "upscaled",
-                                                                                  "base_model": "models/x"}
+def test_logs_plot_and_export(full):
+    cfg, result = full
+    assert json.loads((cfg.export_dir / PROVENANCE_NAME).read_text())["init"] == INIT
     train_rows = (cfg.out_dir / "train_log.csv").read_text().splitlines()
     assert len(train_rows) == 1 + 8
     valid_rows = (cfg.out_dir / "valid_log.csv").read_text().splitlines()
@@ -57,10 +66,11 @@ def test_logs_plot_and_export(tiny_corpus, tmp_path):
     assert model(input_ids=ids).logits.shape[-1] == 600
 
 
-def test_compiled_training_follows_the_eager_run(tiny_corpus, tmp_path):
+def test_compiled_training_follows_the_eager_run(tiny_corpus, full, tmp_path):
     """--compile changes how the step runs, not what it computes: the same losses up to float
     reassociation, and an eager run resumes compiled (compile is a runtime-only knob)."""
     corpus, tok = tiny_corpus
+    _, full = full
     eager = pretrain(tiny_train_config(corpus, tok, tmp_path / "eager", stop_at_step=4), enforce_limits=False)
     compiled = pretrain(tiny_train_config(corpus, tok, tmp_path / "compiled", stop_at_step=4, compile=True),
                         enforce_limits=False)
@@ -69,5 +79,4 @@ def test_compiled_training_follows_the_eager_run(tiny_corpus, tmp_path):
     resumed = pretrain(tiny_train_config(corpus, tok, tmp_path / "eager", compile=True), resume=True,
                        enforce_limits=False)
     assert resumed.finished and resumed.state.step == 8
-    full = pretrain(tiny_train_config(corpus, tok, tmp_path / "full"), enforce_limits=False)
     assert resumed.losses == pytest.approx(full.losses[4:], rel=1e-4, abs=1e-5)
