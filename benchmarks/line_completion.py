@@ -89,6 +89,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="repository mode: without and with context from the package's other files as open tabs "
                         "(benchmarks/line_repo.py; its own results file and docs table)")
     p.add_argument("--context-tokens", type=int, default=384, help="--repo: context tokens at most (default 384)")
+    p.add_argument("--prompt-tokens", type=int, default=None,
+                   help="--repo: the prompt budget, context included (default: an editor request's, lsp/options.py)")
     p.add_argument("--dump", type=Path, default=None, help="write every completion as JSON lines here (not committed)")
     return p.parse_args(argv)
 
@@ -263,6 +265,8 @@ def _repo(args, argv) -> int:
     try:
         if args.context_tokens < 1:
             raise InputError(f"--context-tokens must be at least 1, got {args.context_tokens}")
+        if args.prompt_tokens is not None and args.prompt_tokens < 2:
+            raise InputError(f"--prompt-tokens must be at least 2, got {args.prompt_tokens}")
         languages = list(prepare(args))
     except (InputError, SetError) as exc:
         print(f"line_completion: error: {exc}", file=sys.stderr)

@@ -2,7 +2,7 @@
 context from the files a developer has open raise accepted lines (issue 63)?
 
     python benchmarks/line_completion.py --repo [--positions 60] [--seed 0] [--languages python,go,java]
-        [--model DIR] [--threads 1] [--max-tokens 64] [--context-tokens 384] [--write]
+        [--model DIR] [--threads 1] [--max-tokens 64] [--context-tokens 384] [--prompt-tokens N] [--write]
 
 Positions (benchmarks/line_positions.py, the same seeded draw and kinds) come from the files of
 held-out packages with at least two files: a package is the first two parts of a record's path
@@ -13,7 +13,10 @@ with the default exclusions and the secret scan) picks the snippets from them, a
 server does; paths are the records' own (what repository training units carry).
 
 Each position is completed twice in single-line mode with the file after the line as the suffix,
-in the local engine (`CompletionEngine.monolithic`, greedy), without and with the context, each
+in the local engine (`CompletionEngine.monolithic`, greedy), within the prompt budget an editor's
+request gets (`--prompt-tokens`, default: the language server's, the smaller of
+completion.contextTokens and inline.contextTokens, lsp/options.py: 512), without and with the
+context (which the session takes out of that budget: at most half of it), each
 in a fresh session as a keystroke: the position minus its last character first (not measured),
 then the position — so the measured latency is a warm keystroke's (its context selection, memoised
 as in the server, included), the context already cached. "open files used" counts the files
@@ -31,6 +34,7 @@ import random
 import time
 import uuid
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 from doc_markers import write_block
@@ -41,6 +45,15 @@ OPEN_TABS = 5
 MARKER = "line-repo"
 RESULTS = Path(__file__).resolve().parent / "results" / "line_repo.jsonl"
 _ROOT = "/repo"  # where the records' paths are put (the context's paths are relative to it)
+
+
+def prompt_tokens(args) -> int:
+    """The prompt budget: `--prompt-tokens`, else an editor request's (lsp/options.py)."""
+    if args.prompt_tokens is not None:
+        return args.prompt_tokens
+    from lsp.options import CompletionOptions, InlineOptions
+
+    return min(CompletionOptions().context_tokens, InlineOptions().context_tokens)
 
 
 def package(path: str) -> str:
@@ -79,11 +92,12 @@ async def measure(args, languages: list[str], commit: str) -> list[dict]:
     model = ClientModel.load(args.model)
     engine = CompletionEngine.monolithic(model)
     config = Local.config(False, args.max_tokens)
+    config = replace(config, prompt=replace(config.prompt, budget=prompt_tokens(args)))
     # every open tab scanned at once (the server spreads first scans over keystrokes: scan_ms)
     provider = ContextProvider(ContextConfig(enabled=True, tokens=args.context_tokens, scan_ms=600_000.0),
                                ContextExclusions(root=_ROOT))
     run = {"run": uuid.uuid4().hex[:12], "model": args.model.resolve().name, "commit": commit, "seed": args.seed,
-           "positions": args.positions, "context_tokens": args.context_tokens,
+           "positions": args.positions, "context_tokens": args.context_tokens, "prompt_tokens": config.prompt.budget,
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
            "layout": "file_sep" if any(model.tokenizer.token_id(t) is not None for t in ("<file_sep>", "<|file_sep|>"))
            else "comments"}
@@ -132,7 +146,7 @@ def render(rows: list[dict]) -> str:
     r0 = rows[0]
     out = [f"Run {r0['run']} ({r0['date']} UTC, commit {r0['commit']}, model {r0['model']}, seed {r0['seed']}, "
            f"{r0['positions']} positions per language, context layout: {r0['layout']}, "
-           f"{r0['context_tokens']} context tokens at most)", "",
+           f"{_budget(r0)})", "",
            "| language | kind | n | open files used | exact without | exact with | ratio | accepted without "
            "| accepted with | p50 ms without | p50 ms with | p50 ratio |",
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -147,6 +161,14 @@ def render(rows: list[dict]) -> str:
                    f"| {ratio} | {a['accepted'] / n:.1%} | {b['accepted'] / n:.1%} | {a['p50_ms']} | {b['p50_ms']} "
                    f"| {b['p50_ms'] / a['p50_ms']:.2f} |")
     return "\n".join(out)
+
+
+def _budget(run: dict) -> str:
+    """The run's prompt budget and the context's share of it (the session's rule: at most half)."""
+    if "prompt_tokens" not in run:  # runs before --prompt-tokens: the engine's default prompt
+        return f"{run['context_tokens']} context tokens at most"
+    return (f"prompt budget {run['prompt_tokens']} tokens, context at most "
+            f"{min(run['context_tokens'], run['prompt_tokens'] // 2)} of them")
 
 
 def run_repo(args, languages: list[str], commit: str, command: str) -> int:

@@ -3,12 +3,15 @@ table, and one small run of `line_completion.py --repo` on the default model."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-from line_repo import OPEN_TABS, open_tabs, package, packaged, render
+from line_repo import OPEN_TABS, open_tabs, package, packaged, prompt_tokens, render
+
+from lsp.options import CompletionOptions, InlineOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "line_completion.py"
@@ -36,6 +39,13 @@ def test_the_table_shows_both_variants_and_their_ratios():
     table = render(rows)
     assert "| python | all | 10 | 3.0 | 20.0% | 40.0% | 2.00 | 30.0% | 50.0% | 10.0 | 12.0 | 1.20 |" in table
     assert "context layout: comments" in table
+    assert "prompt budget 512 tokens, context at most 256 of them" in render([{**r, "prompt_tokens": 512} for r in rows])
+
+
+def test_the_prompt_budget_is_an_editor_requests_unless_given():
+    editor = min(CompletionOptions().context_tokens, InlineOptions().context_tokens)
+    assert prompt_tokens(argparse.Namespace(prompt_tokens=None)) == editor == 512
+    assert prompt_tokens(argparse.Namespace(prompt_tokens=900)) == 900
 
 
 def test_a_small_repo_run_on_the_default_model(tmp_path):
