@@ -4,7 +4,9 @@ whose manifest holds a STuning record completes through a self-started cloud wit
 `umbra audit` then builds a shadow client of that configuration (its own table and π, tuned with
 the bundle's steps), runs the decipherment attack and — given the bundle — the oracle probe, and
 the report shows their figures, the per-layer table and how each ran. Without the bundle the
-oracle says what it needs; `--no-adaptive` leaves the shadow out but keeps decipherment."""
+oracle says what it needs; `--no-adaptive` leaves the shadow out but keeps decipherment. (The
+default-path test's completion starts its own cloud; the other two complete through the module's
+real cloud, in a thread of this process: the recorder, on the client's side, is the same.)"""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from dataclasses import replace
 
 import pytest
 
+from server.launch import local_cloud_thread
 from umbra.attack_grid.shadow import ShadowConfig
 from umbra.attack_grid.shadow_audit import AdaptiveAudit, audit_adaptive
 from tests.audit.audit_world import make_world, umbra_cli
@@ -31,6 +34,13 @@ def world(tmp_path_factory):
     return make_world(tmp_path_factory.mktemp("audit-adaptive"))
 
 
+@pytest.fixture(scope="module")
+def cloud(world):
+    """`--cloud URL --token T` of one real cloud serving the world's model."""
+    with local_cloud_thread(world / "model", settings={"torch_threads": 1}) as running:
+        yield ["--cloud", running.base_url, "--token", running.token]
+
+
 def _umbra(*args, env=None) -> subprocess.CompletedProcess:
     return umbra_cli(*args, env=env, timeout=900)
 
@@ -43,11 +53,11 @@ def _tuned_bundle(world, keystore, tmp_path):
     return bundle_dir
 
 
-def test_audit_reports_shadow_decipherment_and_oracle(world, keystore, tmp_path):
+def test_audit_reports_shadow_decipherment_and_oracle(world, cloud, keystore, tmp_path):
     bundle = _tuned_bundle(world, keystore, tmp_path)
     env = {"UMBRA_AUDIT_SERVICE": keystore.service, "UMBRA_AUDIT": "1"}
     r = _umbra("complete", f"{world / 'src.py'}:6:16", "--model", world / "model", "--max-tokens", "4",
-               "--threads", "1", "--bundle", bundle, "--service", keystore.service, env=env)
+               "--threads", "1", "--bundle", bundle, "--service", keystore.service, *cloud, env=env)
     assert r.returncode == 0, r.stderr
     (record,) = AuditStore(store=keystore).records()
     assert record.meta["stuning"]["steps"] == TUNE.steps  # the recorder keeps the manifest's STuning record
@@ -63,11 +73,11 @@ def test_audit_reports_shadow_decipherment_and_oracle(world, keystore, tmp_path)
     assert "needs your bundle" not in doc and "did not apply" not in doc.split("Requests")[0].split("(f)")[1]
 
 
-def test_without_the_bundle_the_oracle_says_what_it_needs(world, keystore, tmp_path):
+def test_without_the_bundle_the_oracle_says_what_it_needs(world, cloud, keystore, tmp_path):
     bundle = _tuned_bundle(world, keystore, tmp_path)
     env = {"UMBRA_AUDIT_SERVICE": keystore.service, "UMBRA_AUDIT": "1"}
     r = _umbra("complete", f"{world / 'src.py'}:6:16", "--model", world / "model", "--max-tokens", "4",
-               "--threads", "1", "--bundle", bundle, "--service", keystore.service, env=env)
+               "--threads", "1", "--bundle", bundle, "--service", keystore.service, *cloud, env=env)
     assert r.returncode == 0, r.stderr
     store = AuditStore(store=keystore)
     config = AuditConfig(corpus_dir=world / "corpus", public_blocks=32, probe=ProbeConfig(epochs=2, hidden=64))

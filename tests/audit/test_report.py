@@ -2,7 +2,10 @@
 records its traffic (encrypted), and `umbra audit` attacks the recording and writes a
 self-contained HTML report — plots embedded, the truth next to each attack's reconstruction,
 ε and defences in force, mode 0600. The plain path and a bundle, through the CLI's entry point;
-`umbra audit` (the report) runs once as the console program in a subprocess."""
+`umbra audit` (the report) runs once as the console program in a subprocess. The recorded
+completion of the plain path starts its own cloud; the others complete through the module's
+real cloud (in a thread of this process), which the recorder, on the client's side, cannot tell
+apart."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import subprocess
 
 import pytest
 
+from server.launch import local_cloud_thread
 from tests.audit.audit_world import make_world, umbra_cli
 from umbra.attacks.probe import ProbeConfig
 from umbra.audit.analysis import AuditConfig, run_audit
@@ -25,6 +29,14 @@ from umbra.privacy.bundle import BundleConfig, init_bundle
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     return make_world(tmp_path_factory.mktemp("audit-world"))
+
+
+@pytest.fixture(scope="module")
+def cloud(world):
+    """`--cloud URL --token T` of one real cloud serving the world's model, for the completions
+    whose cloud is not what they check (each self-started one is a process of its own)."""
+    with local_cloud_thread(world / "model", settings={"torch_threads": 1}) as running:
+        yield ["--cloud", running.base_url, "--token", running.token]
 
 
 def _umbra(*args, env=None, in_process=True) -> subprocess.CompletedProcess:
@@ -50,14 +62,14 @@ def _check_report(path, truth_snippet: str) -> str:
     return doc
 
 
-def test_cli_records_only_when_on_and_reports(world, keystore, tmp_path):
+def test_cli_records_only_when_on_and_reports(world, cloud, keystore, tmp_path):
     env = {"UMBRA_AUDIT_SERVICE": keystore.service}
-    _complete(world, env=env)
+    _complete(world, *cloud, env=env)
     status = _umbra("audit", "status", env=env)
     assert status.returncode == 0 and "auditing: off; 0 recording(s)" in status.stdout
     assert _umbra("audit", "on", env=env).returncode == 0
-    _complete(world, env=env)
-    _complete(world, env={**env, "UMBRA_AUDIT": "0"})  # the environment switch wins
+    _complete(world, env=env)  # through a cloud it starts itself
+    _complete(world, *cloud, env={**env, "UMBRA_AUDIT": "0"})  # the environment switch wins
     status = _umbra("audit", "status", env=env)
     assert "auditing: on; 1 recording(s)" in status.stdout
     (rec_file,) = AuditStore(store=keystore).paths()
@@ -73,12 +85,12 @@ def test_cli_records_only_when_on_and_reports(world, keystore, tmp_path):
     assert not [n for n in keystore.list() if n.startswith("audit/")]
 
 
-def test_bundle_requests_report_epsilon_and_defences(world, keystore, tmp_path):
+def test_bundle_requests_report_epsilon_and_defences(world, cloud, keystore, tmp_path):
     bundle = tmp_path / "bundle"
     init_bundle(world / "model", BundleConfig(epsilon=13.0), bundle, store=keystore)
     env = {"UMBRA_AUDIT_SERVICE": keystore.service, "UMBRA_AUDIT": "1"}
-    _complete(world, "--bundle", bundle, "--service", keystore.service, env=env)
-    _complete(world, "--bundle", bundle, "--service", keystore.service, env=env)
+    _complete(world, "--bundle", bundle, "--service", keystore.service, *cloud, env=env)
+    _complete(world, "--bundle", bundle, "--service", keystore.service, *cloud, env=env)
     groups = run_audit(AuditStore(store=keystore), AuditConfig(corpus_dir=world / "corpus", public_blocks=32,
                                                                probe=ProbeConfig(epochs=2, hidden=64)))
     (group,) = groups
