@@ -14,14 +14,10 @@ from cli_helpers import COMPLETE_GEN as GEN
 from cli_helpers import COMPLETE_SOURCE as SOURCE
 from cli_helpers import umbra_complete as _umbra
 
-from server.launch import local_cloud_sync
 from umbra.cli.complete_cmd import parse_position, split_at
 from umbra.cli.main import main
 from umbra.errors import ConfigError
 from umbra.paths import default_model_dir, repo_root
-
-
-
 
 
 def test_split_through_a_self_started_cloud_prints_the_same_as_local(model_dir, source):
@@ -40,18 +36,17 @@ def test_split_through_a_self_started_cloud_prints_the_same_as_local(model_dir, 
     assert "umbra: privacy: nothing is sent (--local)" in local.stderr
 
 
-def test_configured_cloud_via_flags_and_environment(model_dir, source, capsys, monkeypatch):
+def test_configured_cloud_via_flags_and_environment(model_dir, source, cloud, capsys, monkeypatch):
     pos = f"{source}:1:15"  # end of the `def` line
-    with local_cloud_sync(model_dir, settings={"torch_threads": 1}) as cloud:
-        flags = _umbra(pos, "--model", model_dir, *GEN, "--cloud", cloud.base_url, "--token", cloud.token)
-        assert main(["complete", pos, "--model", str(model_dir), *GEN, "--local"]) == 0
-        local = capsys.readouterr().out
-        monkeypatch.setenv("UMBRA_CLOUD_URL", cloud.base_url)
-        monkeypatch.setenv("UMBRA_CLOUD_TOKEN", cloud.token)
-        assert main(["complete", pos, "--model", str(model_dir), *GEN]) == 0
-        env = capsys.readouterr().out
-        wrong = main(["complete", pos, "--model", str(model_dir), *GEN, "--token", "not-a-token"])
-        wrong_out = capsys.readouterr()
+    flags = _umbra(pos, "--model", model_dir, *GEN, "--cloud", cloud.base_url, "--token", cloud.token)
+    assert main(["complete", pos, "--model", str(model_dir), *GEN, "--local"]) == 0
+    local = capsys.readouterr().out
+    monkeypatch.setenv("UMBRA_CLOUD_URL", cloud.base_url)
+    monkeypatch.setenv("UMBRA_CLOUD_TOKEN", cloud.token)
+    assert main(["complete", pos, "--model", str(model_dir), *GEN]) == 0
+    env = capsys.readouterr().out
+    wrong = main(["complete", pos, "--model", str(model_dir), *GEN, "--token", "not-a-token"])
+    wrong_out = capsys.readouterr()
     assert flags.returncode == 0, flags.stderr
     assert flags.stdout == env == local
     assert wrong == 2 and "HTTP 401" in wrong_out.err and wrong_out.out == ""
@@ -70,17 +65,16 @@ def test_a_cloud_not_on_this_machine_needs_a_defended_mode_or_the_opt_in(model_d
     assert "not on this machine" in err.err and "'none'" in err.err and "--allow-undefended-remote-cloud" in err.err
 
 
-def test_configured_cloud_with_its_token_in_the_os_keyring(model_dir, source, capsys, monkeypatch, keystore):
+def test_configured_cloud_with_its_token_in_the_os_keyring(model_dir, source, cloud, capsys, monkeypatch, keystore):
     """`umbra keys cloud-token set URL` (token on stdin) then `umbra complete --cloud URL`: no token on argv."""
     pos = f"{source}:1:15"
     monkeypatch.delenv("UMBRA_CLOUD_TOKEN", raising=False)
-    with local_cloud_sync(model_dir, settings={"torch_threads": 1}) as cloud:
-        monkeypatch.setattr("sys.stdin", io.StringIO(cloud.token + "\n"))
-        assert main(["keys", "cloud-token", "set", cloud.base_url, "--service", keystore.service]) == 0
-        capsys.readouterr()
-        assert main(["complete", pos, "--model", str(model_dir), *GEN, "--cloud", cloud.base_url,
-                     "--service", keystore.service]) == 0
-        split = capsys.readouterr().out
+    monkeypatch.setattr("sys.stdin", io.StringIO(cloud.token + "\n"))
+    assert main(["keys", "cloud-token", "set", cloud.base_url, "--service", keystore.service]) == 0
+    capsys.readouterr()
+    assert main(["complete", pos, "--model", str(model_dir), *GEN, "--cloud", cloud.base_url,
+                 "--service", keystore.service]) == 0
+    split = capsys.readouterr().out
     assert main(["complete", pos, "--model", str(model_dir), *GEN, "--local"]) == 0
     assert split == capsys.readouterr().out
 

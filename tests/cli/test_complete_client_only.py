@@ -15,7 +15,6 @@ from cli_helpers import COMPLETE_GEN as GEN
 from cli_helpers import COMPLETE_SOURCE as SOURCE
 from cli_helpers import umbra_in_process
 
-from server.launch import local_cloud_sync
 from umbra.engine import ClientModel, EngineConfig, StopConfig
 from umbra.engine.client_only import client_only_engine
 
@@ -34,14 +33,13 @@ def _requests(cloud) -> dict[str, float]:
     return out
 
 
-def test_client_only_sends_nothing_to_a_configured_cloud(model_dir, source):
+def test_client_only_sends_nothing_to_a_configured_cloud(model_dir, source, cloud):
     pos = f"{source}:2:13"
-    with local_cloud_sync(model_dir, settings={"torch_threads": 1}) as cloud:
-        env = {"UMBRA_CLOUD_URL": cloud.base_url, "UMBRA_CLOUD_TOKEN": cloud.token}
-        split = umbra_in_process("complete", pos, "--model", model_dir, *GEN, "--json", env=env)
-        before = _requests(cloud)
-        alone = umbra_in_process("complete", pos, "--model", model_dir, *GEN, "--client-only", "--json", env=env)
-        after = _requests(cloud)
+    env = {"UMBRA_CLOUD_URL": cloud.base_url, "UMBRA_CLOUD_TOKEN": cloud.token}
+    split = umbra_in_process("complete", pos, "--model", model_dir, *GEN, "--json", env=env)
+    before = _requests(cloud)
+    alone = umbra_in_process("complete", pos, "--model", model_dir, *GEN, "--client-only", "--json", env=env)
+    after = _requests(cloud)
     assert split.returncode == 0 and alone.returncode == 0, (split.stderr, alone.stderr)
     assert json.loads(split.stdout)["round_trips"] > 0 and json.loads(split.stdout)["mode"] == "split"
     assert before["umbra_cloud_sessions_opened_total"] >= 1  # the counters do count a completion
