@@ -1,5 +1,5 @@
-"""Cloud service under load: aggregate decode steps/s and step latency p50/p99 at 1, 8, 32 and 64
-concurrent sessions (each a 32-position prefill, then decode steps over its WebSocket; the rate
+"""Cloud service under load: aggregate decode steps/s and step latency p50/p95/p99 at 1, 8, 32 and 64
+(or --sessions ...) concurrent sessions (each a 32-position prefill, then decode steps over its WebSocket; the rate
 counts the decode phase, which starts once every session has prefilled), and the
 latency of a small client's decode step while another client's 512-token prefill (B=8 x 64)
 runs, against its idle latency, and the service's memory high-water mark under the hostile
@@ -11,7 +11,11 @@ on their values).
 
     python benchmarks/cloud_load.py                 # print the table
     python benchmarks/cloud_load.py --write --note "machine idle"   # and write it into docs/benchmarks.md
-    python benchmarks/cloud_load.py --steps 8 --rounds 1   # quick"""
+    python benchmarks/cloud_load.py --steps 8 --rounds 1   # quick
+    python benchmarks/cloud_load.py --device cuda --dtype bf16 --sessions 1 8 64 256 --model DIR   # on a GPU
+
+Under the table: the largest session count whose step p95 is within --p95-goal-ms (50 by default),
+and the throughput at the most sessions against one session's (issue 61's accelerator targets)."""
 
 from __future__ import annotations
 
@@ -83,9 +87,14 @@ async def _slab_counts(cloud, http) -> tuple[float, float]:
     return metric(text, "umbra_cloud_decode_slabs_total"), metric(text, "umbra_cloud_decode_batched_steps_total")
 
 
-async def load(cloud, http, n: int, steps: int) -> tuple[float, float, float, float]:
+def quantile(ordered: list[float], q: float) -> float:
+    """The `q` quantile of sorted latencies (nearest rank below)."""
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def load(cloud, http, n: int, steps: int) -> tuple[float, float, float, float, float]:
     """Aggregate decode steps/s over the decode phase (every session prefilled first, then all
-    decode together), step latency p50 and p99, and the mean steps per decode slab."""
+    decode together), step latency p50, p99 and p95, and the mean steps per decode slab."""
     slabs0, steps0 = await _slab_counts(cloud, http)
     lat: list[float] = []
     ends: list[float] = []
@@ -102,7 +111,7 @@ async def load(cloud, http, n: int, steps: int) -> tuple[float, float, float, fl
     lat.sort()
     slabs1, steps1 = await _slab_counts(cloud, http)
     per_slab = (steps1 - steps0) / max(1.0, slabs1 - slabs0)
-    return n * steps / wall, statistics.median(lat), lat[min(len(lat) - 1, int(0.99 * len(lat)))], per_slab
+    return n * steps / wall, statistics.median(lat), quantile(lat, 0.99), per_slab, quantile(lat, 0.95)
 
 
 async def during_prefill(cloud, http, steps: int) -> tuple[float, float]:
@@ -163,9 +172,10 @@ async def main_async(args) -> str:
             settings["decode_width"] = args.decode_width
         if args.gather_ms is not None:
             settings["decode_gather_ms"] = args.gather_ms
+        settings.update(device=args.device, dtype=args.dtype)
         async with local_cloud(model, settings=settings) as cloud:
             async with httpx.AsyncClient(base_url=cloud.base_url, timeout=120) as http:
-                rows, one = [], None
+                rows, one, within = [], None, []
                 results: dict[int, list] = {n: [] for n in args.sessions}
                 for _ in range(args.rounds):  # interleaved: every concurrency once per round
                     for n in args.sessions:
@@ -175,15 +185,19 @@ async def main_async(args) -> str:
                     p50 = statistics.median(r[1] for r in results[n])
                     p99 = statistics.median(r[2] for r in results[n])
                     per_slab = statistics.median(r[3] for r in results[n])
+                    p95 = statistics.median(r[4] for r in results[n])
                     one = one or rate
-                    rows.append(f"| {n} | {rate:.0f} | {rate / one:.1f}x | {p50 * 1e3:.1f} | {p99 * 1e3:.1f} "
-                                f"| {per_slab:.1f} |")
+                    if p95 * 1e3 <= args.p95_goal_ms:
+                        within.append(n)
+                    rows.append(f"| {n} | {rate:.0f} | {rate / one:.1f}x | {p50 * 1e3:.1f} | {p95 * 1e3:.1f} "
+                                f"| {p99 * 1e3:.1f} | {per_slab:.1f} |")
                 idle, busy = await during_prefill(cloud, http, args.steps * 2)
         baseline, hwm, budget = await asyncio.to_thread(hostile_memory, model, C)
     shown = args.model.resolve()
     shown = shown.relative_to(_REPO) if shown.is_relative_to(_REPO) else shown
     what = "a tiny random model (qwen2-tied)" if args.tiny else f"`{shown}`"
     width = f"decode width {args.decode_width}" if args.decode_width else "the service's default decode width"
+    width += f", device {args.device}, {args.dtype}"
     if args.gather_ms is not None:
         width += f", decode gather {args.gather_ms:g} ms"
     return "\n".join([
@@ -191,9 +205,12 @@ async def main_async(args) -> str:
         f"32-position prefill, medians of {args.rounds} interleaved rounds; service (1 torch thread) and "
         f"clients on this machine's cores. {args.note}".rstrip(),
         "",
-        "| sessions | decode steps/s (all) | vs 1 session | step p50 ms | step p99 ms | steps per slab |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| sessions | decode steps/s (all) | vs 1 session | step p50 ms | step p95 ms | step p99 ms | steps per slab |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
         *rows,
+        "",
+        f"Largest session count with step p95 <= {args.p95_goal_ms:g} ms: "
+        + (f"{max(within)}" if within else f"none of {', '.join(map(str, args.sessions))}") + ".",
         "",
         f"Small client's decode step: idle p50 {idle * 1e3:.1f} ms; while 512-token prefills run back to back "
         f"p50 {busy * 1e3:.1f} ms ({busy / idle:.1f}x idle).",
@@ -214,6 +231,9 @@ def main() -> None:
     p.add_argument("--decode-width", type=int, default=None, help="the service's decode_width (default: its own)")
     p.add_argument("--gather-ms", type=float, default=None,
                    help="the service's decode_gather_ms (default: its own; 0: never hold a step back)")
+    p.add_argument("--device", default="auto", help="the service's device: auto (its default: CUDA when there is one) | cpu | cuda | cuda:N")
+    p.add_argument("--dtype", default="float32", help="the service's compute dtype: fp32 | bf16 | fp16")
+    p.add_argument("--p95-goal-ms", type=float, default=50.0, help="the step p95 the largest-count line is held to")
     p.add_argument("--note", default="", help="the machine's state, written under the table")
     p.add_argument("--write", action="store_true")
     args = p.parse_args()

@@ -21,7 +21,8 @@ Features
                  "cancelled", "typeahead", "skipped", "failed", "unreachable"}, "stops": {stop
                  reason: decoded completions}, "sessions", "typeaheadEntries"}
 Both completion requests complete with the `completion` options plus the `inline` ones (the
-loop stop; the decode ends `inline.deadlineMs` after the request was read, with the text so far
+loop stop; past `inline.deadlineMs` after the request was read the decode ends at the first token
+whose text shows a whole line or word, within `inline.deadlineGraceMs` more, with the text so far
 trimmed to a whole line or word). Each document has one warm CompletionSession (prefix reuse
 across keystrokes); `$/cancelRequest` and a newer request on the same document cancel the
 running one, and only the newest request of a document runs (lsp/sessions.py): rapid typing
@@ -181,7 +182,7 @@ class UmbraLanguageServer(LanguageServer):
             log.debug("completion: %s", _stats(result))  # counts only, never text or ids
             if not result.text:
                 self._empty(f"stop reason {result.stop_reason} after {result.generated_tokens} tokens"
-                            + (f" (the editor's deadline of {budget * 1e3:.0f} ms, {'after waiting' if waiting else 'no wait'})"
+                            + (f" (the editor's deadline of {budget * 1e3:.0f} ms and its grace, {'after waiting' if waiting else 'no wait'})"
                                if result.stop_reason == "deadline" else ""))
             return result
         except CloudUnavailable:

@@ -37,8 +37,8 @@ class Scenario:
 
 SETTINGS = {
     "umbra.server.python": sys.executable,  # `python -m lsp` of this checkout
-    # The default 250 ms lets a loaded 2-core machine decode a token or two, mostly trimmed to nothing:
-    # the test asserts the insertion, so it gives the decode time (the speed goal is the benchmarks').
+    # The default 250 ms (+ its grace) ends a loaded 2-core machine's decode at the first whole word:
+    # the test asserts whole insertions, so it gives the decode time (the speed goal is the benchmarks').
     "umbra.inline.deadlineMs": 5000,
     "security.workspace.trust.enabled": False,
     "workbench.startupEditor": "none",

@@ -17,9 +17,10 @@ keeps the caches valid for that set (see runner.py), and a soft prompt's positio
 the context budget.
 
 A request may carry a deadline (`deadline=`, a `time.monotonic()` instant, e.g. an editor
-request's arrival plus its latency budget): decoding stops at the first step past it and the
+request's arrival plus its latency budget): past it, decoding stops at the first step whose text,
+cut short, shows a whole line or word, or once `StopConfig.deadline_grace` has passed too, and the
 completion is the text so far, trimmed to its last whole line or word (stop reason "deadline";
-completion_text.py). The prompt always runs in full, so its caches serve the next request.
+decoding.py, completion_text.py). The prompt always runs in full, so its caches serve the next request.
 `StopConfig.repetition` stops a degenerate loop (repetition.py; stop reason "repetition").
 
 A request may carry context from open files (`context=`, a RepoContext of engine/context.py):
