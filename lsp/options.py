@@ -225,8 +225,8 @@ class InlineOptions(_Options):
 class ContextOptions(_Options):
     # Snippets of the other open documents in the editor's prompts (umbra/engine/context.py): the
     # files the current one imports, same language, most like the code above the cursor. Off by
-    # default until the line benchmark's --repo mode shows it raises accepted lines for the
-    # default model (docs/benchmarks.md); the deep model is trained on such repository sequences.
+    # default: on the line benchmark's --repo mode the deep default model, trained on such
+    # repository sequences, does not complete more lines with it (docs/benchmarks.md).
     enabled: bool = False
     # Most prompt tokens of context (at most half of the prompt; the file's own budget shrinks by as much).
     tokens: int = Field(384, ge=1)

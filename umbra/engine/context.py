@@ -20,10 +20,10 @@ selects the same snippets and the prompt's context tokens stay cached; the selec
 when another document changes or the cursor leaves its band. `ContextProvider` memoises it.
 
 Layout (`render_*`, chosen by the session from the tokenizer): models trained on repository
-sequences (umbra/training/repo_units.py, the deep model; StarCoder2, Qwen2.5-Coder) read
+sequences (umbra/training/repo_units.py, the deep default model; StarCoder2, Qwen2.5-Coder) read
 `<file_sep>path\\ntext` per file, then `<file_sep>current_path\\n` and the FIM prompt of the
-current file. A tokenizer without a file separator (the embedded tiny default model, trained on
-single files) gets the snippets as comments at the top of the prefix (`# Path: a/b.py` and the
+current file. A tokenizer without a file separator (the embedded tiny model, trained on single
+files) gets the snippets as comments at the top of the prefix (`# Path: a/b.py` and the
 commented lines, `//` for C-like languages), as Copilot does for such models."""
 
 from __future__ import annotations
