@@ -42,6 +42,7 @@ from tiny_models import build_tiny_model  # noqa: E402
 from umbra import wire  # noqa: E402
 from umbra.model.parts import SplitPlan  # noqa: E402
 from umbra.model.spec import load_spec  # noqa: E402
+from umbra.paths import default_model_dir  # noqa: E402
 
 C = 64  # hidden size of the model served (set in main_async)
 MiB = 1024 * 1024
@@ -226,7 +227,7 @@ def main() -> None:
     p.add_argument("--sessions", type=int, nargs="+", default=[1, 8, 32, 64])
     p.add_argument("--steps", type=int, default=16)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--model", type=Path, default=_REPO / "models" / "umbra-code-tiny")
+    p.add_argument("--model", type=Path, default=default_model_dir(), help="model directory (default: the default model)")
     p.add_argument("--tiny", action="store_true", help="a tiny random model instead of --model")
     p.add_argument("--decode-width", type=int, default=None, help="the service's decode_width (default: its own)")
     p.add_argument("--gather-ms", type=float, default=None,

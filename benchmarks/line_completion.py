@@ -56,6 +56,7 @@ from doc_markers import write_block  # noqa: E402
 from line_metrics import Cell, score  # noqa: E402
 from line_positions import SETS, SetError, choose_positions, load_set, set_path  # noqa: E402
 from line_report import MODES, SUFFIXES, read_rows, render  # noqa: E402
+from umbra.paths import default_model_dir  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "line_completion.jsonl"
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -74,7 +75,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="seed of the positions' draw")
     p.add_argument("--data-root", type=Path, default=ROOT, help="where data/ lies (default: this checkout)")
     p.add_argument("--languages", default=",".join(LANGUAGES), help="comma-separated (default python,go,java)")
-    p.add_argument("--model", type=Path, default=ROOT / "models" / "umbra-code-tiny", help="model directory")
+    p.add_argument("--model", type=Path, default=default_model_dir(), help="model directory (default: the default model)")
     p.add_argument("--threads", type=int, default=1, help="torch threads, here and in the server and its cloud")
     p.add_argument("--max-tokens", type=int, default=64, help="tokens per completion at most")
     p.add_argument("--results", type=Path, default=RESULTS, help="results file (JSON lines, appended)")

@@ -48,6 +48,7 @@ from server.launch import local_cloud_sync  # noqa: E402
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig, StopConfig  # noqa: E402
 from umbra.engine.config import SpeculationConfig  # noqa: E402
 from umbra.middle.remote import RemoteMiddle  # noqa: E402
+from umbra.paths import default_model_dir  # noqa: E402
 from umbra.privacy.bundle import BundleConfig, init_bundle  # noqa: E402
 
 LANGUAGES = ("python", "go", "java")
@@ -138,7 +139,7 @@ def table(results: list[dict]) -> str:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default=str(ROOT / "models" / "umbra-code-tiny"), help="model directory (default: the default model)")
+    p.add_argument("--model", default=str(default_model_dir()), help="model directory (default: the default model)")
     p.add_argument("--rtts", default="0,30,80,150", help="round-trip times in ms, comma-separated (default: %(default)s)")
     p.add_argument("--positions", type=int, default=12, help="cursors per RTT (default: %(default)s)")
     p.add_argument("--max-tokens", type=int, default=16, help="tokens per completion at most (default: %(default)s)")

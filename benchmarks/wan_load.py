@@ -37,6 +37,7 @@ from server.launch import local_cloud_sync  # noqa: E402
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig, StopConfig  # noqa: E402
 from umbra.engine.config import SpeculationConfig  # noqa: E402
 from umbra.middle.remote import RemoteMiddle  # noqa: E402
+from umbra.paths import default_model_dir  # noqa: E402
 
 MODES = {"step by step": "off", "speculative": "on"}
 
@@ -102,7 +103,7 @@ def table(result: dict) -> str:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default=str(ROOT / "models" / "umbra-code-tiny"), help="model directory")
+    p.add_argument("--model", default=str(default_model_dir()), help="model directory (default: the default model)")
     p.add_argument("--sessions", type=int, default=8, help="sessions completing at once (default: %(default)s)")
     p.add_argument("--rounds", type=int, default=2, help="rounds of both modes (default: %(default)s)")
     p.add_argument("--rtt", type=float, default=0.0, help="round-trip time of the link in ms (default: %(default)s)")

@@ -17,6 +17,7 @@ import pytest
 from line_metrics import Cell, edit_similarity, levenshtein, score
 from line_positions import MIN_TYPED, choose_positions, indent_width, trivial
 from line_report import latest_runs, render
+from umbra.paths import DEFAULT_MODEL_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "line_completion.py"
@@ -348,7 +349,7 @@ def test_a_small_run_through_a_real_umbra_serve_and_the_local_engine(tmp_path):
     assert run["record"] == "run" and run["set"] == "heldout"
     set_file = root / "data" / "heldout" / "python.jsonl"
     assert run["set_sha256"] == {"python": hashlib.sha256(set_file.read_bytes()).hexdigest()[:12]}
-    assert run["model"] == "umbra-code-tiny" and run["seed"] == 5
+    assert run["model"] == DEFAULT_MODEL_NAME and run["seed"] == 5  # the default model, no --model given
     assert run["drawn"] == {"python": {"after-indent": 2, "mid-line": 1}} and run["disagreements"] == 0
     cells = [row for row in rows if row["record"] == "cell"]
     assert len(cells) == 2 * 2 * 2 * 2  # kinds x modes x suffixes x paths
@@ -377,5 +378,5 @@ def test_a_small_run_through_a_real_umbra_serve_and_the_local_engine(tmp_path):
     assert text.startswith("# B\n\n<!-- line-completion:begin -->\n")
     assert text.endswith("<!-- line-completion:end -->\n\nafter\n")
     assert "old" not in text
-    stamp = f"umbra-code-tiny @ {run['commit']}, heldout, seed 5, 3 positions, {run['date']}"
+    stamp = f"{DEFAULT_MODEL_NAME} @ {run['commit']}, heldout, seed 5, 3 positions, {run['date']}"
     assert "| python | after-indent | line | with | 2 |" in text and stamp in text

@@ -64,5 +64,5 @@ def test_a_small_repo_run_on_the_default_model(tmp_path):
     rows = [json.loads(line) for line in results.read_text().splitlines()]
     assert {(row["kind"], row["context"]) for row in rows} == {(k, c) for k in ("all", "after-indent", "mid-line")
                                                                for c in ("without", "with")}
-    assert all(0 < row["files_per_position"] <= 2 for row in rows) and rows[0]["layout"] == "comments"
+    assert all(0 < row["files_per_position"] <= 2 for row in rows) and rows[0]["layout"] == "file_sep"  # the default model has <file_sep>
     assert "<!-- line-repo:begin -->" in doc.read_text() and "| python | all | 2 |" in doc.read_text()
