@@ -65,7 +65,10 @@ export function readSettings(source: ConfigSource, paths: PathContext = {}): Umb
             topP: v.number('completion.topP', (x) => x > 0 && x <= 1, 'a number in (0, 1]'),
             contextTokens: v.int('completion.contextTokens', LIMITS.contextTokens.min, LIMITS.contextTokens.max),
         },
-        inline: { deadlineMs: v.int('inline.deadlineMs', LIMITS.deadlineMs.min, LIMITS.deadlineMs.max) },
+        inline: {
+            deadlineMs: v.int('inline.deadlineMs', LIMITS.deadlineMs.min, LIMITS.deadlineMs.max),
+            deadlineGraceMs: v.int('inline.deadlineGraceMs', LIMITS.deadlineMs.min, LIMITS.deadlineMs.max),
+        },
         context: { enabled: v.bool('context.enabled') },
         threads: v.optionalInt('threads', LIMITS.threads.min, LIMITS.threads.max),
         allowUndefendedRemoteCloud: v.bool('allowUndefendedRemoteCloud'),
@@ -92,7 +95,7 @@ export function toInitializationOptions(s: UmbraSettings): InitializationOptions
             topP: s.completion.topP,
             contextTokens: s.completion.contextTokens,
         },
-        inline: { deadlineMs: s.inline.deadlineMs },
+        inline: { deadlineMs: s.inline.deadlineMs, deadlineGraceMs: s.inline.deadlineGraceMs },
         // the globs the client never syncs, so that the server never takes such a file (an
         // imported one it reads from disk included) as context either
         context: { enabled: s.context.enabled, exclude: [...s.exclude] },

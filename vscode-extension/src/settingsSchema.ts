@@ -49,6 +49,9 @@ export interface InlineSettings {
     /** Milliseconds after a request's arrival at which the server's decode stops and the text so
      * far is the answer (trimmed to a whole line or word); 0: no deadline. */
     deadlineMs: number;
+    /** Past the deadline, how many more milliseconds a decode whose text holds no whole word yet
+     * may go on to its first one; 0: the answer is cut at the deadline. */
+    deadlineGraceMs: number;
 }
 
 export interface ContextSettings {
@@ -91,7 +94,7 @@ export interface InitializationOptions {
         topP: number;
         contextTokens: number;
     };
-    inline: { deadlineMs: number };
+    inline: { deadlineMs: number; deadlineGraceMs: number };
     /** `umbra.context.enabled`, and `umbra.exclude` as the server's exclusion globs. */
     context: { enabled: boolean; exclude: string[] };
     threads: number | null;
@@ -110,7 +113,7 @@ export const DEFAULTS: Readonly<UmbraSettings> = Object.freeze({
     model: { dir: null, bundle: null, keyringService: 'umbra', dtype: 'fp32' as const },
     cloud: { url: null, certificate: null, tokenEnv: 'UMBRA_CLOUD_TOKEN' },
     completion: { maxTokens: 64, multiline: 'auto' as const, temperature: 0.0, topP: 1.0, contextTokens: 1024 },
-    inline: { deadlineMs: 250 },
+    inline: { deadlineMs: 250, deadlineGraceMs: 1750 },
     context: { enabled: false },
     threads: null,
     allowUndefendedRemoteCloud: false,
@@ -139,6 +142,7 @@ export const SETTING_KEYS = [
     'completion.topP',
     'completion.contextTokens',
     'inline.deadlineMs',
+    'inline.deadlineGraceMs',
     'context.enabled',
     'threads',
     'allowUndefendedRemoteCloud',

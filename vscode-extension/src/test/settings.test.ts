@@ -40,7 +40,7 @@ describe('settings → initializationOptions', () => {
             model: { dir: null, bundle: null, keyringService: 'umbra', dtype: 'fp32' },
             cloud: { url: null, certificate: null, tokenEnv: 'UMBRA_CLOUD_TOKEN' },
             completion: { maxTokens: 64, multiline: 'auto', temperature: 0.0, topP: 1.0, contextTokens: 1024 },
-            inline: { deadlineMs: 250 },
+            inline: { deadlineMs: 250, deadlineGraceMs: 1750 },
             context: { enabled: false, exclude: [...DEFAULT_EXCLUDE] },
             threads: null,
             allowUndefendedRemoteCloud: false,
@@ -52,7 +52,7 @@ describe('settings → initializationOptions', () => {
             '{"model":{"dir":null,"bundle":null,"keyringService":"umbra","dtype":"fp32"},' +
                 '"cloud":{"url":null,"certificate":null,"tokenEnv":"UMBRA_CLOUD_TOKEN"},' +
                 '"completion":{"maxTokens":64,"multiline":"auto","temperature":0,"topP":1,"contextTokens":1024},' +
-                `"inline":{"deadlineMs":250},"context":{"enabled":false,"exclude":${JSON.stringify(DEFAULT_EXCLUDE)}},` +
+                `"inline":{"deadlineMs":250,"deadlineGraceMs":1750},"context":{"enabled":false,"exclude":${JSON.stringify(DEFAULT_EXCLUDE)}},` +
                 '"threads":null,"allowUndefendedRemoteCloud":false,"clientOnly":false}',
         );
     });
@@ -84,6 +84,7 @@ describe('settings → initializationOptions', () => {
                 'completion.topP': 0.95,
                 'completion.contextTokens': 2048,
                 'inline.deadlineMs': 0,
+                'inline.deadlineGraceMs': 0,
                 'context.enabled': true,
                 exclude: ['**/secrets/**', '*.local.py'],
                 threads: 2,
@@ -98,7 +99,7 @@ describe('settings → initializationOptions', () => {
             model: { dir: '/models/tiny', bundle: '/home/u/bundles/b1', keyringService: 'umbra-test', dtype: 'bf16' },
             cloud: { url: 'https://cloud.example:8443', certificate: '/ws/cloud.pem', tokenEnv: 'MY_TOKEN' },
             completion: { maxTokens: 128, multiline: true, temperature: 0.2, topP: 0.95, contextTokens: 2048 },
-            inline: { deadlineMs: 0 },
+            inline: { deadlineMs: 0, deadlineGraceMs: 0 },
             context: { enabled: true, exclude: ['**/secrets/**', '*.local.py'] },
             threads: 2,
             allowUndefendedRemoteCloud: true,
@@ -152,6 +153,7 @@ describe('settings validation', () => {
         ['topP above 1', { 'completion.topP': 1.5 }, /completion\.topP/],
         ['contextTokens 0', { 'completion.contextTokens': 0 }, /completion\.contextTokens/],
         ['deadlineMs -1', { 'inline.deadlineMs': -1 }, /inline\.deadlineMs/],
+        ['deadlineGraceMs 1.5', { 'inline.deadlineGraceMs': 1.5 }, /inline\.deadlineGraceMs/],
         ['multiline string', { 'completion.multiline': 'yes' }, /completion\.multiline must be true, false or "auto"/],
         ['threads 0', { threads: 0 }, /threads must be null or an integer/],
         ['threads string', { threads: 'auto' }, /threads/],
