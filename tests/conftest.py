@@ -53,6 +53,18 @@ def pytest_configure(config):
         config.pluginmanager.register(UnitSeconds(), "umbra-unit-seconds")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    """One intra-op thread before a test's fixtures are set up, too: a module- or session-scoped
+    fixture is built in the setup of the first test that asks for it, before the autouse fixture
+    below runs, and under xdist the file before it in the same worker may have left another
+    thread count (an in-process CLI run or a service in a fixture of its own); a model a module
+    fixture trains must see the threads the module's tests see, or a float sum's order changes
+    (tests/attacks/test_layer_probes.py failed so in CI)."""
+    torch.set_num_threads(1)
+    return (yield)
+
+
 @pytest.fixture(autouse=True)
 def one_torch_thread():
     """Every test runs with one intra-op thread, and a test that changes it (an in-process CLI
