@@ -1,25 +1,32 @@
-"""server/preflight.py, through the real service (`python -m server`, as `umbra cloud serve` runs
-it): a device this machine lacks, a dtype the device cannot run, a missing shard or a shape that
-disagrees with config.json stops the start with one line, before the port is bound (no ready
-file, so no client was ever accepted); a service that starts runs the middle in the dtype asked
-for, on its device, within that dtype's documented tolerance of the monolithic model, and reports
-its memory plan at start and in /metrics."""
+"""server/preflight.py, through the real service's entry point (server.serve.main, which `python -m
+server` and `umbra cloud serve` run): a device this machine lacks, a dtype the device cannot run, a
+missing shard or a shape that disagrees with config.json stops the start with one line, before the
+port is bound (no ready file, so no client was ever accepted); a service that starts runs the middle
+in the dtype asked for, on its device, within that dtype's documented tolerance of the monolithic
+model, and reports its memory plan at start and in /metrics.
+
+One refusal runs as the real process (`python -m server`: exit status 2, one line, no traceback);
+the others call the same entry point in this process, and the services that start are the real app
+under uvicorn on a loopback socket in a thread of this process (server.launch.local_cloud_thread)."""
 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import httpx
 import pytest
 import torch
 
-from server.launch import local_cloud, local_cloud_sync
+from server.launch import local_cloud_sync, local_cloud_thread
+from server.serve import main as serve_main
 from umbra.engine import ClientModel
 from umbra.engine.runner import MonolithicRunner, SplitRunner
-from umbra.errors import CloudUnavailable
+from umbra.errors import CloudUnavailable, UmbraError
 from umbra.middle.remote import RemoteMiddle
 from umbra.model.parts import SplitPlan
 
@@ -41,14 +48,34 @@ def synthetic(tmp_path_factory) -> Path:
                  overrides=dict(hidden_size=128, intermediate_size=256))
 
 
-def refused(model_dir, **settings) -> str:
-    """The log of a start that must fail: it exited (before writing its ready file) with one line."""
+def refused_by_the_process(model_dir, **settings) -> str:
+    """The log of a `python -m server` start that must fail: it exited (before writing its ready
+    file) with status 2 and one line, no traceback."""
     with pytest.raises(CloudUnavailable, match=r"exited with status 2") as err:
         with local_cloud_sync(model_dir, PLAN, settings={"torch_threads": 1, **settings}, startup_timeout=120):
             pass
     lines = [line for line in str(err.value).splitlines() if line.startswith("umbra cloud: error:")]
     assert len(lines) == 1 and "Traceback" not in str(err.value)
     return lines[0]
+
+
+def refused(model_dir, **settings) -> str:
+    """The one-line error of a start that must fail, through the service's entry point in this
+    process (settings as UMBRA_CLOUD_* variables, as server.launch passes them): an UmbraError (what
+    `python -m server` prints as its one line and exits 2 on) before the port is bound: no ready
+    file was written."""
+    with pytest.MonkeyPatch.context() as env, tempfile.TemporaryDirectory(prefix="umbra-refused-") as tmp:
+        for name, value in {"torch_threads": 1, **settings}.items():
+            env.setenv(f"UMBRA_CLOUD_{name.upper()}", str(value))
+        ready = Path(tmp) / "ready.json"
+        with pytest.raises(UmbraError) as err:
+            serve_main(["--model-dir", str(model_dir), "--host", "127.0.0.1", "--port", "0",
+                        "--token-file", str(Path(tmp) / "tokens.json"), "--ready-file", str(ready),
+                        "--encoder-blocks", str(PLAN.encoder_blocks), "--decoder-blocks", str(PLAN.decoder_blocks)])
+        assert not ready.exists()
+    line = f"umbra cloud: error: {err.value}"
+    assert "\n" not in line
+    return line
 
 
 def test_a_cuda_device_this_machine_lacks(synthetic):
@@ -67,7 +94,8 @@ def test_a_missing_shard_and_a_shape_that_disagrees_with_config(synthetic, tmp_p
     missing = shutil.copytree(synthetic, tmp_path / "missing")
     index = json.loads((missing / "model.safetensors.index.json").read_text())["weight_map"]
     (missing / index["model.layers.2.self_attn.q_proj.weight"]).unlink()
-    assert "is missing" in refused(missing) and index["model.layers.2.self_attn.q_proj.weight"] in refused(missing)
+    line = refused_by_the_process(missing)
+    assert "is missing" in line and index["model.layers.2.self_attn.q_proj.weight"] in line
 
     wrong = shutil.copytree(synthetic, tmp_path / "wrong")
     config = json.loads((wrong / "config.json").read_text())
@@ -75,14 +103,14 @@ def test_a_missing_shard_and_a_shape_that_disagrees_with_config(synthetic, tmp_p
     assert "k_proj.weight" in (line := refused(wrong)) and "disagrees with config.json" in line
 
 
-async def split_vs_monolithic(model_dir: Path, dtype: str, device: str) -> tuple[float, dict, str, str]:
+async def split_vs_monolithic(model_dir: Path, dtype: str, device: str, caplog) -> tuple[float, dict, str, str]:
     """(relative error, /v1/info, /metrics text, cloud log) of a prefill + 6 decode steps through the
     real cloud in `dtype` on `device`, against the monolithic fp32 model."""
     model = ClientModel.load(model_dir, PLAN)
     monolithic = MonolithicRunner(model.encoder, model.load_middle(), model.decoder)
     ids = torch.randint(10, 2000, (16,), generator=torch.Generator().manual_seed(5)).tolist()
     settings = {"torch_threads": 1, "dtype": dtype, "device": device}
-    async with local_cloud(model_dir, PLAN, settings=settings) as cloud:
+    with caplog.at_level(logging.WARNING, logger="umbra.cloud"), local_cloud_thread(model_dir, PLAN, settings=settings) as cloud:
         remote = RemoteMiddle(cloud.base_url, cloud.token, hidden_size=model.spec.hidden_size)
         split = SplitRunner(model.encoder, model.decoder, remote)
         errors, scale = [], 0.0
@@ -94,13 +122,13 @@ async def split_vs_monolithic(model_dir: Path, dtype: str, device: str) -> tuple
         await remote.aclose()
         async with httpx.AsyncClient(base_url=cloud.base_url, headers={"Authorization": f"Bearer {cloud.token}"}) as h:
             info, metrics = (await h.get("/v1/info")).json(), (await h.get("/metrics")).text
-        log = cloud.log_path.read_text()
+        log = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("umbra.cloud"))
     return max(errors) / scale, info, metrics, log
 
 
 @pytest.mark.parametrize("dtype,name", [("fp32", "float32"), ("bf16", "bfloat16")])
-async def test_the_cloud_in_each_cpu_dtype_is_within_its_tolerance_of_the_monolithic_model(synthetic, dtype, name):
-    error, info, metrics, log = await split_vs_monolithic(synthetic, dtype, "cpu")
+async def test_the_cloud_in_each_cpu_dtype_is_within_its_tolerance_of_the_monolithic_model(synthetic, dtype, name, caplog):
+    error, info, metrics, log = await split_vs_monolithic(synthetic, dtype, "cpu", caplog)
     print(f"{dtype}: relative error {error:.2e}")
     assert info["dtype"] == name and error <= TOLERANCE[dtype]
     if dtype == "bf16":
@@ -118,10 +146,10 @@ async def test_the_cloud_in_each_cpu_dtype_is_within_its_tolerance_of_the_monoli
 
 @needs_cuda
 @pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
-async def test_on_cuda_the_middle_and_its_caches_run_there_within_the_dtypes_tolerance(synthetic, dtype):
+async def test_on_cuda_the_middle_and_its_caches_run_there_within_the_dtypes_tolerance(synthetic, dtype, caplog):
     if dtype == "bf16" and not torch.cuda.is_bf16_supported():
         assert "no bf16 support" in refused(synthetic, device="cuda", dtype=dtype)
         return
-    error, info, metrics, log = await split_vs_monolithic(synthetic, dtype, "cuda")
+    error, info, metrics, log = await split_vs_monolithic(synthetic, dtype, "cuda", caplog)
     assert error <= max(TOLERANCE[dtype], 1e-4) and "on cuda:0" in log  # fp32: another kernel library
     assert "umbra_cloud_device_free_bytes" in metrics
