@@ -1,28 +1,41 @@
 """tests/no_server_errors.py, the suite's "any 5xx fails" check, run on an inner test session: a
 real cloud (local_cloud_thread) made to answer a real 500 (its token file broken under it) fails
 the test that caused it — unless the test is marked server_errors_expected — and a test whose
-cloud answered only 4xx passes."""
+cloud answered only 4xx passes.
+
+One inner session runs every scenario, each in a module of its own, with and without the mark
+(one Python, torch and tiny model for all of them instead of one per scenario): its JUnit report
+says, test by test, whose own assertions held and which test the plugin failed, and with what."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 _TESTS = Path(__file__).resolve().parent
+_MARKED = "@pytest.mark.server_errors_expected"
+_CONFTEST = '''
+import pytest
+from tiny_models import build_tiny_model
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tiny")
+    build_tiny_model("qwen2-tied", d)
+    return d
+'''
 _INNER = '''
 import httpx, pytest
 from server.launch import local_cloud_thread
-from tiny_models import build_tiny_model
 
 @pytest.fixture(scope="module")
-def cloud(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tiny")
-    build_tiny_model("qwen2-tied", d)
-    with local_cloud_thread(d, settings={"torch_threads": 1}) as c:
+def cloud(tiny, tmp_path_factory):
+    with local_cloud_thread(tiny, settings={"torch_threads": 1}) as c:
         yield c
 
 def _call(cloud, break_tokens):
@@ -40,27 +53,6 @@ def test_a_500(cloud):
     assert _call(cloud, True) == 500
 '''
 
-
-def inner(tmp_path: Path, mark: str) -> subprocess.CompletedProcess:
-    (tmp_path / "test_inner.py").write_text(_INNER.replace("MARK", mark))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_TESTS.parent), str(_TESTS)])}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
-                           "-p", "no_server_errors", "test_inner.py"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-
-
-@pytest.mark.parametrize("mark, fails", [("", True), ("@pytest.mark.server_errors_expected", False)])
-def test_a_5xx_fails_the_test_that_caused_it_unless_declared(tmp_path, mark, fails):
-    run = inner(tmp_path, mark)
-    out = run.stdout + run.stderr
-    assert "2 passed" in out, out[-3000:]  # both tests' own assertions held: the cloud really answered 401, then 500
-    if fails:
-        assert run.returncode == 1 and "1 error" in out and "a cloud service answered 5xx" in out, out[-3000:]
-        assert "test_a_500" in out.split("short test summary")[-1] and "test_a_4xx_only" not in out.split("short test summary")[-1], out[-3000:]
-    else:
-        assert run.returncode == 0, out[-3000:]
-
-
 _CHILD = '''
 import sys, httpx
 from server.launch import local_cloud_sync
@@ -77,16 +69,13 @@ with local_cloud_sync(sys.argv[1], settings={"torch_threads": 1}) as c:
 _INNER_CHILD = '''
 import subprocess, sys
 import pytest
-from tiny_models import build_tiny_model
 
 CHILD = """''' + _CHILD + '''"""
 
 @pytest.fixture(scope="module")
-def child(tmp_path_factory):
+def child(tiny):
     """A process of its own (as `umbra serve` or the language server) running a cloud."""
-    d = tmp_path_factory.mktemp("tiny")
-    build_tiny_model("qwen2-tied", d)
-    p = subprocess.Popen([sys.executable, "-c", CHILD, str(d)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen([sys.executable, "-c", CHILD, str(tiny)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "ready"
     yield p
     if p.poll() is None:
@@ -112,41 +101,17 @@ def test_a_500_then_it_stops(child):
     assert child.wait(60) == 0
 '''
 
-
-@pytest.mark.parametrize("mark, fails", [("", True), ("@pytest.mark.server_errors_expected", False)])
-def test_a_5xx_of_a_cloud_that_a_child_process_started_fails_the_test(tmp_path, mark, fails):
-    """Clouds that `umbra serve` or the language server start in their own processes: a 500 read
-    while the cloud runs, and one it reports as it stops, each fail the test that caused it."""
-    (tmp_path / "test_inner.py").write_text(_INNER_CHILD.replace("MARK", mark))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_TESTS.parent), str(_TESTS)])}
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
-                          "-p", "no_server_errors", "test_inner.py"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    out = run.stdout + run.stderr
-    assert "3 passed" in out, out[-3000:]  # the 500s really happened
-    if fails:
-        summary = out.split("short test summary")[-1]
-        assert run.returncode == 1 and "2 errors" in out and "started by a child process" in out, out[-3000:]
-        assert "test_a_500_while_it_runs" in summary and "test_a_500_then_it_stops" in summary, out[-3000:]
-        assert "test_nothing_new" not in summary, out[-3000:]
-    else:
-        assert run.returncode == 0, out[-3000:]
-
-
 _INNER_WATCHED = '''
 import httpx, pytest
 from lsp_helpers import cloud_on_port, free_port
 from server.auth import TokenStore
-from tiny_models import build_tiny_model
 
 MARK
-def test_a_500_of_a_cloud_on_a_port(tmp_path):
-    d = tmp_path / "tiny"
-    build_tiny_model("qwen2-tied", d)
+def test_a_500_of_a_cloud_on_a_port(tiny, tmp_path):
     tokens = tmp_path / "tokens.json"
     token = TokenStore(tokens).add("t")
     port = free_port()
-    with cloud_on_port(d, port, tokens):
+    with cloud_on_port(tiny, port, tokens):
         good = tokens.read_text()
         tokens.write_text("not json")  # the service cannot read its tokens: 500
         r = httpx.post(f"http://127.0.0.1:{port}/v1/sessions", json={}, headers={"Authorization": f"Bearer {token}"})
@@ -154,20 +119,77 @@ def test_a_500_of_a_cloud_on_a_port(tmp_path):
         assert r.status_code == 500
 '''
 
+# scenario -> (inner module, its tests)
+SCENARIOS = {"cloud": (_INNER, ("test_a_4xx_only", "test_a_500")),
+             "child": (_INNER_CHILD, ("test_a_500_while_it_runs", "test_nothing_new", "test_a_500_then_it_stops")),
+             "watched": (_INNER_WATCHED, ("test_a_500_of_a_cloud_on_a_port",))}
 
-@pytest.mark.parametrize("mark, fails", [("", True), ("@pytest.mark.server_errors_expected", False)])
-def test_a_5xx_of_a_service_another_process_runs_for_the_test_fails_it(tmp_path, mark, fails):
+
+def _module(scenario: str, marked: bool) -> str:
+    return f"test_{scenario}_{'marked' if marked else 'unmarked'}"
+
+
+@pytest.fixture(scope="module")
+def inner(tmp_path_factory):
+    """One inner session over every scenario, marked and not: (its output, its exit status,
+    module -> test -> (its call passed, the teardown error's message or None))."""
+    d = tmp_path_factory.mktemp("inner")
+    (d / "conftest.py").write_text(_CONFTEST)
+    for scenario, (source, _) in SCENARIOS.items():
+        for marked in (False, True):
+            (d / f"{_module(scenario, marked)}.py").write_text(source.replace("MARK", _MARKED if marked else ""))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_TESTS.parent), str(_TESTS), str(_TESTS / "lsp")])}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                          "-p", "no_server_errors", "--junitxml", str(d / "report.xml"), "."],
+                         cwd=d, env=env, capture_output=True, text=True, timeout=600)
+    out = run.stdout + run.stderr
+    results: dict[str, dict[str, list]] = {}
+    for case in ET.parse(d / "report.xml").getroot().iter("testcase"):
+        outcome = results.setdefault(case.get("classname"), {}).setdefault(case.get("name"), [True, None])
+        for child in case:
+            if child.tag == "error" and "teardown" in (child.get("message") or ""):
+                outcome[1] = child.get("message")
+            elif child.tag in ("failure", "error", "skipped"):
+                outcome[0] = False  # the test's own assertions (or its setup) did not hold
+    return out, run.returncode, results
+
+
+def test_the_inner_session_ran_every_scenario_and_failed_only_on_the_5xx(inner):
+    out, returncode, results = inner
+    assert returncode == 1, out[-3000:]
+    # every test's own assertions held (the cloud really answered 401, then the 500s happened);
+    # the unmarked modules' 500s are the only errors: 1 + 2 + 1
+    assert "12 passed, 4 errors" in out, out[-3000:]
+    assert set(results) == {_module(s, m) for s in SCENARIOS for m in (False, True)}, results
+
+
+def _check(inner, scenario: str, fails: bool, failed: set[str], message: str) -> None:
+    out, _, results = inner
+    tests = results[_module(scenario, not fails)]
+    assert set(tests) == set(SCENARIOS[scenario][1]), tests
+    assert all(passed for passed, _ in tests.values()), (tests, out[-3000:])  # the 5xx really happened
+    errors = {name for name, (_, error) in tests.items() if error is not None}
+    assert errors == (failed if fails else set()), (tests, out[-3000:])
+    for name in errors:
+        assert message in tests[name][1], tests[name][1]
+
+
+@pytest.mark.parametrize("fails", [True, False], ids=["unmarked", "marked"])
+def test_a_5xx_fails_the_test_that_caused_it_unless_declared(inner, fails):
+    _check(inner, "cloud", fails, {"test_a_500"}, "a cloud service answered 5xx")
+
+
+@pytest.mark.parametrize("fails", [True, False], ids=["unmarked", "marked"])
+def test_a_5xx_of_a_cloud_that_a_child_process_started_fails_the_test(inner, fails):
+    """Clouds that `umbra serve` or the language server start in their own processes: a 500 read
+    while the cloud runs, and one it reports as it stops, each fail the test that caused it."""
+    _check(inner, "child", fails, {"test_a_500_while_it_runs", "test_a_500_then_it_stops"},
+           "started by a child process")
+
+
+@pytest.mark.parametrize("fails", [True, False], ids=["unmarked", "marked"])
+def test_a_5xx_of_a_service_another_process_runs_for_the_test_fails_it(inner, fails):
     """A service in a process of its own that a test starts through tests/lsp/lsp_helpers.py
     (`cloud_on_port` here; `serve_process` reports through the same watch_service): its 500 fails
     the test that caused it."""
-    (tmp_path / "test_inner.py").write_text(_INNER_WATCHED.replace("MARK", mark))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_TESTS.parent), str(_TESTS), str(_TESTS / "lsp")])}
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
-                          "-p", "no_server_errors", "test_inner.py"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    out = run.stdout + run.stderr
-    assert "1 passed" in out, out[-3000:]  # the 500 really happened
-    if fails:
-        assert run.returncode == 1 and "1 error" in out and "(cloud_on_port) (stopped): 1" in out, out[-3000:]
-    else:
-        assert run.returncode == 0, out[-3000:]
+    _check(inner, "watched", fails, {"test_a_500_of_a_cloud_on_a_port"}, "(cloud_on_port) (stopped): 1")
