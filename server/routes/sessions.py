@@ -4,9 +4,11 @@ close. Bodies of forward/backward are wire frames (umbra.wire); the rest is JSON
 POST /v1/sessions/forward opens an inference session and runs its first FORWARD frame in one
 request: the reply is the HIDDEN frame, the new session's id in its X-Umbra-Session-Id header
 (so a client's open costs no trip of its own; /v1/info says `open_in_frame`). A frame that
-fails there closes the session it opened, and so does a client that left before its answer (a
-cancelled completion: it never learns the id). Left: a client that goes between that check and
-the answer's arrival (the session then waits for idle expiry)."""
+fails there closes the session it opened, and so does a client whose connection is gone before
+its answer (it never learns the id). A client cancelled after that check, while the answer
+crosses the link, still learns the id: it waits for the answer in the background and closes the
+session (umbra/middle/cloud_link.py, CloudLink.open_with); only a client that dies in that
+window leaves the session to idle expiry."""
 
 from __future__ import annotations
 

@@ -4,9 +4,11 @@ opens a session in one request, the stream serves the id it returned, and a sess
 no longer holds fails the stream step as UnknownSession with the stream dropped. Through
 RemoteMiddle: a warm session whose stream the cloud closed after idle pays one trip for its next
 edit (over HTTP, the upgrade after it; the outputs those of the in-process middle), and an
-opening frame cancelled in flight leaves no session on the cloud: before its answer's headers
-the cloud closes the session whose opener left (instead of holding one of the client's 64 until
-idle expiry), after them the client knows the id and goes on with it or closes it."""
+opening frame cancelled in flight leaves no session on the cloud (instead of holding one of the
+client's 64 until idle expiry): after its answer's headers the client knows the id and goes on
+with it or closes it; before them the client waits for the answer in the background and closes
+the session it names, also when the answer was already on its way (behind a slow link) as the
+caller left."""
 
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ import asyncio
 import re
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import httpx
 import pytest
 import torch
 
@@ -22,6 +26,7 @@ _REPO = str(Path(__file__).resolve().parents[2])
 if sys.path[0] != _REPO:  # the real `server` package, not tests/server
     sys.path.insert(0, _REPO)
 
+from benchmarks.wan_link import LinkConfig, WanProxy  # noqa: E402
 from server.launch import local_cloud_thread  # noqa: E402
 from umbra import wire  # noqa: E402
 from umbra.middle.cloud_link import CloudLink  # noqa: E402
@@ -115,7 +120,7 @@ def _metric(text: str, name: str) -> float:
 async def test_an_opening_frame_cancelled_in_flight_leaves_no_session_on_the_cloud():
     """The default model's middle blocks, so that a long prefill takes a while: the client
     cancels its opening frame once the cloud has opened the session (and is still computing),
-    and the cloud closes that session itself (it would have held one of the client's 64 for
+    and the session is closed, not left to expire (it would have held one of the client's 64 for
     `session_idle_seconds`, here 900 s)."""
     model = Path(_REPO) / "models" / "umbra-code-tiny"
     with local_cloud_thread(model, settings={"torch_threads": 1}) as cloud:
@@ -141,9 +146,9 @@ async def test_an_opening_frame_cancelled_in_flight_leaves_no_session_on_the_clo
                 try:
                     await task
                 except asyncio.CancelledError:
-                    if middle._sessions[sid].remote is None:  # the cloud must free it itself
+                    if middle._sessions[sid].remote is None:  # unclaimed: closed, never adopted
                         unknown += 1
-                        await _until(lambda: _gone(metrics), "the cloud closed the session whose opener left")
+                        await _until(lambda: _gone(metrics), "the session whose opener left was closed")
                         text = await metrics()
                         assert _metric(text, "umbra_cloud_sessions_opened_total") == opened + 1
                         assert _metric(text, "umbra_cloud_sessions_expired_total") == 0  # not by idle expiry
@@ -159,3 +164,41 @@ async def test_an_opening_frame_cancelled_in_flight_leaves_no_session_on_the_clo
 
 async def _gone(metrics) -> bool:
     return _metric(await metrics(), "umbra_cloud_sessions_active") == 0
+
+
+async def test_an_opening_frame_cancelled_while_its_answer_crosses_the_link_is_closed(tiny_model_dirs):
+    """The window the cloud cannot see: its answer has left (it checked that the client was still
+    there) and is crossing a 1 s link when the caller cancels. The client never read the id, so
+    the cloud holds a session nobody claims: the client waits for that answer in the background
+    and closes the session it names (no idle expiry), and never adopts it."""
+    h, pos = torch.randn(1, 6, 64, generator=torch.Generator().manual_seed(2)), torch.arange(6)[None]
+    with local_cloud_thread(tiny_model_dirs["llama"], settings={"torch_threads": 1}) as cloud, \
+            WanProxy(("127.0.0.1", urlsplit(cloud.base_url).port), LinkConfig(one_way_ms=1000)) as link:
+        async with httpx.AsyncClient(base_url=cloud.base_url,  # straight to the cloud, not over the link
+                                     headers={"Authorization": f"Bearer {cloud.token}"}) as direct:
+            async def metric(name: str) -> float:
+                return _metric((await direct.get("/metrics")).text, name)
+
+            async with RemoteMiddle(link.url(cloud.base_url), cloud.token) as middle:
+                sid = await middle.open_session()
+                sent = await metric("umbra_cloud_bytes_out_total")
+                task = asyncio.ensure_future(middle.forward(h, pos, sid))
+
+                async def answered() -> bool:  # the cloud's answer has left it
+                    return await metric("umbra_cloud_bytes_out_total") > sent
+
+                await _until(answered, "the cloud answered the opening frame")
+                assert await metric("umbra_cloud_sessions_active") == 1
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                assert middle._sessions[sid].remote is None  # the answer had not reached the client
+
+                async def closed() -> bool:
+                    return await metric("umbra_cloud_sessions_active") == 0
+
+                await _until(closed, "the client closed the session it never claimed", bound=60.0)
+                assert await metric("umbra_cloud_sessions_expired_total") == 0  # not by idle expiry
+                assert middle._sessions[sid].remote is None  # the late answer was not adopted
+                out = await middle.forward(h, pos, sid)  # the client's session goes on: a new one
+                assert out.shape == (1, 6, 64) and await metric("umbra_cloud_sessions_opened_total") == 2

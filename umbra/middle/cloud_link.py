@@ -108,17 +108,41 @@ class CloudLink:
     async def open_with(self, s: RemoteSession, data: bytes) -> torch.Tensor:
         """POST /v1/sessions/forward: a new inference session and its first FORWARD frame in one
         trip; sets s.remote to the cloud's id (as soon as the answer's headers are in) and returns
-        the frame's outputs. A cancel before the headers: the cloud closes the session itself
-        (server/routes/sessions.py); after them: the client knows it (cut back or closed later)."""
+        the frame's outputs. A cancel after the headers: the client knows the session (cut back or
+        closed later). A cancel before them: the request goes on in the background, and the
+        session its answer names is closed (`_close_unclaimed`): however late the answer comes,
+        the opened session never waits for idle expiry. (The cloud also closes one whose client
+        left before its answer, server/routes/sessions.py: a client that dies.)"""
+        left = False  # the caller cancelled before the headers: nobody claims the session
+
         def learn(r: httpx.Response) -> None:  # before the body: a cancel from here on leaves the
             sid = r.headers.get(SESSION_ID_HEADER)  # session known, to be cut back (dirty) or closed
-            if r.status_code < 400 and sid:
+            if r.status_code < 400 and sid and not left:
                 s.remote = sid
 
-        r = await self.request("POST", "/v1/sessions/forward", data, s=s, on_headers=learn)
+        call = asyncio.ensure_future(self.request("POST", "/v1/sessions/forward", data, s=s, on_headers=learn))
+        try:
+            r = await asyncio.shield(call)
+        except asyncio.CancelledError:
+            if s.remote is None and not call.done():
+                left = True
+                self._keep(self._close_unclaimed(call, s))
+            elif not call.cancel() and not call.cancelled():
+                call.exception()  # done as the caller left: its failure is nobody's now
+            raise
         if not r.headers.get(SESSION_ID_HEADER):
             raise wire.WireError(f"the cloud opened a session without its {SESSION_ID_HEADER} header")
         return wire.decode(r.content, expect=wire.Kind.HIDDEN).tensors[0]
+
+    async def _close_unclaimed(self, call: asyncio.Future, s: RemoteSession) -> None:
+        """Wait for a cancelled open's answer and close the session it names (on its replica:
+        the routing header of `s`); an open that failed or never reached the cloud left none."""
+        try:
+            sid = (await call).headers.get(SESSION_ID_HEADER)
+            if sid:
+                await self.request("DELETE", f"/v1/sessions/{sid}", s=s)
+        except (CloudRejected, CloudUnavailable, ConnectionLost, asyncio.CancelledError):
+            pass  # gone already, or the cloud is unreachable: its idle expiry is the last resort
 
     async def fetch_info(self) -> dict:
         info = (await self.request("GET", "/v1/info")).json()
@@ -175,14 +199,17 @@ class CloudLink:
             else:  # the session moved on (re-prefilled, closed) meanwhile
                 self._close_later(ws)
 
-        task = s.ws_opening = asyncio.ensure_future(upgrade())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        task = s.ws_opening = self._keep(upgrade())
 
     def _close_later(self, ws: ClientConnection) -> None:
-        task = asyncio.ensure_future(ws.close())
+        self._keep(ws.close())
+
+    def _keep(self, work) -> asyncio.Task:
+        """Run `work` in the background, awaited by aclose()."""
+        task = asyncio.ensure_future(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
     def drop_ws(self, s: RemoteSession) -> None:
         if s.ws_opening is not None:
