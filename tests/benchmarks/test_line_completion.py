@@ -4,7 +4,9 @@ small run through a real `umbra serve` and the local engine."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import re
 import subprocess
@@ -17,10 +19,11 @@ import pytest
 from line_metrics import Cell, edit_similarity, levenshtein, score
 from line_positions import MIN_TYPED, choose_positions, indent_width, trivial
 from line_report import latest_runs, render
-from umbra.paths import DEFAULT_MODEL_NAME
+from umbra.paths import DEFAULT_MODEL_NAME, default_model_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "line_completion.py"
+TINY = ROOT / "models" / "umbra-code-tiny"
 
 PY = '''# Copyright header: a license the files of a project share.
 # It is not code anyone completes.
@@ -286,6 +289,18 @@ def _cli(*args, timeout=300) -> subprocess.CompletedProcess:
                           timeout=timeout, cwd=ROOT, check=False)
 
 
+def _main(*args) -> subprocess.CompletedProcess:
+    """The script's main(argv) in this process: what `_cli` returns, without a Python start-up and
+    the import of torch (the bad-input checks; one of them stays a real subprocess)."""
+    import line_completion
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = line_completion.main([str(a) for a in args])
+    return subprocess.CompletedProcess([sys.executable, str(SCRIPT), *map(str, args)], code, out.getvalue(),
+                                       err.getvalue())
+
+
 def _data_root(tmp_path: Path, docs: dict[str, list[dict]], name: str = "heldout") -> Path:
     d = tmp_path / "root" / "data" / name
     d.mkdir(parents=True)
@@ -302,8 +317,16 @@ def _one_line_error(r: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
+def test_without_model_the_run_uses_the_default_model():
+    import line_completion
+
+    args = line_completion.parse_args([])
+    assert args.model == default_model_dir() and args.model.name == DEFAULT_MODEL_NAME
+    assert args.model.resolve().name == DEFAULT_MODEL_NAME  # the run record's "model"
+
+
 def test_bad_input_is_one_line_and_exit_status_2(tmp_path):
-    model = ROOT / "models" / "umbra-code-tiny"
+    model = TINY
     no_tokenizer = tmp_path / "model"
     no_tokenizer.mkdir()
     for name in ("config.json", "model.safetensors"):
@@ -312,19 +335,19 @@ def test_bad_input_is_one_line_and_exit_status_2(tmp_path):
     results = tmp_path / "results.jsonl"
     common = ["--data-root", root, "--results", results, "--languages", "python"]
 
-    line = _one_line_error(_cli(*common, "--model", no_tokenizer))
+    line = _one_line_error(_cli(*common, "--model", no_tokenizer))  # the one real subprocess: exit status, pipes
     assert line == f"line_completion: error: model directory {no_tokenizer} is incomplete: missing tokenizer.json"
-    line = _one_line_error(_cli(*common, "--positions", "0"))
+    line = _one_line_error(_main(*common, "--positions", "0"))
     assert line == "line_completion: error: --positions must be at least 1, got 0"
-    line = _one_line_error(_cli("--data-root", root, "--results", results, "--languages", "go"))
+    line = _one_line_error(_main("--data-root", root, "--results", results, "--languages", "go"))
     assert line == (f"line_completion: error: set 'heldout' is empty for go: {root}/data/heldout/go.jsonl "
                     f"holds no files")
-    line = _one_line_error(_cli("--data-root", root, "--results", results, "--languages", "java"))
+    line = _one_line_error(_main("--data-root", root, "--results", results, "--languages", "java"))
     assert line.startswith(f"line_completion: error: set 'heldout' has no java file: {root}/data/heldout/java.jsonl "
                            f"is missing")
-    line = _one_line_error(_cli(*common, "--set", "test"))
+    line = _one_line_error(_main(*common, "--set", "test"))
     assert line.startswith("line_completion: error: set 'test' has no python file")
-    line = _one_line_error(_cli("--render-only", "--results", results, "--doc", tmp_path / "absent.md"))
+    line = _one_line_error(_main("--render-only", "--results", results, "--doc", tmp_path / "absent.md"))
     assert line == f"line_completion: error: {tmp_path / 'absent.md'} does not exist"
     assert not results.exists()
 
@@ -335,8 +358,9 @@ def test_a_small_run_through_a_real_umbra_serve_and_the_local_engine(tmp_path):
     root = _data_root(tmp_path, {"python": files})
     results, dump, doc = tmp_path / "results.jsonl", tmp_path / "dump.jsonl", tmp_path / "doc.md"
     doc.write_text("# B\n\n<!-- line-completion:begin -->\nold\n<!-- line-completion:end -->\n\nafter\n")
+    # the tiny model (8 layers; the default is 16) and 16 tokens at most: the run and its tables, not the numbers
     r = _cli("--data-root", root, "--languages", "python", "--positions", "3", "--seed", "5", "--results", results,
-             "--dump", dump, "--doc", doc, "--write", timeout=900)
+             "--dump", dump, "--doc", doc, "--write", "--model", TINY, "--max-tokens", "16", timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]  # 0: the server and the local engine agreed on every completion
     assert "serve and local disagree on 0 of 12 completions" in r.stderr
 
@@ -349,7 +373,7 @@ def test_a_small_run_through_a_real_umbra_serve_and_the_local_engine(tmp_path):
     assert run["record"] == "run" and run["set"] == "heldout"
     set_file = root / "data" / "heldout" / "python.jsonl"
     assert run["set_sha256"] == {"python": hashlib.sha256(set_file.read_bytes()).hexdigest()[:12]}
-    assert run["model"] == DEFAULT_MODEL_NAME and run["seed"] == 5  # the default model, no --model given
+    assert run["model"] == TINY.name and run["seed"] == 5 and run["max_tokens"] == 16
     assert run["drawn"] == {"python": {"after-indent": 2, "mid-line": 1}} and run["disagreements"] == 0
     cells = [row for row in rows if row["record"] == "cell"]
     assert len(cells) == 2 * 2 * 2 * 2  # kinds x modes x suffixes x paths
@@ -378,5 +402,5 @@ def test_a_small_run_through_a_real_umbra_serve_and_the_local_engine(tmp_path):
     assert text.startswith("# B\n\n<!-- line-completion:begin -->\n")
     assert text.endswith("<!-- line-completion:end -->\n\nafter\n")
     assert "old" not in text
-    stamp = f"{DEFAULT_MODEL_NAME} @ {run['commit']}, heldout, seed 5, 3 positions, {run['date']}"
+    stamp = f"{TINY.name} @ {run['commit']}, heldout, seed 5, 3 positions, {run['date']}"
     assert "| python | after-indent | line | with | 2 |" in text and stamp in text
