@@ -7,7 +7,9 @@ from the monolithic baseline, free/closed ports and a cloud restarted on the sam
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import re
 import secrets
 import signal
@@ -24,6 +26,7 @@ from no_server_errors import count_server_errors, watch_service
 import httpx
 import uvicorn
 from lsprotocol import types
+from pytest_lsp import ClientServerConfig
 
 from lsp.api_auth import ApiAuth
 from lsp.http_app import uvicorn_config
@@ -37,6 +40,7 @@ from umbra.paths import repo_root
 
 LSP_COMMAND = [sys.executable, "-m", "lsp"]
 STATUS = "umbra/status"
+CLOUD_TOKEN_ENV = "UMBRA_TEST_CLOUD_TOKEN"  # where a language server of the lsp tests reads its cloud token
 
 CAPABILITIES = types.ClientCapabilities(
     general=types.GeneralClientCapabilities(position_encodings=[types.PositionEncodingKind.Utf16]),
@@ -101,6 +105,34 @@ def plain(value):
 # The `inline` options that keep an editor's completion the engine's own, bit for bit: no latency
 # deadline (it makes the text depend on time) and no loop stop. The tests of those set them.
 EXACT_INLINE = {"deadlineMs": 0, "repetitionTokens": 0}
+
+
+@contextlib.asynccontextmanager
+async def language_server(env: dict[str, str] | None = None, command: list[str] = LSP_COMMAND):
+    """The real language server over stdio (pytest-lsp's client, its `umbra/status` log as
+    `client.statuses`), started with `env` (None: this process's); ended by end of input if it
+    still runs (a server that shut down or was signalled has exited already)."""
+    client = await ClientServerConfig(server_command=command, server_env=env).start()
+    client.statuses = StatusLog(client)
+    try:
+        yield client
+    finally:
+        if client._server.returncode is None:
+            client._server.stdin.close()
+        await asyncio.wait_for(client.stop(), 60)
+
+
+def cloud_env(token: str | None = None) -> dict[str, str]:
+    """This process's environment with the cloud token in CLOUD_TOKEN_ENV (None: not set at all)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("UMBRA_CLOUD_TOKEN", CLOUD_TOKEN_ENV)}
+    return env if token is None else {**env, CLOUD_TOKEN_ENV: token}
+
+
+def through_cloud(options: dict, url: str) -> dict:
+    """`options` (initializationOptions) with `cloud.url` set: the server completes through the
+    cloud at `url`, its token from CLOUD_TOKEN_ENV (and a keyring service nobody stores into)."""
+    model = {**options.get("model", {}), "keyringService": f"umbra-test-{secrets.token_hex(6)}"}
+    return {**options, "model": model, "cloud": {**options.get("cloud", {}), "url": url, "tokenEnv": CLOUD_TOKEN_ENV}}
 
 
 def initialize_params(options: dict, root: Path | None = None) -> types.InitializeParams:
@@ -295,8 +327,10 @@ class RawLspClient:
         self._reader = asyncio.ensure_future(self._read())
 
     @classmethod
-    async def start(cls) -> RawLspClient:
-        proc = await asyncio.create_subprocess_exec(*LSP_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    async def start(cls, env: dict[str, str] | None = None) -> RawLspClient:
+        """The server started with `env` (None: this process's)."""
+        proc = await asyncio.create_subprocess_exec(*LSP_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                    env=env)
         return cls(proc)
 
     def send_frame(self, body: bytes) -> None:

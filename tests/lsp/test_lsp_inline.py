@@ -1,5 +1,6 @@
 """The editor path's own options (lsp/options.py `inline`, `completion.multiline` "auto") through
-the real language server over stdio and the real cloud it starts on loopback: with the default
+the real language server over stdio and the real cloud on loopback (one for the module's three
+servers, `loopback_cloud`; the self-started cloud is test_lsp_server's): with the default
 options an inline completion is the rest of the line mid-line and a block at a blank line, a
 degenerate loop is cut after one copy, and the latency deadline ends a long decode with the text
 so far — a target: past it the decode goes on to the first whole word, within its grace (the
@@ -7,13 +8,15 @@ server's `umbra/stats` counts completions by stop reason)."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
-import pytest_lsp
-from lsp_helpers import LSP_COMMAND, SOURCE, Monolithic, StatusLog, initialize_params, inline_params, offset_of, open_document, plain
+import pytest_asyncio
+from lsp_helpers import (SOURCE, Monolithic, cloud_env, initialize_params, inline_params, language_server, offset_of,
+                         open_document, plain, through_cloud)
 from lsprotocol import types
-from pytest_lsp import ClientServerConfig, LanguageClient
+from pytest_lsp import LanguageClient
 
 from lsp.options import CompletionOptions, InlineOptions
 from lsp.server import STATS_METHOD
@@ -37,17 +40,21 @@ def mono(lsp_model_dir) -> Monolithic:
     return Monolithic(lsp_model_dir)
 
 
-async def _start(client: LanguageClient, model_dir, options: dict) -> None:
-    client.statuses = StatusLog(client)
-    await client.initialize_session(initialize_params({**options, "model": {"dir": str(model_dir)}, "threads": 1}))
-    await client.statuses.wait_for("ready")
+@contextlib.asynccontextmanager
+async def _server(cloud, model_dir, options: dict):
+    """A language server with `options` completing through `cloud`, ready; shut down at the end."""
+    async with language_server(cloud_env(cloud.token)) as client:
+        options = through_cloud({**options, "model": {"dir": str(model_dir)}, "threads": 1}, cloud.base_url)
+        await client.initialize_session(initialize_params(options))
+        await client.statuses.wait_for("ready")
+        yield client
+        await client.shutdown_session()
 
 
-@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=LSP_COMMAND))
-async def client(lsp_client: LanguageClient, lsp_model_dir):
-    await _start(lsp_client, lsp_model_dir, {"inline": {"deadlineMs": 0}})  # every other option its default
-    yield
-    await lsp_client.shutdown_session()
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def client(loopback_cloud, lsp_model_dir):
+    async with _server(loopback_cloud, lsp_model_dir, {"inline": {"deadlineMs": 0}}) as server:  # the rest default
+        yield server
 
 
 def _inline(uri: str, line: int, character: int) -> types.InlineCompletionParams:
@@ -95,14 +102,14 @@ async def test_a_degenerate_loop_is_cut_after_one_copy(client: LanguageClient, m
     assert after["stops"]["repetition"] == before["stops"].get("repetition", 0) + 1
 
 
-@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=LSP_COMMAND))
-async def hurried(lsp_client: LanguageClient, lsp_model_dir):
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def hurried(loopback_cloud, lsp_model_dir):
     """A server whose decodes stop 1 ms after a request arrives, whatever their text holds (no
     grace), with 300-token block completions."""
-    await _start(lsp_client, lsp_model_dir, {"completion": {"maxTokens": 300, "multiline": True},
-                                             "inline": {"deadlineMs": 1, "deadlineGraceMs": 0, "repetitionTokens": 0}})
-    yield
-    await lsp_client.shutdown_session()
+    async with _server(loopback_cloud, lsp_model_dir, {
+            "completion": {"maxTokens": 300, "multiline": True},
+            "inline": {"deadlineMs": 1, "deadlineGraceMs": 0, "repetitionTokens": 0}}) as server:
+        yield server
 
 
 async def test_the_deadline_answers_with_the_text_so_far(hurried: LanguageClient, mono):
@@ -120,14 +127,13 @@ async def test_the_deadline_answers_with_the_text_so_far(hurried: LanguageClient
     assert took < full.decode_seconds  # well short of the whole decode
 
 
-@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=LSP_COMMAND))
-async def patient(lsp_client: LanguageClient, lsp_model_dir):
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def patient(loopback_cloud, lsp_model_dir):
     """A server whose deadline passes 1 ms after a request arrives, with ten minutes of grace to
     reach a whole word (the default options otherwise, without the loop stop)."""
-    await _start(lsp_client, lsp_model_dir, {"inline": {"deadlineMs": 1, "deadlineGraceMs": 600_000,
-                                                        "repetitionTokens": 0}})
-    yield
-    await lsp_client.shutdown_session()
+    async with _server(loopback_cloud, lsp_model_dir, {
+            "inline": {"deadlineMs": 1, "deadlineGraceMs": 600_000, "repetitionTokens": 0}}) as server:
+        yield server
 
 
 def _first_shown(mono: Monolithic, prefix: str, suffix: str, inline: InlineOptions,
