@@ -3,10 +3,11 @@ every request is answered with a result or an LSP error — broken JSON, bad par
 `initialize`, anything after `shutdown` — and the server keeps serving; a document with lone
 surrogates completes; many documents completing at once are all answered.
 
-The tests that only need a server serving share one (`shared`, started once for the module with
-the cloud it starts): each opens documents of its own and checks that the server still answers
-after what it sent. The one that never sets a model up and the one that shuts the server down
-start their own."""
+The tests that only need a server serving share one (`shared`, started once for the module): each
+opens documents of its own and checks that the server still answers after what it sent. The one
+that shuts the server down starts its own, and sends its broken JSON before `initialize`. Both
+complete through one cloud (`loopback_cloud`, the real service on loopback; the cloud a server
+starts itself is test_lsp_server's and test_lsp_lifecycle's)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import contextlib
 
 import pytest
 import pytest_asyncio
-from lsp_helpers import SOURCE, RawLspClient
+from lsp_helpers import SOURCE, RawLspClient, cloud_env, through_cloud
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -23,8 +24,8 @@ PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
 
 
 @contextlib.asynccontextmanager
-async def raw_server():
-    client = await RawLspClient.start()
+async def raw_server(cloud):
+    client = await RawLspClient.start(cloud_env(cloud.token))
     try:
         yield client
     finally:
@@ -32,8 +33,9 @@ async def raw_server():
             await client.close()
 
 
-def options(model_dir) -> dict:
-    return {"model": {"dir": str(model_dir)}, "threads": 1, "completion": {"maxTokens": 8}}
+def options(model_dir, cloud) -> dict:
+    return through_cloud({"model": {"dir": str(model_dir)}, "threads": 1, "completion": {"maxTokens": 8}},
+                         cloud.base_url)
 
 
 def open_doc(client: RawLspClient, uri: str, text: str) -> None:
@@ -46,31 +48,17 @@ def complete(client: RawLspClient, uri: str, line: int, character) -> asyncio.Fu
         "textDocument": {"uri": uri}, "position": {"line": line, "character": character}}))
 
 
-async def ready(client: RawLspClient, model_dir) -> None:
-    assert "result" in await client.initialize(options(model_dir))
+async def ready(client: RawLspClient, model_dir, cloud) -> None:
+    assert "result" in await client.initialize(options(model_dir, cloud))
     await client.wait_for_status("ready")
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def shared(lsp_model_dir):
+async def shared(lsp_model_dir, loopback_cloud):
     """One initialized, ready language server for the tests that only need one serving."""
-    async with raw_server() as client:
-        await ready(client, lsp_model_dir)
+    async with raw_server(loopback_cloud) as client:
+        await ready(client, lsp_model_dir, loopback_cloud)
         yield client
-
-
-async def test_broken_json_is_a_parse_error_with_id_null_and_the_server_keeps_serving():
-    async with raw_server() as client:
-        for body in (b'{"jsonrpc": "2.0", "id": 1, "method": ', b"\xff\xfe not utf-8", b""):
-            client.send_frame(body)
-            answer = await asyncio.wait_for(client.response(None), 30)
-            assert answer["id"] is None and answer["error"]["code"] == PARSE_ERROR
-            client._responses.pop(None)
-        client.send({"jsonrpc": "2.0", "id": 7, "params": {}})  # no method
-        client.send([1, 2])  # not an object
-        answers = [await asyncio.wait_for(client.response(7), 30), await asyncio.wait_for(client.response(None), 30)]
-        assert [a["error"]["code"] for a in answers] == [INVALID_REQUEST, INVALID_REQUEST]
-        assert "result" in await client.initialize({"model": {"dir": "/absent"}})  # still serving
 
 
 @pytest.mark.parametrize("character", [-1, 1.5, "3", True, None, 2**40])
@@ -93,10 +81,24 @@ async def test_a_second_initialize_is_an_error_and_the_server_keeps_its_session(
     assert answer["result"]["items"], answer
 
 
-async def test_every_request_after_shutdown_is_invalid_request_and_exit_still_exits(lsp_model_dir):
-    async with raw_server() as client:
-        await ready(client, lsp_model_dir)
+async def test_broken_json_is_a_parse_error_and_every_request_after_shutdown_is_invalid_request(lsp_model_dir,
+                                                                                                   loopback_cloud):
+    """Broken frames before `initialize`, then a session set up and shut down: one server."""
+    async with raw_server(loopback_cloud) as client:
+        for body in (b'{"jsonrpc": "2.0", "id": 1, "method": ', b"\xff\xfe not utf-8", b""):
+            client.send_frame(body)
+            answer = await asyncio.wait_for(client.response(None), 30)
+            assert answer["id"] is None and answer["error"]["code"] == PARSE_ERROR
+            client._responses.pop(None)
+        client.send({"jsonrpc": "2.0", "id": 7, "params": {}})  # no method
+        client.send([1, 2])  # not an object
+        answers = [await asyncio.wait_for(client.response(7), 30), await asyncio.wait_for(client.response(None), 30)]
+        assert [a["error"]["code"] for a in answers] == [INVALID_REQUEST, INVALID_REQUEST]
+        client._responses.pop(7), client._responses.pop(None)  # the ids the session's requests take next
+
+        await ready(client, lsp_model_dir, loopback_cloud)  # still serving: it takes the session
         open_doc(client, "file:///a.py", SOURCE)
+        assert (await complete(client, "file:///a.py", 11, 17))["result"]["items"]
         assert (await client.request("shutdown"))["result"] is None
         for method, params in [("textDocument/completion", {"textDocument": {"uri": "file:///a.py"},
                                                               "position": {"line": 11, "character": 17}}),
