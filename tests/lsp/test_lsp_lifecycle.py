@@ -2,71 +2,47 @@
 none: test_lsp_server.py), a failed set-up as an "error" status, and the self-started cloud
 stopped however the server ends (shutdown + exit, end of input, SIGTERM).
 
-The bad-options tests share one `umbra lsp` server (`uninitialized`, started once for the module):
-an `initialize` refused with InvalidParams sets nothing up, so the server stays uninitialized and
-takes the next test's `initialize`. The others set their server up or end it, so start their own."""
+The bad options and the failed set-up share one `umbra lsp` server: an `initialize` refused with
+InvalidParams sets nothing up, so the server stays uninitialized and takes the next `initialize`,
+the last one with a model that does not exist. The others end their server, so start their own."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import signal
 import sys
 
 import pytest
-import pytest_asyncio
 from lsp_helpers import (
-    LSP_COMMAND,
-    StatusLog,
     initialize_params,
+    language_server,
     open_document,
     refuses_connections,
 )
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
-from pytest_lsp import ClientServerConfig
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 INVALID_PARAMS, REQUEST_FAILED = -32602, -32803
 
 
-@contextlib.asynccontextmanager
-async def language_server(command=LSP_COMMAND):
-    client = await ClientServerConfig(server_command=command).start()
-    client.statuses = StatusLog(client)
-    try:
-        yield client
-    finally:
-        if client._server.returncode is None:  # end of input makes the server exit
-            client._server.stdin.close()
-        await asyncio.wait_for(client.stop(), 60)
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def uninitialized():
-    """One `umbra lsp` server that no test sets up: each refused `initialize` leaves it as it was."""
-    async with language_server([sys.executable, "-m", "umbra.cli.main", "lsp"]) as client:
-        yield client
-    assert client._server.returncode == 0  # still serving to the end: end of input, a clean exit
-
-
-@pytest.mark.parametrize("options, message", [
+BAD_OPTIONS = [
     ({"languages": {"aliases": {"golang": 3}}}, "languages.aliases.golang must be a string"),
     ({"threads": "2"}, "threads must be an integer, got a string"),
     ({"cloud": {"url": "ftp://cloud"}}, "cloud.url must start with http:// or https://"),
-])
-async def test_bad_initialization_options_are_invalid_params(uninitialized, options, message):
-    client = uninitialized  # via `umbra lsp`
-    with pytest.raises(JsonRpcException) as err:
-        await client.initialize_session(initialize_params(options))
-    assert err.value.code == INVALID_PARAMS and message in err.value.message
-    assert client.statuses.items == []  # nothing was set up (by this test or an earlier one)
+]
 
 
-async def test_a_failed_set_up_is_an_error_status_and_requests_fail_with_its_message(tmp_path):
-    async with language_server() as client:
+async def test_bad_options_are_invalid_params_and_a_failed_set_up_is_an_error_status(tmp_path):
+    async with language_server(command=[sys.executable, "-m", "umbra.cli.main", "lsp"]) as client:  # `umbra lsp`
+        for options, message in BAD_OPTIONS:
+            with pytest.raises(JsonRpcException) as err:
+                await client.initialize_session(initialize_params(options))
+            assert err.value.code == INVALID_PARAMS and message in err.value.message, options
+            assert client.statuses.items == []  # nothing was set up (by these options or the ones before)
+
         await client.initialize_session(initialize_params({"model": {"dir": str(tmp_path / "absent")}}))
         status = await client.statuses.wait_for("error")
         assert "does not exist" in status["message"] and status["mode"] == "split"
