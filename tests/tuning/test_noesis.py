@@ -126,7 +126,6 @@ async def test_a_fixed_seed_gives_identical_weights_through_local_middle_and_the
     config = _config("soft_prompt")
     blocks = _blocks(model, docs, config)
     local = await train_shared(model, LocalMiddle(middle_blocks), blocks, config)
-    again = await train_shared(model, LocalMiddle(middle_blocks), blocks, config)
     with local_cloud_thread(base_dir, settings={"torch_threads": 1}) as cloud:
         middle = RemoteMiddle(cloud.base_url, cloud.token, hidden_size=model.spec.hidden_size)
         try:
@@ -137,9 +136,10 @@ async def test_a_fixed_seed_gives_identical_weights_through_local_middle_and_the
                                StageOneConfig(config.shared, DPConfig(**{**config.dp.__dict__, "noise_seed": 6}),
                                               config.context_length, config.physical_batch, config.lr,
                                               config.weight_decay, config.warmup_steps, config.fim_rate))
-    a, b, c, d = (_snapshot(r) for r in (local, again, remote, other))
+    # two runs of one seed (one through each middle) give the same bits: the seed fixes the run
+    a, c, d = (_snapshot(r) for r in (local, remote, other))
     assert local.plan.steps == math.ceil(0.25 * len(docs) / 6) and local.plan.epsilon <= 1.0
-    assert all(torch.equal(a[n], b[n]) and torch.equal(a[n], c[n]) for n in a)
+    assert all(torch.equal(a[n], c[n]) for n in a)
     assert local.losses == remote.losses and local.batch_sizes == remote.batch_sizes
     assert any(not torch.equal(a[n], d[n]) for n in a)  # another seed: other draws, other noise
     assert all(not p.requires_grad for p in local.params.parameters().values())
