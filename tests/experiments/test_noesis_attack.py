@@ -63,16 +63,20 @@ def test_a_draws_rows_train_on_its_own_documents_and_keep_them_apart(fim_qwen2_d
 
 def test_the_fresh_table_trains_per_draw_and_writes_its_own_rows(fim_qwen2_dir, private_corpus, tmp_path):
     out = tmp_path / "out"
+    # the floor (experts alone) and NOESIS (a shared stage, then experts): each kind of row a draw
+    # trains; that the table runs every one of FRESH_MODELS without --rows, and only those --rows
+    # names: test_the_fresh_table_runs_only_the_chosen_models_each_seed_on_its_own_draw
+    models = ("share_nothing", "noesis_12ep")
     noesis.main(["--table", "mia-fresh", "--quick", "--seeds", "0", "1", "--model", str(fim_qwen2_dir),
-                 "--corpus-dir", str(private_corpus), "--out", str(out)])
+                 "--corpus-dir", str(private_corpus), "--out", str(out), "--rows", *models])
     rows = [json.loads(x) for x in (out / "quick.jsonl").read_text().splitlines()]
     assert {r["table"] for r in rows} == {FRESH_TABLE}
     pairs = {f"{t}<-{v}" for t in LANGS for v in LANGS if v != t}
-    assert {(r["row"], r["seed"]) for r in rows} == {(f"{m}:{p}", s) for m in FRESH_MODELS for p in pairs for s in (0, 1)}
+    assert {(r["row"], r["seed"]) for r in rows} == {(f"{m}:{p}", s) for m in models for p in pairs for s in (0, 1)}
     assert all(0.0 <= r["auc"] <= 1.0 and r["members"] == r["nonmembers"] > 0 for r in rows)
     for seed in (0, 1):
         assert any((out / f"adapters-{QUICK.key()}-draw{seed}").iterdir())
-        for m in FRESH_MODELS:
+        for m in models:
             assert scores_path(out, m, seed, QUICK.key(), FRESH_TABLE).exists()
             assert not scores_path(out, m, seed, QUICK.key(), TABLE).exists()
     fixed = out / f"adapters-{QUICK.key()}"
@@ -90,6 +94,9 @@ def test_the_fresh_table_runs_only_the_chosen_models_each_seed_on_its_own_draw(m
     noesis.main(["--table", "mia-fresh", "--rows", "noesis_12ep", "share_nothing", "--seeds", "1", "2",
                  "--out", str(tmp_path)])
     assert ran == [(s, s, FRESH_TABLE, ("share_nothing", "noesis_12ep")) for s in (1, 2)]  # the table's order
+    ran.clear()
+    noesis.main(["--table", "mia-fresh", "--seeds", "0", "--out", str(tmp_path)])
+    assert ran == [(0, 0, FRESH_TABLE, FRESH_MODELS)]  # without --rows: every model of the table
 
 
 def test_the_fresh_tables_plots_and_block_are_its_own(tmp_path):
