@@ -130,8 +130,9 @@ def cloud_env(token: str | None = None) -> dict[str, str]:
 
 def through_cloud(options: dict, url: str) -> dict:
     """`options` (initializationOptions) with `cloud.url` set: the server completes through the
-    cloud at `url`, its token from CLOUD_TOKEN_ENV (and a keyring service nobody stores into)."""
-    model = {**options.get("model", {}), "keyringService": f"umbra-test-{secrets.token_hex(6)}"}
+    cloud at `url`, its token from CLOUD_TOKEN_ENV (and, unless `options` name one, a keyring
+    service nobody stores into)."""
+    model = {"keyringService": f"umbra-test-{secrets.token_hex(6)}", **options.get("model", {})}
     return {**options, "model": model, "cloud": {**options.get("cloud", {}), "url": url, "tokenEnv": CLOUD_TOKEN_ENV}}
 
 

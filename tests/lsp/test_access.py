@@ -1,6 +1,6 @@
 """SecureGate in the product: a bundle with a Python expert, a secure adapter and a revealing adapter
 sealed under an access key, behind the real local HTTP API (uvicorn) and the real language server
-(stdio, pytest-lsp), each completing through the real cloud it starts on loopback.
+(stdio, pytest-lsp), both completing through one real cloud on loopback (`loopback_cloud`).
 
 The expert and the access adapter compose (both active); the HTTP response and `umbra/status` say
 "secure" or "revealing: NAME", never a key; a rotation, a stale key, an import and a revocation
@@ -20,11 +20,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-import pytest_lsp
+import pytest_asyncio
 from securegate.helpers import SMALL_GATE
-from lsp_helpers import API_TOKEN, EXACT_INLINE, LSP_COMMAND, StatusLog, initialize_params, serving
+from lsp_helpers import (API_TOKEN, CLOUD_TOKEN_ENV, EXACT_INLINE, cloud_env, initialize_params, language_server,
+                         serving, through_cloud)
 from lsprotocol import types
-from pytest_lsp import ClientServerConfig, LanguageClient
+from pytest_lsp import LanguageClient
 
 from adapter_helpers import perturb
 from cli_helpers import umbra_in_process
@@ -106,9 +107,11 @@ def umbra_cli(*args: str, stdin: str | None = None, in_process: bool = False) ->
 
 
 async def test_http_composes_and_picks_up_rotation_and_revocation(bundle, lsp_model_dir, keystore, expected,
-                                                                  gate_option):
+                                                                  gate_option, loopback_cloud, monkeypatch):
+    monkeypatch.setenv(CLOUD_TOKEN_ENV, loopback_cloud.token)
     settings = LocalSettings(bundle=bundle, model_dir=lsp_model_dir, keyring_service=keystore.service, threads=1,
-                             max_tokens=COMPLETION.max_tokens, multiline=True)
+                             max_tokens=COMPLETION.max_tokens, multiline=True, cloud_url=loopback_cloud.base_url,
+                             cloud_token_env=CLOUD_TOKEN_ENV)
     b = ["--bundle", str(bundle), "--service", keystore.service]
     with serving(settings) as url:
         async with httpx.AsyncClient(base_url=url, timeout=180,
@@ -152,23 +155,23 @@ async def test_http_composes_and_picks_up_rotation_and_revocation(bundle, lsp_mo
             assert revoked["access"] == "secure" and revoked["completion"] == expected[("guarded", "python")]
 
 
-@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=LSP_COMMAND))
-async def client(lsp_client: LanguageClient, tmp_path_factory, lsp_model_dir, keystore):
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def client(tmp_path_factory, lsp_model_dir, keystore, loopback_cloud):
     out = tmp_path_factory.mktemp("access-lsp") / "bundle"
     init_bundle(lsp_model_dir, BundleConfig(epsilon=float("inf")), out, store=keystore)
     model = ClientModel.from_bundle(out, lsp_model_dir, store=keystore)
     shape = model.plan.shape(model.spec.num_layers)
     add_revealing_adapter(out, perturb(build_adapter("ops", LoraConfig(rank=4), model.spec, shape), seed=3),
                           "ops-key", keystore, gate_config=GATE)
-    lsp_client.statuses = StatusLog(lsp_client)
-    lsp_client.bundle = out
     options = {"model": {"bundle": str(out), "dir": str(lsp_model_dir), "keyringService": keystore.service},
                "completion": {"maxTokens": COMPLETION.max_tokens, "multiline": True},
                "inline": EXACT_INLINE, "threads": 1}
-    await lsp_client.initialize_session(initialize_params(options))
-    await lsp_client.statuses.wait_for("ready")
-    yield
-    await lsp_client.shutdown_session()
+    async with language_server(cloud_env(loopback_cloud.token)) as lsp_client:
+        lsp_client.bundle = out
+        await lsp_client.initialize_session(initialize_params(through_cloud(options, loopback_cloud.base_url)))
+        await lsp_client.statuses.wait_for("ready")
+        yield lsp_client
+        await lsp_client.shutdown_session()
 
 
 async def _inline(client) -> None:
