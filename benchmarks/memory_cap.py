@@ -38,6 +38,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from umbra.processes import end_process
+
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 2**20
 SOURCE = ("import os\n\n\ndef read_config(path):\n    with open(path) as f:\n        return f.read()\n\n\n"
@@ -171,13 +173,7 @@ def _cloud(model_dir: Path, workdir: Path, plan, limit: int | None, run: Run, sa
             run.stderr = f"the cloud did not start ({why}):\n{log.read_text(errors='replace')[-3000:]}"
         yield None if why is not None else (url, token)
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        end_process(proc, grace=30)
         run.cloud_log = log.read_text(errors="replace")
 
 

@@ -37,6 +37,7 @@ from server.auth import TokenStore
 from server.service_reports import LIVE, READER, count_5xx, report, report_file, write_report
 from umbra.errors import CloudUnavailable, UmbraError
 from umbra.model.parts import SplitPlan
+from umbra.processes import end_process
 
 _REPO = Path(__file__).resolve().parent.parent
 
@@ -173,13 +174,7 @@ def wait_healthy(base_url: str, process: subprocess.Popen, deadline: float,
 
 def _stop(cloud: LocalCloud) -> None:
     report(cloud)
-    if cloud.process.poll() is None:
-        cloud.process.terminate()
-        try:
-            cloud.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            cloud.process.kill()
-            cloud.process.wait()
+    end_process(cloud.process, grace=10)
 
 
 @contextlib.contextmanager

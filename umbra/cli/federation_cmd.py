@@ -33,6 +33,7 @@ from pathlib import Path
 from umbra.errors import ConfigError
 from umbra.federation.deploy import RunSettings
 from umbra.federation.organizations import OrgSettings
+from umbra.processes import end_process
 
 
 def register(sub) -> None:
@@ -172,13 +173,7 @@ def _tls_server(p) -> None:
 def _stop(proc: subprocess.Popen) -> None:
     """End a Flower process this command started (it shares our process group, so a Ctrl-C or a
     signal to the group reaches it too; Flower's own helpers exit when their parent does)."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    end_process(proc, grace=15)
 
 
 def run_serve(args) -> int:
