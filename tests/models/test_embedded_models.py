@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from server.launch import local_cloud
+from server.launch import local_cloud_thread
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig
 from umbra.middle.remote import RemoteMiddle
 from umbra.paths import DEFAULT_MODEL_NAME, repo_root
@@ -97,7 +97,9 @@ def test_model_card_names_data_licenses_tokens_hardware_and_evaluation(name):
 async def test_completes_add_in_python_go_and_java_through_the_cloud(name):
     path = repo_root() / "models" / name
     model = ClientModel.load(path)
-    async with local_cloud(path, model.plan, settings={"torch_threads": 1}) as cloud:
+    # the real service on loopback, served from a thread of this process (the cloud as a process of
+    # its own, as `umbra complete` starts it: tests/cli/test_complete.py)
+    with local_cloud_thread(path, model.plan, settings={"torch_threads": 1}) as cloud:
         middle = RemoteMiddle(cloud.base_url, cloud.token, hidden_size=model.spec.hidden_size)
         try:
             info = await middle.connect()
