@@ -8,13 +8,12 @@ whole model's, so at another prompt they may part after a few tokens)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import httpx
 import pytest
 import pytest_lsp
 import torch
+from cli_helpers import umbra_in_process
 from http_helpers import PREFIX, SUFFIX
 from lsp_helpers import LSP_COMMAND, StatusLog, initialize_params, inline_params, open_document, serve_process
 from lsprotocol import types
@@ -23,7 +22,6 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 from lsp.options import CompletionOptions, InlineOptions
 from lsp.settings import LocalSettings
 from umbra.engine import ClientModel, CompletionEngine
-from umbra.paths import repo_root
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -56,8 +54,8 @@ async def test_umbra_serve_dtype_bf16_as_a_process(lsp_model_dir, whole_bf16, tm
 
 
 async def test_a_dtype_serve_does_not_run_is_a_usage_error():
-    bad = subprocess.run([sys.executable, "-m", "umbra.cli.main", "serve", "--dtype", "fp16"], capture_output=True,
-                         text=True, cwd=repo_root(), env=_env(), stdin=subprocess.DEVNULL, timeout=120)
+    # the entry point in-process (tests/cli_helpers.py): `umbra serve` runs as a real process above
+    bad = umbra_in_process("serve", "--dtype", "fp16", env={k: None for k in os.environ if k.startswith("UMBRA_LOCAL_")})
     assert bad.returncode == 2 and "--dtype" in bad.stderr and bad.stdout == ""
 
 

@@ -20,7 +20,6 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from lsp.options import CompletionOptions, InlineOptions
 from lsp.settings import LocalSettings
-from server.launch import local_cloud_sync
 from umbra.engine import ClientModel
 from umbra.engine.client_only import client_only_engine
 
@@ -47,8 +46,10 @@ def _counters(cloud) -> dict[str, float]:
         r"^(umbra_cloud_(?:sessions_opened|bytes_in|tokens_processed)_total) ([0-9.e+-]+)$", text, re.M)}
 
 
-async def test_serve_client_only_sends_nothing_to_the_configured_cloud(lsp_model_dir, alone, secret_service):
-    with local_cloud_sync(lsp_model_dir, settings={"torch_threads": 1}) as cloud, pytest.MonkeyPatch.context() as mp:
+async def test_serve_client_only_sends_nothing_to_the_configured_cloud(lsp_model_dir, alone, secret_service,
+                                                                      loopback_cloud):
+    cloud = loopback_cloud  # the real service on loopback, in a thread of this process
+    with pytest.MonkeyPatch.context() as mp:
         mp.setenv(TOKEN_ENV, cloud.token)
         before = _counters(cloud)
         with serving(local_settings(lsp_model_dir, cloud.base_url, client_only=True)) as url:
