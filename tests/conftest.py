@@ -27,7 +27,8 @@ from shared_build import built_once  # noqa: E402
 from tiny_models import FAMILIES, build_tiny_model  # noqa: E402
 
 # The real OS keyring (`secret_service`, `keystore`) for every test that asks for it.
-pytest_plugins = ["keyring_fixture", "no_server_errors"]  # and: the suite fails on any 5xx (issue 60)
+pytest_plugins = ["keyring_fixture", "no_server_errors", "long_tests"]  # and: the suite fails on any 5xx
+# (issue 60); tests over 60 s are listed at the end with their `slow` mark (issue 62)
 
 
 def pytest_addoption(parser):
