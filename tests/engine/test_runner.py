@@ -9,7 +9,7 @@ import asyncio
 import pytest
 import torch
 
-from server.launch import local_cloud_sync
+from server.launch import local_cloud_thread
 from umbra.engine.runner import MonolithicRunner, SplitRunner
 from umbra.middle.remote import RemoteMiddle
 
@@ -19,8 +19,9 @@ IDS = torch.randint(5, 500, (40,), generator=torch.Generator().manual_seed(3)).t
 
 @pytest.fixture(scope="module")
 def cloud(tiny_dir):
-    """The real cloud service (subprocess, 127.0.0.1, free port) serving the tiny model."""
-    with local_cloud_sync(tiny_dir, settings={"torch_threads": 1}) as c:
+    """The real cloud service (127.0.0.1, free port) serving the tiny model, from a thread of this
+    process: the same HTTP service without a Python start-up and torch import of its own."""
+    with local_cloud_thread(tiny_dir, settings={"torch_threads": 1}) as c:
         yield c
 
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from server.launch import local_cloud_sync
+from server.launch import local_cloud_thread
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig, StopConfig
 from umbra.engine.runner import MonolithicRunner, SplitRunner
 from umbra.attacks.recorder import RecordingMiddle
@@ -88,7 +88,7 @@ async def test_split_runner_equals_a_full_forward_with_the_same_noise(model, mid
 
 
 async def test_through_the_real_cloud(model, middle_blocks, tiny_dir):
-    with local_cloud_sync(tiny_dir, settings={"torch_threads": 1}) as cloud:
+    with local_cloud_thread(tiny_dir, settings={"torch_threads": 1}) as cloud:  # the real service, in a thread
         middle = RemoteMiddle(cloud.base_url, cloud.token, hidden_size=model.spec.hidden_size)
         try:
             steps = await _script(SplitRunner(model.encoder, model.decoder, middle, model.private_path))
