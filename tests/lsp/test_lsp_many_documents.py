@@ -1,5 +1,5 @@
-"""Many open documents through the real language server over stdio and the real cloud it starts on
-loopback: 1,000 open documents and 20 concurrent inline completions (the default options, the
+"""Many open documents through the real language server over stdio and the real cloud on loopback
+(`loopback_cloud`, one for the module's two servers): 1,000 open documents and 20 concurrent inline completions (the default options, the
 editor's 250 ms deadline included) still give completions, and every empty answer says why in the
 editor's log (window/logMessage) — never a silent empty result. A client's error that the server
 answers on purpose (a completion in a document that is not open) leaves no traceback."""
@@ -11,22 +11,24 @@ import json
 import subprocess
 
 import pytest
-import pytest_lsp
-from lsp_helpers import LSP_COMMAND, SOURCE, StatusLog, initialize_params, inline_params, open_document
-from pytest_lsp import ClientServerConfig, LanguageClient
+import pytest_asyncio
+from lsp_helpers import (LSP_COMMAND, SOURCE, cloud_env, initialize_params, inline_params, language_server,
+                         open_document, through_cloud)
+from pytest_lsp import LanguageClient
 
 
 OPEN, CONCURRENT = 1000, 20
 LINE, CHAR = 11, 17  # after "        self.y = " in SOURCE
 
 
-@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=LSP_COMMAND))
-async def client(lsp_client: LanguageClient, lsp_model_dir):
-    lsp_client.statuses = StatusLog(lsp_client)
-    await lsp_client.initialize_session(initialize_params({"model": {"dir": str(lsp_model_dir)}, "threads": 1}))
-    await lsp_client.statuses.wait_for("ready")
-    yield
-    await lsp_client.shutdown_session()
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def client(lsp_model_dir, loopback_cloud):
+    async with language_server(cloud_env(loopback_cloud.token)) as lsp_client:
+        await lsp_client.initialize_session(initialize_params(through_cloud(
+            {"model": {"dir": str(lsp_model_dir)}, "threads": 1}, loopback_cloud.base_url)))
+        await lsp_client.statuses.wait_for("ready")
+        yield lsp_client
+        await lsp_client.shutdown_session()
 
 
 def _uri(i: int) -> str:
@@ -76,14 +78,15 @@ def _read_reply(proc: subprocess.Popen, answered: dict) -> None:
         answered[reply["id"]] = reply
 
 
-def test_handled_client_errors_leave_no_traceback(lsp_model_dir):
+def test_handled_client_errors_leave_no_traceback(lsp_model_dir, loopback_cloud):
     """Every client error the server answers on purpose (lsp/protocol.py) — completions in
     documents that are not open, a body that is not JSON, a message that is not JSON-RPC, params
     that do not fit (a negative or a non-integer position), a second `initialize` — gets its
     JSON-RPC error, one line in the server's log, no traceback and none of the request's params
     (its stderr, read whole after `exit`)."""
     init = {"processId": None, "rootUri": None, "capabilities": {},
-            "initializationOptions": {"model": {"dir": str(lsp_model_dir)}, "threads": 1}}
+            "initializationOptions": through_cloud({"model": {"dir": str(lsp_model_dir)}, "threads": 1},
+                                                   loopback_cloud.base_url)}
 
     def inline(i: int, uri: str, position: dict) -> dict:
         return {"jsonrpc": "2.0", "id": i, "method": "textDocument/inlineCompletion",
@@ -100,7 +103,8 @@ def test_handled_client_errors_leave_no_traceback(lsp_model_dir):
                _frame({"jsonrpc": "1.0", "id": 23, "method": "textDocument/inlineCompletion"}),
                b"Content-Length: 14\r\n\r\n{not json opened"[:len(b"Content-Length: 14\r\n\r\n") + 14]]
     expected = {*range(10, 15), 20, 21, 22, 23, None}
-    proc = subprocess.Popen(LSP_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(LSP_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=cloud_env(loopback_cloud.token))
     try:
         proc.stdin.write(b"".join(frames))
         proc.stdin.flush()
