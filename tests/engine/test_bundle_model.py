@@ -105,12 +105,15 @@ def test_cli_bundle_split_through_a_self_started_cloud_equals_local(bundle_eps, 
     gen = ["--max-tokens", "6", "--multiline", "--threads", "1", "--json", "--service", keystore.service]
     no_cloud = {"UMBRA_CLOUD_URL": None, "UMBRA_CLOUD_TOKEN": None}
     split = _umbra(pos, "--bundle", bundle_eps, *gen, env={**no_cloud, "UMBRA_BUNDLE": None})
-    by_env = _umbra(pos, *gen, env={**no_cloud, "UMBRA_BUNDLE": str(bundle_eps)})
+    # UMBRA_BUNDLE names the bundle whatever the mode (complete_cmd's _load_model): read here on the
+    # local path, so that one self-started cloud serves the test (each is a process with torch of its own)
+    by_env = _umbra(pos, "--local", *gen, env={"UMBRA_BUNDLE": str(bundle_eps)})
     local = _umbra(pos, "--bundle", bundle_eps, "--local", *gen, env={"UMBRA_BUNDLE": None})
     for r in (split, by_env, local):
         assert r.returncode == 0, r.stderr
     a, b, c = (json.loads(r.stdout) for r in (split, by_env, local))
     assert a["completion"] == b["completion"] == c["completion"]
     assert a["generated_tokens"] == c["generated_tokens"] > 0 and a["template"] == "starcoder"
+    assert (a["mode"], b["mode"], c["mode"]) == ("split", "monolithic", "monolithic")
     refused = _umbra(pos, "--bundle", bundle_eps, "-E", "1", "-D", "2", "--local", *gen)
     assert refused.returncode == 2 and "a bundle fixes the split" in refused.stderr
