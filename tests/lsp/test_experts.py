@@ -1,6 +1,6 @@
 """Per-language experts end to end: a bundle with a Python, a Go and a Java expert behind the real
 language server (stdio, pytest-lsp, `languageId` routing) and the real local HTTP API (uvicorn,
-`language` routing, aliases), each completing through the real cloud it starts on loopback.
+`language` routing, aliases), both completing through one real cloud on loopback (`loopback_cloud`).
 The bundle is shaped as NOESIS makes it: a shared soft prompt (every request, its states on the
 wire) beside the experts, so a language without an expert runs with the shared prompt only.
 Concurrent completions in the three languages give exactly what the same requests give one at a
@@ -13,10 +13,11 @@ import asyncio
 
 import httpx
 import pytest
-import pytest_lsp
-from lsp_helpers import API_TOKEN, EXACT_INLINE, LSP_COMMAND, StatusLog, initialize_params, serving
+import pytest_asyncio
+from lsp_helpers import (API_TOKEN, CLOUD_TOKEN_ENV, EXACT_INLINE, cloud_env, initialize_params, language_server,
+                         serving, through_cloud)
 from lsprotocol import types
-from pytest_lsp import ClientServerConfig, LanguageClient
+from pytest_lsp import LanguageClient
 
 from adapter_helpers import perturb
 from lsp.options import CompletionOptions
@@ -85,16 +86,16 @@ def expected(bundle, lsp_model_dir, keystore) -> dict[str | None, str]:
     return result
 
 
-@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=LSP_COMMAND))
-async def client(lsp_client: LanguageClient, bundle, lsp_model_dir, keystore):
-    lsp_client.statuses = StatusLog(lsp_client)
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def client(bundle, lsp_model_dir, keystore, loopback_cloud):
     options = {"model": {"bundle": str(bundle), "dir": str(lsp_model_dir), "keyringService": keystore.service},
                "completion": {"maxTokens": COMPLETION.max_tokens, "multiline": True},
                "inline": EXACT_INLINE, "threads": 1}
-    await lsp_client.initialize_session(initialize_params(options))
-    await lsp_client.statuses.wait_for("ready")
-    yield
-    await lsp_client.shutdown_session()
+    async with language_server(cloud_env(loopback_cloud.token)) as lsp_client:
+        await lsp_client.initialize_session(initialize_params(through_cloud(options, loopback_cloud.base_url)))
+        await lsp_client.statuses.wait_for("ready")
+        yield lsp_client
+        await lsp_client.shutdown_session()
 
 
 def _open(client, uri: str, lang: str) -> None:
@@ -129,9 +130,12 @@ async def test_lsp_concurrent_languages_equal_one_at_a_time(client: LanguageClie
         assert dict(zip(DOCS, got)) == alone
 
 
-async def test_http_concurrent_languages_with_aliases(bundle, lsp_model_dir, keystore, expected):
+async def test_http_concurrent_languages_with_aliases(bundle, lsp_model_dir, keystore, expected, loopback_cloud,
+                                                     monkeypatch):
+    monkeypatch.setenv(CLOUD_TOKEN_ENV, loopback_cloud.token)
     settings = LocalSettings(bundle=bundle, model_dir=lsp_model_dir, keyring_service=keystore.service, threads=1,
-                             max_tokens=COMPLETION.max_tokens, multiline=True)
+                             max_tokens=COMPLETION.max_tokens, multiline=True, cloud_url=loopback_cloud.base_url,
+                             cloud_token_env=CLOUD_TOKEN_ENV)
     aliases = {"python": "py", "go": "golang", "java": "java"}
     with serving(settings) as url:
         async with httpx.AsyncClient(base_url=url, timeout=180,

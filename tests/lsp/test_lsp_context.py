@@ -1,5 +1,5 @@
-"""Context from open documents through the real language server (`python -m lsp` over stdio, its
-own loopback cloud): with `context.enabled` an editor completion takes snippets of the other open
+"""Context from open documents through the real language server (`python -m lsp` over stdio, the
+module's cloud on loopback, `loopback_cloud`): with `context.enabled` an editor completion takes snippets of the other open
 documents of the workspace, never from one the exclusion globs match, the workspace's .gitignore
 ignores or that holds a secret; a document closed lends nothing. The item's `data.contextFiles`
 counts the files in the prompt."""
@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import pytest_lsp
-from lsp_helpers import EXACT_INLINE, LSP_COMMAND, StatusLog, initialize_params, open_document
+import pytest_asyncio
+from lsp_helpers import EXACT_INLINE, cloud_env, initialize_params, language_server, open_document, through_cloud
 from lsprotocol import types
-from pytest_lsp import ClientServerConfig, LanguageClient
+from pytest_lsp import LanguageClient
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"),
               pytest.mark.filterwarnings("error::pytest_lsp.LspSpecificationWarning")]
@@ -22,18 +22,18 @@ MAIN = "from geo import circle_area\n\n\ndef total(radii):\n    return sum(circl
 WORKSPACE: dict[str, Path] = {}
 
 
-@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=LSP_COMMAND))
-async def client(lsp_client: LanguageClient, lsp_model_dir, tmp_path_factory):
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def client(lsp_model_dir, tmp_path_factory, loopback_cloud):
     root = WORKSPACE["root"] = tmp_path_factory.mktemp("workspace")
     (root / ".gitignore").write_text("build/\n")
-    lsp_client.statuses = StatusLog(lsp_client)
     options = {"model": {"dir": str(lsp_model_dir)}, "completion": {"maxTokens": 8, "multiline": False},
                "inline": EXACT_INLINE, "threads": 1,
                "context": {"enabled": True, "exclude": ["**/*.pem", "vendor/**"]}}
-    await lsp_client.initialize_session(initialize_params(options, root))
-    await lsp_client.statuses.wait_for("ready")
-    yield
-    await lsp_client.shutdown_session()
+    async with language_server(cloud_env(loopback_cloud.token)) as lsp_client:
+        await lsp_client.initialize_session(initialize_params(through_cloud(options, loopback_cloud.base_url), root))
+        await lsp_client.statuses.wait_for("ready")
+        yield lsp_client
+        await lsp_client.shutdown_session()
 
 
 def _completion(uri: str, line: int, character: int) -> types.CompletionParams:
