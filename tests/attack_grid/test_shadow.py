@@ -54,7 +54,10 @@ def test_shadow_split_probe_stays_near_chance_on_an_untuned_indvocab_client(worl
     root, public, sample, suite, prompts = world
     defence = Defence(indvocab_epsilon=1.0, ltokenizer=True)
     _, seqs = prompts_of(public, defence, prompts)
-    shadow = build_shadow(public, defence, None, sample, CONFIG, defender_seed=0)
+    # the split layer's probe only (layers=False): the middle layers' probes, which this test never
+    # reads, are test_shadow_reads_an_undefended_client_with_one_score_per_layer's
+    shadow = build_shadow(public, defence, None, sample, ShadowConfig(probe=PROBE, layers=False), defender_seed=0)
+    assert shadow.probes.layers == [SPLIT]
     scores = suite.run(seqs, extra=shadow_attacks(shadow, per_layer=False)).scores
     assert scores[SHADOW].recovery <= scores["baseline"].recovery + 0.05, scores
     # ... although its probe reads its OWN client well: the defence is the secret draw, not the probe
