@@ -63,14 +63,15 @@ def refused(model_dir, **settings) -> str:
     """The one-line error of a start that must fail, through the service's entry point in this
     process (settings as UMBRA_CLOUD_* variables, as server.launch passes them): an UmbraError (what
     `python -m server` prints as its one line and exits 2 on) before the port is bound: no ready
-    file was written."""
+    file was written. A start that wrongly passes does not serve on: it is told its launcher is
+    gone (--exit-with-parent -1, no process's parent), stops, and the test fails."""
     with pytest.MonkeyPatch.context() as env, tempfile.TemporaryDirectory(prefix="umbra-refused-") as tmp:
         for name, value in {"torch_threads": 1, **settings}.items():
             env.setenv(f"UMBRA_CLOUD_{name.upper()}", str(value))
         ready = Path(tmp) / "ready.json"
         with pytest.raises(UmbraError) as err:
             serve_main(["--model-dir", str(model_dir), "--host", "127.0.0.1", "--port", "0",
-                        "--token-file", str(Path(tmp) / "tokens.json"), "--ready-file", str(ready),
+                        "--token-file", str(Path(tmp) / "tokens.json"), "--ready-file", str(ready), "--exit-with-parent", "-1",
                         "--encoder-blocks", str(PLAN.encoder_blocks), "--decoder-blocks", str(PLAN.decoder_blocks)])
         assert not ready.exists()
     line = f"umbra cloud: error: {err.value}"
