@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -23,6 +24,9 @@ from synthetic_model import build  # noqa: E402
 from umbra.model.memory_plan import cgroup_room  # noqa: E402
 
 
+# slow: five real processes (client and cloud, twice, and the whole model once), each under its own
+# RLIMIT_DATA, which only a process of its own can have; ~40 CPU-s, over 60 s of wall under load
+@pytest.mark.slow
 def test_each_side_under_a_limit_the_whole_model_exceeds_completes_as_without_it(tmp_path):
     model = build(tmp_path / "m", "small", torch.bfloat16, shard_bytes=1,  # a layer a shard
                   overrides=dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=8,
