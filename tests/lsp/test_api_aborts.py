@@ -1,5 +1,6 @@
-"""Client aborts of `umbra serve` (lsp/api_aborts.py), against the real CLI process with its
-self-started cloud: a client that leaves mid-body, mid-stream or once its request is sent is a
+"""Client aborts of `umbra serve` (lsp/api_aborts.py), against the real CLI process completing
+through a configured cloud (the module's loopback_cloud: --cloud, --token-env, --service; its API
+token in --token-file, gone once it stops; the self-started cloud is test_serve_cmd.py's): a client that leaves mid-body, mid-stream or once its request is sent is a
 counted client abort (GET /healthz's `clientAborts`, by route template and reason), one warning
 line in the server's log, never a traceback or a 5xx."""
 
@@ -8,12 +9,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import socket
 import time
 
 import httpx
 import pytest
-from http_helpers import PREFIX, SUFFIX, authorized
+from http_helpers import PREFIX, SUFFIX, TOKEN_ENV, authorized
 from lsp_helpers import serve_process, wait_until
 
 
@@ -21,18 +23,24 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 @pytest.fixture(scope="module")
-def serve(lsp_model_dir, tmp_path_factory):
-    """(URL, API token, log path) of `umbra serve` with a self-started cloud, ready."""
+def serve(lsp_model_dir, tmp_path_factory, loopback_cloud):
+    """(URL, API token, log path) of `umbra serve` through the configured cloud, ready."""
     tmp = tmp_path_factory.mktemp("api-aborts")
-    log, token_file = tmp / "serve.log", tmp / "api.token"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UMBRA_LOCAL_")}
-    with serve_process(lsp_model_dir, "--token-file", str(token_file), log=log, env=env) as (proc, url):
+    log, token_file = tmp / "serve.log", tmp / "t" / "api.token"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UMBRA_LOCAL_")} | {TOKEN_ENV: loopback_cloud.token}
+    with serve_process(lsp_model_dir, "--token-file", str(token_file), "--cloud", loopback_cloud.base_url,
+                       "--token-env", TOKEN_ENV, "--service", f"umbra-test-{secrets.token_hex(6)}",
+                       log=log, env=env) as (proc, url):
+        assert f"API token in {token_file}" in log.read_text()  # where --token-file asked
         token = token_file.read_text().strip()
         headers = {"Authorization": f"Bearer {token}"}
         wait_until(lambda: proc.poll() is not None or httpx.get(url + "/healthz", headers=headers).status_code == 200,
                    240, "umbra serve ready")
         assert proc.poll() is None, log.read_text()
+        message = httpx.get(url + "/healthz", headers=headers).json()["message"]
+        assert loopback_cloud.base_url in message and "self-started" not in message, message
         yield url, token, log
+    assert not token_file.exists()  # stopped (SIGTERM): the token died with the server
 
 
 async def _aborts(http: httpx.AsyncClient) -> dict:

@@ -85,7 +85,8 @@ async def test_umbra_serve_client_only_as_a_process(lsp_model_dir, alone, tmp_pa
         async with httpx.AsyncClient(base_url=url, timeout=120) as http:
             r = await http.post("/v1/infill", json={"prefix": PREFIX, "suffix": SUFFIX})
             health = (await http.get("/healthz")).json()
-        assert r.status_code == 200, (r.text, log.read_text())
+        assert r.status_code == 200, (r.text, log.read_text())  # no token asked for
+        assert "no API token (--no-auth)" in log.read_text()
         assert r.json()["completion"] == await alone(PREFIX, SUFFIX, CompletionOptions())
         assert health["state"] == "ready" and health["mode"] == "client-only"
 

@@ -1,18 +1,19 @@
 """`umbra serve` (umbra/cli/serve_cmd.py over lsp/http_app.py's `run`) as a process: with a
-self-started cloud it completes and stops the cloud and removes its token file on SIGTERM, a
-set-up failure is a clear error and not a traceback, and --no-auth / --token-file do what they say.
+self-started cloud it completes and stops the cloud and removes its token file on SIGTERM, and a
+set-up failure is a clear error and not a traceback. Its other flags are checked on the serve
+processes of other tests: --no-auth (test_client_only.py, test_client_dtype.py), --token-file and
+--cloud / --token-env / --service, the token file gone after SIGTERM (test_api_aborts.py).
 
 `umbra serve` runs as the real console program where a process is what the test checks (its
 signals, token file and children); the set-up failure calls the entry point in-process
 (tests/cli_helpers.py: the same exit status and stderr, without a Python start-up and a torch
-import). The cloud the flag test's servers use runs in a thread of this process."""
+import)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import re
-import secrets
 import signal
 import subprocess
 import sys
@@ -21,11 +22,10 @@ import time
 import httpx
 import pytest
 from cli_helpers import umbra_in_process
-from http_helpers import PREFIX, SUFFIX, TOKEN_ENV, authorized
+from http_helpers import PREFIX, SUFFIX, authorized
 from lsp_helpers import Monolithic, refuses_connections, wait_until
 
 from lsp.options import CompletionOptions
-from server.launch import local_cloud_thread
 from umbra.paths import repo_root
 
 ASYNC = pytest.mark.asyncio(loop_scope="module")  # the tests that talk HTTP (the set-up failure test is plain)
@@ -87,38 +87,3 @@ async def _healthy(http: httpx.AsyncClient) -> bool:
         return (await http.get("/healthz")).status_code == 200
     except httpx.TransportError:
         return False
-
-
-@ASYNC
-async def test_umbra_serve_no_auth_and_token_file_flags(lsp_model_dir, tmp_path, secret_service):
-    """--no-auth serves without a token (and writes no file); --token-file puts it where asked."""
-    with local_cloud_thread(lsp_model_dir, settings={"torch_threads": 1}) as cloud:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("UMBRA_LOCAL_")} | {TOKEN_ENV: cloud.token}
-        for flags in (["--no-auth"], ["--token-file", str(tmp_path / "t" / "api.token")]):
-            log = tmp_path / f"serve{len(flags)}.log"
-            with open(log, "wb") as out:
-                proc = subprocess.Popen([sys.executable, "-m", "umbra.cli.main", "serve", "--port", "0", "--model",
-                                         str(lsp_model_dir), "--threads", "1", "--cloud", cloud.base_url,
-                                         "--token-env", TOKEN_ENV, "--service", f"umbra-test-{secrets.token_hex(6)}",
-                                         *flags], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        cwd=repo_root(), env=env)
-            try:
-                wait_until(lambda: "listening on" in log.read_text() or proc.poll() is not None, 120, "listening")
-                url = re.search(r"listening on (http://127\.0\.0\.1:\d+)", log.read_text()).group(1)
-                if flags == ["--no-auth"]:
-                    assert "no API token (--no-auth)" in log.read_text()
-                    headers = {}
-                else:
-                    assert f"API token in {tmp_path / 't' / 'api.token'}" in log.read_text()
-                    headers = {"Authorization": f"Bearer {(tmp_path / 't' / 'api.token').read_text().strip()}"}
-                async with httpx.AsyncClient(base_url=url, timeout=120, headers=headers) as http:
-                    r = await http.post("/v1/infill", json={"prefix": "x = ", "suffix": "", "maxTokens": 2})
-                    assert r.status_code == 200, r.text
-                proc.send_signal(signal.SIGTERM)
-                proc.wait(timeout=60)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-        assert not (tmp_path / "t" / "api.token").exists()
-
