@@ -46,9 +46,11 @@ def base_dir(tmp_path_factory):
     return d
 
 
-@pytest.fixture
-def bundle_model(base_dir, tmp_path, keystore):
-    out = tmp_path / "bundle"
+@pytest.fixture(scope="module")
+def bundle_model(base_dir, tmp_path_factory, module_keystore):
+    """Built once for the module (both tests only read it; keys_removed puts the keys back)."""
+    keystore = module_keystore
+    out = tmp_path_factory.mktemp("adapter-capture") / "bundle"
     init_bundle(base_dir, BundleConfig(epsilon=13.0), out, store=keystore)
     model = ClientModel.from_bundle(out, base_dir, store=keystore)
     for seed, lang in enumerate(LANGS):
@@ -140,7 +142,8 @@ def _weight_needles(model) -> dict[str, bytes]:
     return out
 
 
-async def test_the_cloud_sees_the_same_whatever_the_language_or_access(bundle_model, base_dir, keystore):
+async def test_the_cloud_sees_the_same_whatever_the_language_or_access(bundle_model, base_dir, module_keystore):
+    keystore = module_keystore
     views, captures = {}, {}
     for language, access in [(lang, True) for lang in LANGS] + [("python", False), (None, True)]:
         with contextlib.nullcontext() if access else keys_removed(bundle_model, keystore):
