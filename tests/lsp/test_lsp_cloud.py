@@ -5,9 +5,10 @@ empty results — never a fallback — and "ready" again once it is back; a refu
 is an "error" status; a client bundle completes like its monolithic self.
 
 Each test starts its own language server: the token comes from the server's environment or the
-keyring, so each server is configured at its start. They share one cloud (`cloud`, the real
-service under uvicorn in a thread of this process, on a loopback port), except the outage test,
-which kills its own cloud process and starts another on the same port."""
+keyring, so each server is configured at its start (the keyring's server also completes with a
+client bundle: one server for both). They share one cloud (`cloud`, the real service under
+uvicorn in a thread of this process, on a loopback port), except the outage test, which kills
+its own cloud process and starts another on the same port."""
 
 from __future__ import annotations
 
@@ -135,19 +136,31 @@ async def test_env_token_then_outage_is_unreachable_never_a_fallback_then_recove
                 await client.shutdown_session()
 
 
-async def test_token_from_the_keyring_stored_by_the_cli(lsp_model_dir, cloud, keystore, mono):
+async def test_a_client_bundle_with_the_token_from_the_keyring_stored_by_the_cli(lsp_model_dir, cloud, keystore,
+                                                                                   tmp_path):
+    """The token stored by `umbra keys cloud-token set` (the console program, stdin a real pipe) and
+    no token in the server's environment at all; a client bundle completes like its monolithic self."""
     name = f"cloud-token:{cloud.base_url}"
     stored = _umbra("keys", "cloud-token", "set", cloud.base_url + "/", "--service", keystore.service,
-                    stdin=cloud.token + "\n", in_process=False)  # the console program, stdin a real pipe
+                    stdin=cloud.token + "\n", in_process=False)
     assert stored.returncode == 0, stored.stderr
     assert cloud.token not in stored.stdout + stored.stderr
     assert keystore.get(name) == cloud.token.encode()
-    async with language_server(_env()) as client:  # no token in the environment at all
-        await client.initialize_session(initialize_params(_options(lsp_model_dir, cloud.base_url, keystore.service)))
+
+    bundle = tmp_path / "bundle"
+    init_bundle(lsp_model_dir, BundleConfig(epsilon=13.0, seed=0), bundle, store=keystore)
+    engine = CompletionEngine.monolithic(ClientModel.from_bundle(bundle, store=keystore), COMPLETION.engine_config())
+    at = offset_of(SOURCE, *CURSOR)
+    expected = (await engine.complete(SOURCE[:at], SOURCE[at:])).text
+    async with language_server(_env()) as client:  # no token in the environment
+        options = _options(lsp_model_dir, cloud.base_url, keystore.service, bundle=str(bundle))
+        options["model"].pop("dir")  # the base model: the one the bundle was made from
+        await client.initialize_session(initialize_params(options))
         await client.statuses.wait_for("ready")
-        open_document(client, "file:///keyring.py", SOURCE)
-        assert await _inline(client, "file:///keyring.py") == [await _expected(mono)]
+        open_document(client, "file:///bundle.py", SOURCE)
+        assert await _inline(client, "file:///bundle.py") == ([expected] if expected else [])
         await client.shutdown_session()
+
     deleted = _umbra("keys", "cloud-token", "delete", cloud.base_url, "--service", keystore.service)
     assert deleted.returncode == 0, deleted.stderr
     assert not keystore.exists(name)
@@ -174,19 +187,3 @@ async def test_a_refused_or_missing_token_is_an_error_status(lsp_model_dir, clou
                 await _inline(client, "file:///t.py")
             assert err.value.code == REQUEST_FAILED and needle in err.value.message
             await client.shutdown_session()
-
-
-async def test_a_client_bundle_completes_like_its_monolithic_self(lsp_model_dir, cloud, keystore, tmp_path):
-    bundle = tmp_path / "bundle"
-    init_bundle(lsp_model_dir, BundleConfig(epsilon=13.0, seed=0), bundle, store=keystore)
-    engine = CompletionEngine.monolithic(ClientModel.from_bundle(bundle, store=keystore), COMPLETION.engine_config())
-    at = offset_of(SOURCE, *CURSOR)
-    expected = (await engine.complete(SOURCE[:at], SOURCE[at:])).text
-    async with language_server(_env(**{TOKEN_ENV: cloud.token})) as client:
-        options = _options(lsp_model_dir, cloud.base_url, keystore.service, bundle=str(bundle))
-        options["model"].pop("dir")  # the base model: the one the bundle was made from
-        await client.initialize_session(initialize_params(options))
-        await client.statuses.wait_for("ready")
-        open_document(client, "file:///bundle.py", SOURCE)
-        assert await _inline(client, "file:///bundle.py") == ([expected] if expected else [])
-        await client.shutdown_session()
