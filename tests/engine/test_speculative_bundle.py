@@ -20,6 +20,7 @@ import pytest
 from tiny_models import build_tiny_model_dir
 
 from adapter_helpers import keys_removed, perturbed_adapter
+from securegate.helpers import SMALL_GATE
 from server.launch import local_cloud_thread
 from umbra import wire
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig, StopConfig
@@ -65,7 +66,7 @@ def bundle_model(base_dir, tmp_path_factory, module_keystore):
     add_adapter(out, perturbed_adapter(model, "secure", BottleneckConfig(size=8), 6), role="secure")
     add_revealing_adapter(out, perturbed_adapter(model, "team", BottleneckConfig(size=8), 7), "team-key",
                           module_keystore,
-                          gate_config=GateConfig(random_keys=256, absent_tokens=256))
+                          gate_config=GateConfig(**SMALL_GATE))  # the suite's small gate: the gate itself is tests/securegate's
     return ClientModel.from_bundle(out, base_dir, store=module_keystore)
 
 

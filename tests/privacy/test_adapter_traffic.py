@@ -23,6 +23,7 @@ from capture import CaptureProxy, decode_capture, leaks
 from tiny_models import build_tiny_model_dir
 
 from adapter_helpers import keys_removed, perturbed_adapter
+from securegate.helpers import SMALL_GATE
 from server.launch import local_cloud_thread
 from umbra import wire
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig, StopConfig
@@ -57,7 +58,7 @@ def bundle_model(base_dir, tmp_path_factory, module_keystore):
         add_adapter(out, perturbed_adapter(model, lang, LoraConfig(rank=4), seed), role="expert", language=lang)
     add_adapter(out, perturbed_adapter(model, "secure", BottleneckConfig(size=8), 6), role="secure")
     add_revealing_adapter(out, perturbed_adapter(model, "team", BottleneckConfig(size=8), 7), "team-key", keystore,
-                          gate_config=GateConfig(random_keys=256, absent_tokens=256))
+                          gate_config=GateConfig(**SMALL_GATE))  # the suite's small gate: the gate itself is tests/securegate's
     add_adapter(out, perturbed_adapter(model, "shared", SoftPromptConfig(length=4), 8), role="shared")
     add_adapter(out, perturbed_adapter(model, "rust", LoraConfig(rank=4, placement=Placement.ENCODER), 9),
                 role="expert", language="rust")  # the positive control: an encoder-side expert
