@@ -146,6 +146,12 @@ class _PrivateSecretService:
 _active: list[_PrivateSecretService] = []  # one per process even if several conftests import the fixture
 
 
+def private_secret_service() -> bool:
+    """True while this process's own throwaway Secret Service (started by `secret_service`) is the
+    one in use: what the tests wrote into it is deleted with it at the end of the session."""
+    return bool(_active)
+
+
 @pytest.fixture(scope="session")
 def secret_service():
     """Make sure an unlocked Secret Service is reachable; yields the bus address."""

@@ -1,11 +1,12 @@
 """How the suite runs on pytest-xdist workers (`-n N --dist loadfile`, as scripts/test does).
 
 The unit of work is a test file: its tests run in one worker, in their order, so that its module-
-scoped services and models start once. A directory whose tests must share one process is one unit:
-tests/securegate, whose leak scan (moved last by its conftest) reads everything the directory's
-other tests made in their process. Units start longest first, by the seconds each took when
-tests/unit_seconds.json was last written (`--store-unit-seconds`), so that no long file is left to
-run alone at the end; a unit the file does not know is estimated from its number of tests.
+scoped services and models start once. A directory whose tests must share one process would be one
+unit (ONE_PROCESS_DIRS; none today: tests/securegate's leak scan runs after each of its files over
+what that process's tests wrote, tests/securegate/needles.py). Units start longest first, by the
+seconds each took when tests/unit_seconds.json was last written (`--store-unit-seconds`), so that
+no long file is left to run alone at the end; a unit the file does not know is estimated from its
+number of tests.
 
 (xdist's own `--dist loadgroup` would do the grouping from markers, but with pytest 9.2 and
 pytest-xdist 3.8 it ignores them: docs/CONTRIBUTING.md.)"""
@@ -21,7 +22,7 @@ from xdist.scheduler import LoadFileScheduling
 
 SECONDS_FILE = Path(__file__).with_name("unit_seconds.json")
 # Directories (under tests/) whose tests run in one worker, as one unit.
-ONE_PROCESS_DIRS = ("securegate",)
+ONE_PROCESS_DIRS: tuple[str, ...] = ()
 
 
 def unit_of(nodeid: str) -> str:

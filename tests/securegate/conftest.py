@@ -1,15 +1,16 @@
 """Fixtures of the SecureGate tests: one tiny base model for the directory, keyrings under fresh
-service names over the real Secret Service (emptied at the end), and the session's needle
+service names over the real Secret Service (emptied at the end), and the process's needle
 registry: every access key, sealed adapter and revealing adapter the tests and the commands
-they run make is registered, with the tmp dirs they wrote, and test_leak_scan.py (moved to the
-end of the session) looks for all of them in every one of those files."""
+they run make is registered, with the tmp dirs they wrote and the keyring services they used;
+after each test file, its leak scan (needles.LeakScan) looks for all of them in every file those
+tests wrote, so each file is a unit of its own on the xdist workers (tests/xdist_units.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from tiny_models import build_tiny_model_dir
+from keyring_fixture import private_secret_service
 
 from umbra.model.adapters import BottleneckConfig, LoraConfig
 from umbra.privacy.bundle import BundleConfig, init_bundle, load_bundle
@@ -18,20 +19,29 @@ from umbra.securegate.bundle_access import STEPS, add_revealing_adapter, create_
 
 from .access_table import GATE, TABLE
 from .helpers import clone_bundle, empty_stores, make_adapter, new_store
-from .needles import Needles
+from .needles import LeakScan, Needles
 from .op_server import OpServer
-
-SCAN_FILE = "test_leak_scan.py"
-
-
-def pytest_collection_modifyitems(session, config, items):
-    """The leak scan runs after every other test of the session (stable: order kept otherwise)."""
-    items.sort(key=lambda item: Path(str(item.fspath)).name == SCAN_FILE)
 
 
 @pytest.fixture(scope="session")
 def needles() -> Needles:
     return Needles()
+
+
+@pytest.fixture(scope="session")
+def leak_scan(needles) -> LeakScan:
+    return LeakScan(needles)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _leak_scan_after_each_file(leak_scan):
+    """After the file's last test (and its module fixtures' teardown): DESIGN invariant 3 over
+    everything this process's tests wrote so far (needles.LeakScan); a leak fails the file's
+    last test at teardown, naming the files and the needles (labels, never their bytes)."""
+    yield
+    _files, hits = leak_scan.check()
+    if hits:
+        pytest.fail(f"secrets or plaintext adapters in files the tests wrote: {hits}", pytrace=False)
 
 
 @pytest.fixture(scope="session")
@@ -47,28 +57,31 @@ def _scanned_tmp_path(request, needles):
 
 
 @pytest.fixture(scope="session")
-def sg_base(sg_tmp) -> Path:
-    """The public base model of every SecureGate test (tiny, random, saved once)."""
-    d = sg_tmp("sg-base")
-    build_tiny_model_dir(d, family="qwen2-tied")
-    return d
+def sg_base(fim_qwen2_dir, needles) -> Path:
+    """The public base model of every SecureGate test: the run's tiny random qwen2 (tied
+    embeddings, StarCoder-style tokenizer), built once per run, read-only; scanned like the
+    tests' own directories."""
+    return needles.root(fim_qwen2_dir)
 
 
 @pytest.fixture(scope="session")
-def stores(secret_service):
-    """make() -> a KeyStore under a fresh service name; all emptied at the end of the session."""
+def stores(secret_service, needles):
+    """make() -> a KeyStore under a fresh service name; all emptied at the end of the session (on a
+    desktop's Secret Service; this process's own throwaway one is deleted whole)."""
     made = []
 
     def make():
         store = new_store()
         made.append(store)
+        needles.services.add(store.service)
         return store
 
-    make.services = _Services(made)
     yield make
+    if private_secret_service():  # deleted whole with its daemon: no need to empty it item by item
+        return
     try:
         empty_stores(made)
-    except Exception:  # noqa: BLE001 - a private keyring daemon dies with the session anyway
+    except Exception:  # noqa: BLE001 - best effort on a desktop's Secret Service
         pass
 
 
@@ -78,16 +91,6 @@ def op_server(secret_service):
     server = OpServer()
     yield server
     server.close()
-
-
-class _Services:
-    """The service names of the stores made so far (iterable, live)."""
-
-    def __init__(self, made):
-        self.made = made
-
-    def __iter__(self):
-        return iter([s.service for s in self.made])
 
 
 @pytest.fixture(scope="session")
