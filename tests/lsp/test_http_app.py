@@ -21,7 +21,6 @@ from http_helpers import DEFAULTS, PREFIX, SUFFIX, TOKEN_ENV, authorized, local_
 from lsp_helpers import API_TOKEN, Monolithic, serving
 
 from lsp.options import CompletionOptions
-from server.launch import local_cloud_sync
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -32,10 +31,10 @@ def mono(lsp_model_dir) -> Monolithic:
 
 
 @pytest.fixture(scope="module")
-def base_url(lsp_model_dir, secret_service):
-    with local_cloud_sync(lsp_model_dir, settings={"torch_threads": 1}) as cloud, pytest.MonkeyPatch.context() as mp:
-        mp.setenv(TOKEN_ENV, cloud.token)
-        with serving(local_settings(lsp_model_dir, cloud.base_url)) as url:
+def base_url(lsp_model_dir, secret_service, loopback_cloud):
+    with pytest.MonkeyPatch.context() as mp:  # the cloud: the real service in a thread, on loopback
+        mp.setenv(TOKEN_ENV, loopback_cloud.token)
+        with serving(local_settings(lsp_model_dir, loopback_cloud.base_url)) as url:
             yield url
 
 

@@ -1,6 +1,6 @@
 """The OpenAI-compatible API of `umbra serve` (lsp/routes/openai_completions.py, models.py),
 driven by the official `openai` Python client against the real app under uvicorn, completing
-through the real cloud service it starts on loopback: completions equal the in-process baseline
+through the real cloud service on loopback (`loopback_cloud`): completions equal the in-process baseline
 and Umbra's own POST /v1/infill, fill-in-the-middle with `suffix` or a FIM template prompt,
 streams add up to the same text and end with [DONE], `stop` cuts before the sequence, `n` with
 a `seed` is reproducible, bad bodies are 4xx in OpenAI's error shape, and a dropped stream stops
@@ -17,7 +17,7 @@ import httpx
 import openai
 import pytest
 import pytest_asyncio
-from lsp_helpers import API_TOKEN, Monolithic, serving
+from lsp_helpers import API_TOKEN, CLOUD_TOKEN_ENV, Monolithic, serving
 
 from lsp.options import CompletionOptions
 from lsp.settings import LocalSettings
@@ -30,13 +30,17 @@ SUFFIX = "\n\n\nprint(add(1, 2))\n"
 
 
 @pytest.fixture(scope="module")
-def server(lsp_model_dir, secret_service):
-    """(base URL, backend) of one `umbra serve` app with a self-started cloud."""
+def server(lsp_model_dir, secret_service, loopback_cloud):
+    """(base URL, backend) of one `umbra serve` app completing through the module's cloud (the real
+    service in a thread, on loopback; the self-started one is test_serve_cmd.py's)."""
     apps: list = []
     settings = LocalSettings(model_dir=lsp_model_dir, threads=1, keyring_service=f"umbra-test-{secrets.token_hex(6)}",
-                             max_tokens=OPTIONS.max_tokens, multiline=OPTIONS.multiline)
-    with serving(settings, apps=apps) as url:
-        yield url, apps[0].state.backend
+                             max_tokens=OPTIONS.max_tokens, multiline=OPTIONS.multiline,
+                             cloud_url=loopback_cloud.base_url, cloud_token_env=CLOUD_TOKEN_ENV)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(CLOUD_TOKEN_ENV, loopback_cloud.token)
+        with serving(settings, apps=apps) as url:
+            yield url, apps[0].state.backend
 
 
 @pytest.fixture(scope="module")
