@@ -12,7 +12,6 @@ import torch
 
 from keys.cloud_tokens import cloud_token_name
 from server.launch import local_cloud_thread
-from tiny_models import build_tiny_model_dir
 from umbra.connect import CloudConfig, find_token, open_middle, with_token
 from umbra.errors import ConfigError
 
@@ -20,12 +19,11 @@ URL = "https://cloud.example:8443"
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
+def model(fim_llama_dir):
+    """The tiny llama with a FIM tokenizer that the run builds once (tests/conftest.py)."""
     from umbra.engine import ClientModel
 
-    d = tmp_path_factory.mktemp("connect-model")
-    build_tiny_model_dir(d, family="llama", style="starcoder")
-    return ClientModel.load(d)
+    return ClientModel.load(fim_llama_dir)
 
 
 @pytest.mark.parametrize("fields, message", [
