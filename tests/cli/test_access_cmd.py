@@ -12,8 +12,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from tiny_models import build_tiny_model_dir
-
 from adapter_helpers import perturb
 from cli_helpers import umbra_in_process, umbra_subprocess
 from keys.access_keys import delete_key, entry_name, held_key_ids, parse
@@ -40,13 +38,13 @@ def gate_config(bundle: Path) -> GateConfig:
 
 
 @pytest.fixture
-def setup(tmp_path, keystore):
-    """(bundle, plaintext revealing adapter, the commands' common options). The commands that
-    retrain the gate get `--gate-config` with the SecureGate tests' small settings (retraining with
-    the defaults takes tens of seconds on a loaded machine); the console-program test below keeps
-    the defaults, so one `create` per run trains the product's default gate through the CLI."""
-    base = tmp_path / "base"
-    build_tiny_model_dir(base, family="llama", style="starcoder")
+def setup(tmp_path, keystore, fim_llama_dir):
+    """(bundle, plaintext revealing adapter, the commands' common options) over the run's tiny
+    llama (read-only, built once). The commands that retrain the gate get `--gate-config` with the
+    SecureGate tests' small settings (retraining with the defaults takes tens of seconds on a
+    loaded machine); the console-program test below keeps the defaults, so one `create` per run
+    trains the product's default gate through the CLI."""
+    base = fim_llama_dir
     bundle = tmp_path / "bundle"
     init_bundle(base, BundleConfig(epsilon=float("inf")), bundle, store=keystore)
     model = ClientModel.from_bundle(bundle, base, store=keystore)
@@ -61,7 +59,7 @@ def setup(tmp_path, keystore):
     return bundle, plain, ["--bundle", str(bundle), "--service", keystore.service], ["--gate-config", str(small)]
 
 
-def test_keys_are_created_listed_exported_imported_rotated_and_revoked(setup, keystore, tmp_path):
+def test_keys_are_created_listed_exported_imported_rotated_and_revoked(setup, keystore, tmp_path, fim_llama_dir):
     bundle, plain, b, g = setup
     created = umbra("keys", "access", "create", "team-a", "--adapter", "team", "--adapter-file", str(plain), *b, *g)
     assert created.returncode == 0, created.stderr
@@ -115,13 +113,13 @@ def test_keys_are_created_listed_exported_imported_rotated_and_revoked(setup, ke
     assert held_key_ids(keystore, key_a.bundle_id) == []
 
     keys_text = [k.text().encode() for k in (key_a, key_b, new_a)] + [k.secret for k in (key_a, key_b, new_a)]
-    for path in tmp_path.rglob("*"):  # no key, in any form, in any file the commands wrote
+    for path in [*tmp_path.rglob("*"), *fim_llama_dir.rglob("*")]:  # no key in any file the commands wrote
         if path.is_file():
             data = path.read_bytes()
             assert not any(k in data for k in keys_text), path
 
 
-def test_bad_input_is_one_clear_error_and_leaves_the_bundle_as_it_was(setup, keystore, tmp_path):
+def test_bad_input_is_one_clear_error_and_leaves_the_bundle_as_it_was(setup, keystore, tmp_path, fim_llama_dir):
     bundle, plain, b, g = setup
     created = umbra("keys", "access", "create", "team-a", "--adapter", "team", "--adapter-file", str(plain), *b, *g)
     assert created.returncode == 0, created.stderr
@@ -131,7 +129,7 @@ def test_bad_input_is_one_clear_error_and_leaves_the_bundle_as_it_was(setup, key
     bad_gate, low_gate = tmp_path / "bad-gate.json", tmp_path / "low-gate.json"
     bad_gate.write_text(json.dumps({**SMALL_GATE, "layers": 3}))
     low_gate.write_text(json.dumps({**SMALL_GATE, "threshold": 0.2}))
-    init_bundle(tmp_path / "base", BundleConfig(epsilon=float("inf")), other, store=keystore)
+    init_bundle(fim_llama_dir, BundleConfig(epsilon=float("inf")), other, store=keystore)
     cases = {
         "unknown key": (["keys", "access", "rotate", "nobody", *b], None, "no access key named 'nobody'"),
         "unknown adapter": (["keys", "access", "create", "k2", "--adapter", "ghost", *b], None,

@@ -13,7 +13,7 @@ import random
 import pytest
 import torch
 from cli_helpers import umbra_in_process, umbra_subprocess
-from tiny_models import CODE_SNIPPETS, build_tiny_model_dir
+from tiny_models import CODE_SNIPPETS
 
 from umbra.data.corpus import Document, write_documents
 from umbra.privacy.bundle import BundleConfig, init_bundle
@@ -25,10 +25,9 @@ _umbra = umbra_in_process
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory, module_keystore):
+def setup(tmp_path_factory, module_keystore, fim_llama_dir):
     root = tmp_path_factory.mktemp("noesis-cli")
-    base = root / "base"
-    build_tiny_model_dir(base, family="llama", style="starcoder")
+    base = fim_llama_dir  # the run's tiny llama, read-only
     bundle = root / "bundle"
     init_bundle(base, BundleConfig(epsilon=float("inf")), bundle, store=module_keystore)
     corpus = root / "corpus"

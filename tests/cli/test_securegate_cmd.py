@@ -6,7 +6,6 @@ once, which then unlocks it."""
 from __future__ import annotations
 
 from cli_helpers import umbra_in_process, umbra_subprocess
-from tiny_models import build_tiny_model_dir
 
 from keys.access_keys import parse
 from umbra.privacy.bundle import BundleConfig, init_bundle
@@ -20,9 +19,8 @@ FILES = {
 }
 
 
-def test_train_scrubs_trains_fuses_and_seals(tmp_path, keystore):
-    base = tmp_path / "base"
-    build_tiny_model_dir(base, family="llama", style="starcoder")
+def test_train_scrubs_trains_fuses_and_seals(tmp_path, keystore, fim_llama_dir):
+    base = fim_llama_dir  # the run's tiny llama, read-only
     bundle = tmp_path / "bundle"
     init_bundle(base, BundleConfig(epsilon=float("inf")), bundle, store=keystore)
     code = tmp_path / "code"
@@ -42,6 +40,6 @@ def test_train_scrubs_trains_fuses_and_seals(tmp_path, keystore):
     assert "sk_live_" not in (bundle / "manifest.json").read_text()
     status = umbra_in_process("keys", "access", "status", "--bundle", bundle, "--service", keystore.service)
     assert "you can unlock: revealing (key platform)" in status.stdout, status.stdout + status.stderr
-    for path in tmp_path.rglob("*"):
+    for path in [*tmp_path.rglob("*"), *base.rglob("*")]:
         if path.is_file():
             assert key.secret not in path.read_bytes() and key.text().encode() not in path.read_bytes(), path
