@@ -1,5 +1,5 @@
 """Determinism at the cursor (issue 63, point 2), through the real language server over stdio and
-the real cloud it starts: the same document and cursor show the same greedy completion whatever
+the real cloud on loopback (`loopback_cloud`): the same document and cursor show the same greedy completion whatever
 happened before — after any seeded sequence of edits with completions in between (the session's
 prefix cache warm, reused and truncated), in a document opened afresh (cold), again (warm), and
 all documents at once (the cloud serving them side by side) — and it is the completion of the
@@ -11,10 +11,11 @@ import asyncio
 import random
 
 import pytest
-import pytest_lsp
-from lsp_helpers import LSP_COMMAND, SOURCE, Monolithic, StatusLog, initialize_params, inline_params, open_document
+import pytest_asyncio
+from lsp_helpers import (SOURCE, Monolithic, cloud_env, initialize_params, inline_params, language_server, open_document,
+                         through_cloud)
 from lsprotocol import types
-from pytest_lsp import ClientServerConfig, LanguageClient
+from pytest_lsp import LanguageClient
 
 from lsp.options import CompletionOptions, InlineOptions
 
@@ -32,15 +33,15 @@ def mono(lsp_model_dir) -> Monolithic:
     return Monolithic(lsp_model_dir)
 
 
-@pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=LSP_COMMAND))
-async def client(lsp_client: LanguageClient, lsp_model_dir):
-    lsp_client.statuses = StatusLog(lsp_client)
-    await lsp_client.initialize_session(initialize_params({
-        "model": {"dir": str(lsp_model_dir)}, "threads": 1, "inline": {"deadlineMs": 0},
-        "completion": {"maxTokens": OPTIONS.max_tokens}}))
-    await lsp_client.statuses.wait_for("ready")
-    yield
-    await lsp_client.shutdown_session()
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def client(lsp_model_dir, loopback_cloud):
+    options = {"model": {"dir": str(lsp_model_dir)}, "threads": 1, "inline": {"deadlineMs": 0},
+               "completion": {"maxTokens": OPTIONS.max_tokens}}
+    async with language_server(cloud_env(loopback_cloud.token)) as lsp_client:
+        await lsp_client.initialize_session(initialize_params(through_cloud(options, loopback_cloud.base_url)))
+        await lsp_client.statuses.wait_for("ready")
+        yield lsp_client
+        await lsp_client.shutdown_session()
 
 
 def _position(text: str, offset: int) -> types.Position:
