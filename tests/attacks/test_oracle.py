@@ -14,7 +14,7 @@ from attack_world import PROBE, build_world, prompts_of
 
 from umbra.attack_grid.clients import Defence
 from umbra.attacks.layer_probes import SPLIT, layer_names, layer_states, per_layer
-from umbra.attacks.oracle import check_disjoint, without_attacked
+from umbra.attacks.oracle import check_disjoint, oracle_attacks, train_oracle, without_attacked
 from umbra.attacks.suite import AttackSuite, SuiteConfig
 from umbra.errors import ConfigError
 
@@ -46,7 +46,13 @@ def test_oracle_reads_an_undefended_client_at_every_layer(world):
 def test_oracle_reads_an_untuned_indvocab_client_that_public_probes_cannot(world):
     public, suite, prompts, held_out = world
     client, seqs = prompts_of(public, Defence(indvocab_epsilon=1.0, ltokenizer=True), prompts)
-    scores = _scores(suite, client, seqs, held_out)
+    # the split layer's probe alone, the one read here: train_oracle with the suite's probe settings
+    # (AttackSuite.oracle trains it at every layer: test_oracle_reads_an_undefended_client_at_every_layer)
+    probes = train_oracle(client.encoder, client.permutation, held_out, public.middle,
+                          min(public.tokenizer.size, public.vocab_size), suite.config.probe, layers=(SPLIT,),
+                          attacked=seqs)
+    assert probes.layers == [SPLIT]
+    scores = suite.run(seqs, extra=oracle_attacks(probes, public.middle)).scores
     base = scores["baseline"].recovery
     assert per_layer(scores, "oracle")[SPLIT] > base + 0.2, (scores, base)
 
