@@ -81,7 +81,8 @@ class Needles:
             return 0
         for key in candidates:
             info = sealing._info(key.bundle_id, header["adapter"], key.key_id)
-            self.put(f"aes {key.key_id} {header['salt'][:8]}", derive_key(key.secret, bytes.fromhex(header["salt"]), info))
+            aes = derive_key(key.secret, bytes.fromhex(header["salt"]), info)
+            self.put(f"aes {key.key_id} {header['salt'][:8]}", aes)
             try:
                 plain = sealing.open_adapter(blob, key, header["adapter"])
             except Exception:  # noqa: BLE001 - a tampered copy, or a wrong secret under that id
