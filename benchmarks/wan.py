@@ -2,7 +2,8 @@
 
     python benchmarks/wan.py                       # 0/30/80/150 ms RTT, 12 cursors, up to 16 tokens
     python benchmarks/wan.py --rtts 0,30,80 --positions 20 --write
-    python benchmarks/wan.py --rtts 0,30,80 --bundle      # the default private mode (a client bundle)
+    python benchmarks/wan.py --rtts 0,30,80 --bundle      # a client bundle as `umbra init` makes it (untuned)
+    python benchmarks/wan.py --rtts 0,30,80 --bundle-dir DIR [--service umbra]   # your bundle, e.g. tuned
 
 The real cloud service runs as a subprocess on loopback (server.launch.local_cloud_sync, the
 default model's middle blocks, one torch thread); the client (this process, one torch thread)
@@ -18,9 +19,11 @@ generated tokens per round trip, and for speculation the verify frames and the a
 each draft source (prompt lookup, the client's blocks with the middle skipped). The greedy texts
 of the two modes must be identical; the script counts any that differ. `--bundle`: the client
 holds a bundle made from the model as `umbra init` makes one (INDVocab ε = 1024 + LTokenizer, seed
-0, its key in a throwaway keyring), the default private mode; its speculative frames have a fixed
-k (no ladder: invariant 7), and its step-by-step row is what `auto` did under a bundle before
-issue 58."""
+0, its key in a throwaway keyring), untuned: its completions are not the model's (top-1 ≤ 3.6 %,
+README), so its drafts are rarely accepted; the private mode users run is that bundle after
+`umbra tune` (the clean residual), which `--bundle-dir DIR` measures (its key in the keyring
+service `--service`). Under a bundle the speculative frames have a fixed k (no ladder: invariant
+7), and the step-by-step row is what `auto` did under a bundle before issue 58."""
 
 from __future__ import annotations
 
@@ -151,10 +154,19 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0, help="of the cursors (default: %(default)s)")
     p.add_argument("--json", default=str(ROOT / "benchmarks/results/wan.json"), help="results file (default: %(default)s)")
     p.add_argument("--bundle", action="store_true",
-                   help="the client holds a bundle made from the model (the default private mode)")
+                   help="the client holds a bundle made from the model as `umbra init` makes it (untuned)")
+    p.add_argument("--bundle-dir", type=Path, default=None,
+                   help="the client holds this bundle (`umbra init`, then `umbra tune`), made from --model")
+    p.add_argument("--service", default=None, help="keyring service holding --bundle-dir's key (default: umbra)")
     p.add_argument("--write", action="store_true", help="write the table into docs/benchmarks.md")
     args = p.parse_args()
     torch.set_num_threads(1)
+    if args.bundle_dir is not None:
+        from keys import KeyStore
+
+        store = KeyStore(service=args.service) if args.service else KeyStore()
+        args.bundle = True
+        return run(ClientModel.from_bundle(args.bundle_dir, Path(args.model), store=store), args)
     with tempfile.TemporaryDirectory(prefix="umbra-wan-") as tmp:
         if not args.bundle:
             return run(ClientModel.load(args.model), args)
@@ -186,7 +198,7 @@ def run(model: ClientModel, args) -> int:
     if args.write:
         note = (f"Measured {started} UTC by `python benchmarks/wan.py --rtts {args.rtts} --positions {args.positions} "
                 f"--max-tokens {args.max_tokens} --k {args.k}{'' if args.k_max is None else f' --k-max {args.k_max}'}"
-                f"{' --bundle' if args.bundle else ''}` "
+                f"{f' --bundle-dir {args.bundle_dir}' if args.bundle_dir else ' --bundle' if args.bundle else ''}` "
                 f"on {describe()}; link: benchmarks/wan_link.py's "
                 f"delaying TCP proxy on 127.0.0.1 (no netem in this kernel).")
         write_block(ROOT / "docs/benchmarks.md", "wan-bundle" if args.bundle else "wan", note + "\n\n" + text)

@@ -5,7 +5,9 @@ goes straight into the decoder (the middle skipped, as in umbra/middle/skip.py a
 model of speculative decoding, draft.py). No cloud connection is opened, no hidden state leaves
 the process, and a completion costs no round trip. It runs without a private local path's noise
 (nothing is sent, so there is nothing to defend), exactly like the draft model: the completions
-of `umbra complete --client-only` are the drafts speculation would make.
+of `umbra complete --client-only` are the drafts speculation would make. Under a bundle tuned with
+the clean residual the encoder reads the clean table (draft.py): the tuned decoder's own input
+when the middle is skipped.
 
     engine = client_only_engine(model, config)       # CompletionEngine, mode "client-only"
     result = await engine.complete(prefix, suffix)   # result.round_trips == 0
@@ -32,4 +34,5 @@ class ClientOnlyRunner(SkipRunner):
 def client_only_engine(model: ClientModel, config: EngineConfig | None = None) -> CompletionEngine:
     """A completion engine over the client's blocks alone (no Middle, nothing sent, no speculation:
     there is no trip to save)."""
-    return CompletionEngine(model, lambda: ClientOnlyRunner(model.encoder, model.decoder), MODE, config)
+    return CompletionEngine(model, lambda: ClientOnlyRunner(model.encoder, model.decoder, model.private_path),
+                            MODE, config)

@@ -66,7 +66,8 @@ class CompletionEngine:
         m = self.model
         # client-only: the draft model is the model itself, and there is no trip to save
         speculator = (None if self.mode == "client-only"
-                      else Speculator(DraftModel(m.encoder, m.decoder, self.allowed), self.link))
+                      else Speculator(DraftModel(m.encoder, m.decoder, self.allowed, private_path=m.private_path),
+                                     self.link))
         return CompletionSession(self.new_runner(), m.tokenizer, m.fim, self.allowed, config or self.config,
                                  self.context_length, speculator)
 
