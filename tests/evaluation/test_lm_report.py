@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import torch
@@ -43,7 +42,7 @@ def test_next_token_metrics_count_hits_exactly():
     assert next_token_metrics(always_zero, blocks).top1 == 0.0
 
 
-def test_eval_command_on_a_small_slice_runs_under_a_minute(tmp_path):
+def test_eval_command_on_a_small_slice_reports_every_language(tmp_path):
     model_dir = tmp_path / "model"
     build_tiny_model_dir(model_dir)
     corpus = tmp_path / "corpus"
@@ -51,11 +50,9 @@ def test_eval_command_on_a_small_slice_runs_under_a_minute(tmp_path):
         docs = [Document(lang, f"{lang}/{i}.src", s * 4) for i, s in enumerate(CODE_SNIPPETS)]
         write_documents(corpus, "test", lang, docs)
     out = tmp_path / "report.json"
-    t0 = time.perf_counter()
     status = main(["eval", "lm", "--model", str(model_dir), "--corpus", str(corpus), "--langs", "python,go",
                    "--max-tokens", "4000", "--fim-lines", "10", "--threads", "1", "--json", str(out)])
-    assert status == 0
-    assert time.perf_counter() - t0 < 60
+    assert status == 0  # its speed is no test's business (speed goals live in benchmarks/)
     report = json.loads(out.read_text())
     langs = {r["lang"]: r for r in report["languages"]}
     assert set(langs) == {"python", "go"}
