@@ -39,7 +39,7 @@ def pytest_addoption(parser):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """`-n N --dist loadfile`: a file per worker, tests/securegate as one unit, longest first."""
+    """`-n N --dist loadfile`: a file per worker, longest first (tests/xdist_units.py)."""
     if config.getoption("dist") == "loadfile":
         from xdist_units import UnitScheduling
 
