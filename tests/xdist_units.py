@@ -85,7 +85,8 @@ class UnitScheduling(LoadFileScheduling):
 class UnitSeconds:
     """A plugin (`--store-unit-seconds`) in the process that receives every test's reports (the
     xdist controller, or the only process): adds up each unit's test time (set-up, call,
-    tear-down) and merges it into the seconds file at the end of the session."""
+    tear-down) and merges it into the seconds file at the end of the session, dropping the units
+    that are no more (a file removed, a directory no longer one unit)."""
 
     def __init__(self, path: Path = SECONDS_FILE) -> None:
         self.path = path
@@ -98,4 +99,8 @@ class UnitSeconds:
         if self.seconds:
             measured = {unit: round(s, 1) for unit, s in self.seconds.items()}
             merged = {**read_seconds(self.path), **measured}
-            self.path.write_text(json.dumps(dict(sorted(merged.items())), indent=0) + "\n")
+            root = self.path.parent.parent  # the repository (unit names are relative to it)
+            dirs = {f"tests/{d}" for d in ONE_PROCESS_DIRS}
+            kept = {unit: s for unit, s in merged.items()
+                    if unit in dirs or (root / unit).is_file() and unit_of(unit) == unit}
+            self.path.write_text(json.dumps(dict(sorted(kept.items())), indent=0) + "\n")
