@@ -12,8 +12,6 @@ its own cloud process and starts another on the same port."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import subprocess
 import sys
@@ -23,18 +21,16 @@ import pytest
 from cli_helpers import umbra_in_process
 from lsp_helpers import (
     EXACT_INLINE,
-    LSP_COMMAND,
     SOURCE,
     Monolithic,
-    StatusLog,
     cloud_on_port,
     initialize_params,
+    language_server,
     offset_of,
     open_document,
 )
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
-from pytest_lsp import ClientServerConfig
 
 from lsp.options import CompletionOptions
 from server.launch import local_cloud_sync, local_cloud_thread
@@ -72,18 +68,6 @@ def _options(model_dir, url: str, service: str, **model) -> dict:
             "cloud": {"url": url, "tokenEnv": TOKEN_ENV},
             "completion": {"maxTokens": COMPLETION.max_tokens, "multiline": True}, "inline": EXACT_INLINE,
             "threads": 1}
-
-
-@contextlib.asynccontextmanager
-async def language_server(env: dict):
-    client = await ClientServerConfig(server_command=LSP_COMMAND, server_env=env).start()
-    client.statuses = StatusLog(client)
-    try:
-        yield client
-    finally:
-        if client._server.returncode is None:
-            client._server.stdin.close()
-        await asyncio.wait_for(client.stop(), 60)
 
 
 async def _inline(client, uri: str) -> list[str]:
