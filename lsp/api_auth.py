@@ -26,12 +26,13 @@ import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-
-from fastapi import Request
+from typing import TYPE_CHECKING
 
 from umbra.edge import EDGE_EXTENSION
-
 from umbra.errors import UmbraError
+
+if TYPE_CHECKING:  # the language server never loads FastAPI; only the HTTP server (http_app.py) does
+    from fastapi import Request
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 

@@ -1,9 +1,12 @@
-"""lsp/api_auth.py: Host parsing for the rebinding check, and the token file only its user reads."""
+"""lsp/api_auth.py: Host parsing for the rebinding check, the token file only its user reads, and
+no FastAPI for the language server (the HTTP server alone needs it)."""
 
 from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 
 import pytest
 
@@ -47,3 +50,11 @@ def test_default_token_file_prefers_the_runtime_dir(tmp_path, monkeypatch):
 def test_tokens_are_fresh_and_long():
     tokens = {new_token() for _ in range(50)}
     assert len(tokens) == 50 and min(map(len, tokens)) >= 40
+
+
+def test_the_language_server_never_loads_fastapi():
+    """Only the HTTP server needs FastAPI (about 0.3 s of import per language-server start)."""
+    code = "import sys, lsp.stdio, lsp.server; print('fastapi' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
