@@ -29,7 +29,7 @@ if sys.path[0] != _REPO:  # the real `server` package, not tests/server
 from benchmarks.wan_link import LinkConfig, WanProxy  # noqa: E402
 from server.launch import local_cloud_thread  # noqa: E402
 from umbra import wire  # noqa: E402
-from umbra.middle.cloud_link import CloudLink  # noqa: E402
+from umbra.middle.cloud_link import SESSION_ID_HEADER, CloudLink  # noqa: E402
 from umbra.middle.local import LocalMiddle  # noqa: E402
 from umbra.middle.remote import RemoteMiddle  # noqa: E402
 from umbra.model.loader import load_middle  # noqa: E402
@@ -202,3 +202,47 @@ async def test_an_opening_frame_cancelled_while_its_answer_crosses_the_link_is_c
                 assert middle._sessions[sid].remote is None  # the late answer was not adopted
                 out = await middle.forward(h, pos, sid)  # the client's session goes on: a new one
                 assert out.shape == (1, 6, 64) and await metric("umbra_cloud_sessions_opened_total") == 2
+
+
+async def test_a_client_whose_connection_is_gone_before_its_opening_answer_leaves_no_session():
+    """The cloud's own half (server/routes/sessions.py): a client that is gone — its connection
+    closed while the cloud computes its opening frame, as a process that dies does — never learns
+    the id, so the cloud closes the session itself once the frame is computed. A raw HTTP client
+    (not CloudLink, which would wait for the answer and close it): its cancelled request closes
+    the connection."""
+    model = Path(_REPO) / "models" / "umbra-code-tiny"
+    with local_cloud_thread(model, settings={"torch_threads": 1}) as cloud:
+        async with RemoteMiddle(cloud.base_url, cloud.token) as middle, \
+                httpx.AsyncClient(base_url=cloud.base_url, headers={"Authorization": f"Bearer {cloud.token}"},
+                                  timeout=120) as raw:
+            length, width = middle.info["max_seq_len"], middle.info["hidden_size"]
+            h = torch.randn(1, length, width, generator=torch.Generator().manual_seed(4))
+            frame = wire.encode(wire.forward_frame(h, torch.arange(length)[None], start=0))
+
+            async def metric(name: str) -> float:
+                return _metric((await raw.get("/metrics")).text, name)
+
+            for attempt in range(6):  # until one is cancelled while the cloud computes it
+                opened = await metric("umbra_cloud_sessions_opened_total")
+                task = asyncio.ensure_future(raw.post("/v1/sessions/forward", content=frame,
+                                                      headers={"Content-Type": wire.MEDIA_TYPE}))
+
+                async def open_on_cloud() -> bool:
+                    return task.done() or await metric("umbra_cloud_sessions_opened_total") > opened
+
+                await _until(open_on_cloud, "the cloud opened the session")
+                if task.done():  # answered before the cancel: close it and try again
+                    await raw.delete(f"/v1/sessions/{task.result().headers[SESSION_ID_HEADER]}")
+                    continue
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+
+                async def gone() -> bool:
+                    return await metric("umbra_cloud_sessions_active") == 0
+
+                await _until(gone, "the cloud closed the session of the client that left")
+                assert await metric("umbra_cloud_sessions_expired_total") == 0  # not by idle expiry
+                break
+            else:
+                pytest.fail("every opening frame was answered before it could be cancelled")
