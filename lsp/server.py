@@ -160,8 +160,9 @@ class UmbraLanguageServer(LanguageServer):
             waiting = self._decodes.locked()
             if deadline is None or not waiting:  # a free slot is taken, however late the request is
                 await self._decodes.acquire()
-            else:
-                await asyncio.wait_for(self._decodes.acquire(), max(0.0, deadline - time.monotonic()))
+            else:  # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancel that comes as the
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):  # slot is handed over
+                    await self._decodes.acquire()
         except TimeoutError:
             return self._empty(f"the editor's deadline ({budget * 1e3:.0f} ms) passed while other "
                                f"documents' completions ran ({EDITOR_DECODES} at a time)")
