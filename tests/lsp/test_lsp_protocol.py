@@ -16,7 +16,8 @@ import contextlib
 
 import pytest
 import pytest_asyncio
-from lsp_helpers import SOURCE, RawLspClient, cloud_env, through_cloud
+from lsp_helpers import SOURCE, cloud_env, through_cloud
+from raw_lsp_client import RawLspClient
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
