@@ -33,7 +33,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from experiments.noesis_attack import FRESH_MODELS, FRESH_TABLE, LONG_EPOCHS, attack  # noqa: E402
+from experiments.noesis_attack import FRESH_MODELS, FRESH_TABLE, attack, long_epochs  # noqa: E402
 from experiments.noesis_cells import EXPERTS, TABLE_BUDGETS, Bench, Budget, ran_where  # noqa: E402
 from umbra.data.corpus import LANGS  # noqa: E402
 from umbra.model.device import resolve_device  # noqa: E402
@@ -41,7 +41,7 @@ from umbra.model.device import resolve_device  # noqa: E402
 EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, math.inf)
 SWEEP_FAMILIES = ("soft_prompt", "deep_prompt", "lora", "bottleneck", "full")
 QUICK = Budget(train_docs={"python": 40, "java": 20, "go": 10}, test_docs=20, expected_batch=8, epochs=0.5,
-               expert_epochs=1, expert_doc_chars=300)
+               expert_epochs=1, expert_doc_chars=300, long_epochs=1.0)
 TABLE3 = {"pt8": ("soft_prompt", {"prompt_length": 8}), "pt32": ("soft_prompt", {"prompt_length": 32}),
           "pt120": ("soft_prompt", {"prompt_length": 120}), "rc1": ("lora", {"rank": 1}),
           "rc4": ("lora", {"rank": 4}), "rc64": ("lora", {"rank": 64})}
@@ -207,7 +207,8 @@ async def longer(bench: Bench, results: Results, seed: int) -> None:
     (The ε = 1 run is the one the attack's `noesis_12ep` row uses.)"""
     for row, eps in (("noesis_12ep", 1.0), ("noesis_nonprivate_12ep", math.inf)):
         async def make(eps=eps, name=_experts(row, seed)):
-            p, facts = await bench.shared("soft_prompt", eps, seed, epochs=LONG_EPOCHS, prompt_length=32)
+            p, facts = await bench.shared("soft_prompt", eps, seed, epochs=long_epochs(bench.budget),
+                                         prompt_length=32)
             return await bench.accuracy(_routed((p,), await bench.experts(name, (p,), seed))), facts
         await cell(bench, results, "long", row, seed, make)
 
@@ -274,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(table2 table3 table5 eps sweep attack attack-fresh full stripped stripped-scarce "
                         "stripped-scarce-java); "
                         "a block without rows is left as it is")
-    p.add_argument("--quick", action="store_true", help="a tiny budget, to check the pipeline (not for the tables)")
+    p.add_argument("--quick", action="store_true",
+                   help="a tiny budget, to check the pipeline (not for the tables; its 12-epoch rows train one)")
     args = p.parse_args(argv)
     if args.rows is not None:
         if args.table in (None, "mia"):

@@ -58,6 +58,11 @@ MAX_DOC_TOKENS = 1024  # members and non-members: documents of at most this many
 LONG_EPOCHS = 12.0  # stage-1 epochs of the longer-trained rows (seed 000 C.3 trains twelve)
 
 
+def long_epochs(budget) -> float:
+    """The longer-trained rows' stage-1 epochs under `budget` (LONG_EPOCHS unless it says otherwise)."""
+    return LONG_EPOCHS if budget.long_epochs is None else budget.long_epochs
+
+
 @dataclass(frozen=True)
 class Attacked:
     """One attacked model: its stage 1 (family, ε, shape, epochs; None = the budget's; family None:
@@ -86,7 +91,8 @@ FRESH_MODELS = ("share_nothing", "mixlora_rc64_nonprivate_12ep", "noesis_12ep")
 async def _model(bench, name: str, seed: int):
     """(shared parameters, none for the experts alone; the experts by language)."""
     m = MODELS[name]
-    shared = () if m.family is None else ((await bench.shared(m.family, m.epsilon, seed, epochs=m.epochs, **m.shape))[0],)
+    epochs = None if m.epochs is None else long_epochs(bench.budget)
+    shared = () if m.family is None else ((await bench.shared(m.family, m.epsilon, seed, epochs=epochs, **m.shape))[0],)
     return shared, await bench.experts(m.experts.format(seed=seed), shared, seed)
 
 

@@ -53,11 +53,15 @@ class Budget:
     expert_lr: float = 2e-3
     expert_doc_chars: int = 1000  # stage 2: this many characters around each document's middle (~250 tokens)
     form: str = "raw"  # the documents' text: "raw" files, or "stripped" (seed 000's data form: stripped_form.py)
+    # stage-1 epochs of the attack's longer-trained rows (None: theirs, the paper's twelve); a
+    # pipeline check (--quick) trains them one epoch
+    long_epochs: float | None = None
 
     def key(self) -> str:
-        """A hash of the fields; `form` counts only off its default, so the keys of the rows recorded
-        before it existed (all raw) stay what they were."""
-        fields = {k: v for k, v in asdict(self).items() if not (k == "form" and v == "raw")}
+        """A hash of the fields; `form` and `long_epochs` count only off their defaults, so the keys
+        of the rows recorded before they existed stay what they were."""
+        defaults = {"form": "raw", "long_epochs": None}
+        fields = {k: v for k, v in asdict(self).items() if not (k in defaults and v == defaults[k])}
         return hashlib.sha256(repr(sorted(fields.items())).encode()).hexdigest()[:10]
 
 

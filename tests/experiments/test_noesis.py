@@ -77,7 +77,7 @@ def test_a_row_made_off_the_cpu_says_where(tmp_path, device, recorded):
     assert row.get("device") == recorded
 
 
-def _recording_bench(calls: list):
+def _recording_bench(calls: list, budget: Budget = Budget()):
     async def shared(family, epsilon, seed, epochs=None, **shape):
         calls.append(("shared", family, epsilon, epochs))
         return f"{family}@{epsilon}", {}
@@ -86,7 +86,7 @@ def _recording_bench(calls: list):
         calls.append(("experts", name, shared_))
         return {"go": f"{name}-go"}
 
-    return SimpleNamespace(shared=shared, experts=experts)
+    return SimpleNamespace(shared=shared, experts=experts, budget=budget)
 
 
 def test_the_attacks_negative_control_is_table_2s_share_nothing_experts_alone():
@@ -103,6 +103,10 @@ def test_the_attacks_negative_control_is_table_2s_share_nothing_experts_alone():
     assert shared == ("soft_prompt@1.0",)
     assert calls == [("shared", "soft_prompt", 1.0, noesis_attack.LONG_EPOCHS),
                      ("experts", "noesis-ep12-s2", ("soft_prompt@1.0",))]
+    calls.clear()  # --quick checks the pipeline: its longer-trained rows train one epoch
+    asyncio.run(noesis_attack._model(_recording_bench(calls, noesis.QUICK), "noesis_12ep", 2))
+    assert calls[0] == ("shared", "soft_prompt", 1.0, 1.0)
+    assert Budget().key() == "84f49845bf"  # the tables' rows keep the key they were recorded under
 
 
 @pytest.fixture
