@@ -71,14 +71,15 @@ def model() -> ClientModel:
     return ClientModel.load(DEFAULT_MODEL)
 
 
-def _cursors(n: int, seed: int = 0) -> list[tuple[str, str]]:
-    """n cursors in real source files: mid-identifier, after blanks, at line starts (healing)."""
+def _cursors(n: int, seed: int = 0, before: int = 1500) -> list[tuple[str, str]]:
+    """n cursors in real source files: mid-identifier, after blanks, at line starts (healing), with
+    up to `before` characters of the file before them."""
     rng = random.Random(seed)
     out = []
     for i in range(n):
         text = (ROOT / SOURCES[i % len(SOURCES)]).read_text()
         at = rng.randrange(200, len(text) - 50)
-        out.append((text[max(0, at - 1500) : at], text[at : at + rng.choice((0, 80, 400))]))
+        out.append((text[max(0, at - before) : at], text[at : at + rng.choice((0, 80, 400))]))
     return out
 
 
@@ -94,7 +95,7 @@ async def test_speculation_equals_step_by_step_decoding_for_every_request(model)
     engine = CompletionEngine.split(model, LocalMiddle(model.load_middle()))
     accepted = {"lookup": 0, "model": 0}
     more_per_frame = 0
-    for i, (prefix, suffix) in enumerate(_cursors(30)):
+    for i, (prefix, suffix) in enumerate(_cursors(30, before=600)):  # 600: as many accepted drafts as 1,500, less prefill
         stop = STOPS[i % len(STOPS)]
         plain = await engine.complete(prefix, suffix, _config({}, "off", **stop))
         assert plain.speculation is None and plain.round_trips == 0  # in process: no trip
