@@ -158,6 +158,7 @@ def inner(tmp_path_factory):
     return out, run.returncode, results
 
 
+@pytest.mark.slow  # the plugin's one real run: an inner pytest session, every scenario in it
 def test_the_inner_session_ran_every_scenario_and_failed_only_on_the_5xx(inner):
     out, returncode, results = inner
     assert returncode == 1, out[-3000:]

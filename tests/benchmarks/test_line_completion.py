@@ -93,6 +93,7 @@ def test_bad_input_is_one_line_and_exit_status_2(tmp_path):
     assert not results.exists()
 
 
+@pytest.mark.slow  # the benchmark's one real run: `umbra serve` as a process and the local engine
 def test_a_small_run_through_a_real_umbra_serve_and_the_local_engine(tmp_path):
     files = [{"path": p, "text": (ROOT / p).read_text()}
              for p in ("umbra/engine/sampling.py", "umbra/engine/postprocess.py")]
