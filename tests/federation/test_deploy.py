@@ -55,6 +55,7 @@ def test_command_lines_carry_tls_and_node_auth():
     assert superlink_address("https://link.acme.com:9092/") == "link.acme.com:9092"
 
 
+@pytest.mark.slow  # the one real run of `umbra federation serve` and `join`, each a process
 def test_serve_and_three_joins_from_the_command_line(tmp_path, fim_qwen2_dir):
     port, procs = free_port(), []
     out, record = tmp_path / "global.npz", tmp_path / "record"

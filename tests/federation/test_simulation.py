@@ -94,6 +94,7 @@ def test_a_simulation_is_checked_before_ray_starts(tmp_path, fim_qwen2_dir):
         simulate(settings, [{"data": str(tmp_path), "model": str(fim_qwen2_dir)}] * 3, cpus=1, cpus_per_org=2)
 
 
+@pytest.mark.slow  # the one real run of `umbra federation simulate` as a process
 def test_umbra_federation_simulate_from_the_command_line(tmp_path, fim_qwen2_dir):
     """Two organizations by directory and one from an organizations file (under DP), one round:
     the global adapter is eqs. 3-5 of what the server received, and each organization keeps it."""
