@@ -17,14 +17,17 @@ def _line_of(p):
     return p.text.split("\n")[p.line]
 
 
+def _of_kind(lang: str, kind: str) -> list:
+    """(position, its whole line, the line's text before the cursor) for the positions of `kind`."""
+    positions, _ = choose_positions(DOCS[lang], lang, 200, seed=1)
+    chosen = [p for p in positions if p.kind == kind]
+    assert chosen
+    return [(p, _line_of(p), p.prefix[p.prefix.rfind("\n") + 1:]) for p in chosen]
+
+
 @pytest.mark.parametrize("lang", sorted(DOCS))
 def test_after_indent_positions_end_after_the_indentation_of_a_real_line(lang):
-    positions, _ = choose_positions(DOCS[lang], lang, 200, seed=1)
-    after = [p for p in positions if p.kind == "after-indent"]
-    assert after
-    for p in after:
-        line = _line_of(p)
-        before = p.prefix[p.prefix.rfind("\n") + 1:]
+    for p, line, before in _of_kind(lang, "after-indent"):
         assert before and not before.strip() and before == line[: len(before)]  # the whole indentation, no more
         assert not p.text[p.cursor].isspace()
         assert p.target == line.strip() and not trivial(p.target)
@@ -34,12 +37,7 @@ def test_after_indent_positions_end_after_the_indentation_of_a_real_line(lang):
 
 @pytest.mark.parametrize("lang", sorted(DOCS))
 def test_mid_line_positions_cut_inside_the_lines_code(lang):
-    positions, _ = choose_positions(DOCS[lang], lang, 200, seed=1)
-    mid = [p for p in positions if p.kind == "mid-line"]
-    assert mid
-    for p in mid:
-        line = _line_of(p)
-        typed = p.prefix[p.prefix.rfind("\n") + 1:]
+    for p, line, typed in _of_kind(lang, "mid-line"):
         indent = len(line) - len(line.lstrip(" \t"))
         assert len(typed) - indent >= MIN_TYPED
         assert p.target and typed + p.target == line.rstrip() and not trivial(p.target)
