@@ -35,7 +35,6 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -183,6 +182,12 @@ def main() -> int:
                 service.stop()
 
 
+def write_record(path: Path, started: str, args, **measured) -> None:
+    """A run's JSON record: when, on what machine, its arguments (a path as its text) and what it measured."""
+    path.write_text(json.dumps({"started": started, "machine": describe(), "args": vars(args), **measured},
+                               indent=1, default=str) + "\n")
+
+
 def run(model: ClientModel, args) -> int:
     points = cursors(args.positions, args.seed)
     started = time.strftime("%Y-%m-%d %H:%M")
@@ -193,8 +198,7 @@ def run(model: ClientModel, args) -> int:
             print(json.dumps(results[-1]), flush=True)
     text = table(results)
     print(text)
-    Path(args.json).write_text(json.dumps({"started": started, "machine": describe(), "args": vars(args),
-                                           "results": results}, indent=1) + "\n")
+    write_record(Path(args.json), started, args, results=results)
     if args.write:
         note = (f"Measured {started} UTC by `python benchmarks/wan.py --rtts {args.rtts} --positions {args.positions} "
                 f"--max-tokens {args.max_tokens} --k {args.k}{'' if args.k_max is None else f' --k-max {args.k_max}'}"

@@ -30,7 +30,7 @@ import psutil  # noqa: E402
 import torch  # noqa: E402
 from doc_markers import write_block  # noqa: E402
 from machine import describe  # noqa: E402
-from wan import cursors  # noqa: E402
+from wan import cursors, write_record  # noqa: E402
 from wan_link import LinkConfig, WanProxy  # noqa: E402
 
 from server.launch import local_cloud_sync  # noqa: E402
@@ -120,8 +120,7 @@ def main() -> int:
         result = asyncio.run(measure(model, cloud, points, args))
     text = table(result)
     print(text)
-    Path(args.json).write_text(json.dumps({"started": started, "machine": describe(), "args": vars(args),
-                                           "result": result}, indent=1) + "\n")
+    write_record(Path(args.json), started, args, result=result)
     if args.write:
         note = (f"Measured {started} UTC by `python benchmarks/wan_load.py --sessions {args.sessions} --rounds "
                 f"{args.rounds} --rtt {args.rtt:g} --max-tokens {args.max_tokens}` on {describe()}; link: "
