@@ -246,26 +246,3 @@ def test_auto_speculates_on_a_slow_link_bundle_or_not():
     assert spec.wanted(on, greedy=True, private=True)
     assert spec.wanted(on, greedy=False, private=True) and spec.wanted(auto, greedy=False)  # the sampling rule
     assert not spec.wanted(auto, greedy=True, remote=False) and spec.wanted(on, greedy=True, remote=False)
-
-
-async def test_the_better_source_drafts_first(model):
-    """Lookup first while it is accepted at least as often as the draft model (the plain model: 16
-    against 21 % is close, and lookup drafts long runs); the draft model's positions first once its
-    measured acceptance is above lookup's (a tuned client bundle: about half against a tenth)."""
-    from umbra.engine.draft import DraftModel
-    from umbra.engine.speculative import LinkClock, Speculator
-    from umbra.model.adapters.selection import EMPTY
-
-    async def nothing() -> None:
-        pass
-
-    allowed = torch.ones(model.spec.vocab_size, dtype=torch.bool)
-    seq = model.tokenizer.encode("def add(a, b):\n    return a + b\n\n\ndef add(a, b):\n    return")
-    cfg = SpeculationConfig(mode="on", k=6)
-    for model_p, lookup_p, first in ((0.5, 0.5, "lookup"), (0.3, 0.6, "lookup"), (0.7, 0.1, "model")):
-        spec = Speculator(DraftModel(model.encoder, model.decoder, allowed), LinkClock())
-        spec.model_acceptance, spec.lookup_acceptance = model_p, lookup_p
-        ids, sources = await spec._drafts(cfg, 6, seq, EMPTY, nothing)
-        assert len(ids) == len(sources) == 6 and sources[0] == first, (model_p, lookup_p, sources)
-        if first == "model":  # j positions while p**j >= min_acceptance, then lookup goes on from there
-            assert sources[:4] == ["model"] * 4 and "model" not in sources[4:]

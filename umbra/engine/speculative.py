@@ -24,9 +24,7 @@ Drafts, in this order, until k are drafted:
   one-id match   the id after the latest earlier occurrence of the last id;
   padding        the last drafted id repeated, so that every frame has its size.
 The draft model drafts at most j positions per frame while its measured acceptance p gives
-p**j >= min_acceptance: a poor drafter costs client compute, not frame size. While p is above
-lookup's measured acceptance (a tuned client bundle's blocks), its j positions come first and
-lookup goes on from them. Either way the frame's size is the same.
+p**j >= min_acceptance: a poor drafter costs client compute, not frame size.
 
 k climbs a ladder (`SpeculationConfig.rungs`: k, 2k, ... k_max): after a frame whose drafts were
 all accepted the next frame has twice as many, after any rejection k again. Under a client bundle
@@ -111,7 +109,6 @@ class Speculator:
         self.draft = draft
         self.clock = clock
         self.model_acceptance = 0.5  # running mean of the draft model's per-position acceptance
-        self.lookup_acceptance = 0.5  # the same of prompt lookup's
 
     def wanted(self, cfg: SpeculationConfig, greedy: bool, private: bool = False, remote: bool = True) -> bool:
         """Does this request speculate? (mode, whether the middle is across a link and the
@@ -168,8 +165,6 @@ class Speculator:
                     _count(counts, sources[i], accepted=hit)
                     if sources[i] == "model":
                         self.model_acceptance = (1 - _EWMA) * self.model_acceptance + _EWMA * float(hit)
-                    elif sources[i] == "lookup":
-                        self.lookup_acceptance = (1 - _EWMA) * self.lookup_acceptance + _EWMA * float(hit)
                 reason = cont.take(choice)
                 if reason is not None:
                     return reason
@@ -192,15 +187,10 @@ class Speculator:
         """k draft ids continuing seq, and each one's source ("lookup", "model", None = padding).
         Prompt lookup (n-grams of ngram .. min_ngram) first, again from the end of each run of
         drafts; where it finds nothing the draft model drafts one id (while its acceptance makes
-        that position worth it), after which lookup tries again; then a one-id match; then padding.
-        While the draft model's measured acceptance is above lookup's (a tuned client bundle's
-        blocks: about half against lookup's tenth), it drafts its positions first."""
+        that position worth it), after which lookup tries again; then a one-id match; then padding."""
         ids: list[int] = []
         sources: list[str | None] = []
         budget = self._model_positions(cfg, k) if cfg.draft_model and self.draft is not None else 0
-        if budget > 0 and self.model_acceptance > self.lookup_acceptance:
-            ids = await self.draft.extend(seq, budget, adapters, checkpoint)
-            sources, budget = ["model"] * len(ids), 0
         while len(ids) < k:
             more = prompt_lookup(seq + ids, k - len(ids), cfg.ngram, cfg.min_ngram) if cfg.lookup else []
             source = "lookup"
