@@ -91,7 +91,7 @@ FRESH_MODELS = ("share_nothing", "mixlora_rc64_nonprivate_12ep", "noesis_12ep")
 async def _model(bench, name: str, seed: int):
     """(shared parameters, none for the experts alone; the experts by language)."""
     m = MODELS[name]
-    epochs = None if m.epochs is None else long_epochs(bench.budget)
+    epochs = long_epochs(bench.budget) if m.epochs == LONG_EPOCHS else m.epochs  # the longer-trained rows
     shared = () if m.family is None else ((await bench.shared(m.family, m.epsilon, seed, epochs=epochs, **m.shape))[0],)
     return shared, await bench.experts(m.experts.format(seed=seed), shared, seed)
 
