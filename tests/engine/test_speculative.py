@@ -246,3 +246,17 @@ def test_auto_speculates_on_a_slow_link_bundle_or_not():
     assert spec.wanted(on, greedy=True, private=True)
     assert spec.wanted(on, greedy=False, private=True) and spec.wanted(auto, greedy=False)  # the sampling rule
     assert not spec.wanted(auto, greedy=True, remote=False) and spec.wanted(on, greedy=True, remote=False)
+
+
+@pytest.mark.parametrize("field, value", [("mode", "always"), ("k", 0), ("k", 17), ("k_max", 33),
+                                          ("ngram", 1), ("min_ngram", 0), ("min_trip_ms", -1.0),
+                                          ("min_acceptance", 0.0), ("min_acceptance", 1.0)])
+def test_a_speculation_setting_out_of_range_is_a_config_error(field, value):
+    """Every field is checked (min_ngram, min_trip_ms and min_acceptance once went unchecked: the
+    ladder's property sat inside validate())."""
+    from umbra.errors import ConfigError
+
+    SpeculationConfig().validate()
+    with pytest.raises(ConfigError):
+        replace(SpeculationConfig(), **{field: value}).validate()
+    assert SpeculationConfig(k=4, k_max=16).rungs == (4, 8, 16) and SpeculationConfig(k=12).rungs == (12, 24)

@@ -131,6 +131,12 @@ class SpeculationConfig:
             raise ConfigError(f"speculation k must lie in [1, 16], got {self.k}")
         if self.k_max is not None and not self.k <= self.k_max <= 32:
             raise ConfigError(f"speculation k_max must lie in [k, 32], got {self.k_max} with k = {self.k}")
+        if not 1 <= self.min_ngram <= self.ngram:
+            raise ConfigError(f"need 1 <= min_ngram <= ngram, got {self.min_ngram} and {self.ngram}")
+        if self.min_trip_ms < 0:
+            raise ConfigError(f"min_trip_ms must be >= 0, got {self.min_trip_ms}")
+        if not 0 < self.min_acceptance < 1:
+            raise ConfigError(f"min_acceptance must lie in (0, 1), got {self.min_acceptance}")
 
     @property
     def rungs(self) -> tuple[int, ...]:
@@ -139,12 +145,6 @@ class SpeculationConfig:
         while out[-1] * 2 <= top:
             out.append(out[-1] * 2)
         return tuple(out)
-        if not 1 <= self.min_ngram <= self.ngram:
-            raise ConfigError(f"need 1 <= min_ngram <= ngram, got {self.min_ngram} and {self.ngram}")
-        if self.min_trip_ms < 0:
-            raise ConfigError(f"min_trip_ms must be >= 0, got {self.min_trip_ms}")
-        if not 0 < self.min_acceptance < 1:
-            raise ConfigError(f"min_acceptance must lie in (0, 1), got {self.min_acceptance}")
 
 
 @dataclass(frozen=True)
