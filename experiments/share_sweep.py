@@ -102,15 +102,16 @@ def point_record(point: Point, bench: private_mode.Bench) -> dict:
 
 
 def table(records: list[dict]) -> str:
-    head = ("| model (step) | layers | E,D | client share | base | fClean | client alone | defended | "
-            "defended − alone | strongest attack (baseline) |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---|")
+    head = ("| model (step) | layers | E,D | client share | seeds | base | fClean | client alone | defended | "
+            "defended − alone | strongest attack (baseline) |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
     lines = [head]
     for r in sorted(records, key=lambda r: (r["share"], r["model"])):
         step = "" if r["step"] is None else f" ({r['step']})"
         attack = "not measured" if not r["strongest"] else (
             f"{max(r['strongest']):.1f} % ({r['baseline']:.1f} %{', holds' if r['holds'] else ', read'})")
         cells_ = [_fmt(r["top1"][v]) for v in CONTROLS + (DEFENDED,)]
-        lines.append(f"| {Path(r['model']).name}{step} | {r['layers']} | {r['split']} | {100 * r['share']:.1f} % | "
+        seeds = max(len(v) for v in r["top1"].values())
+        lines.append(f"| {Path(r['model']).name}{step} | {r['layers']} | {r['split']} | {100 * r['share']:.1f} % | {seeds} | "
                      + " | ".join(cells_) + f" | {_fmt(r['gain'])} | {attack} |")
     return "\n".join(lines)
 
@@ -166,7 +167,7 @@ def write(records: list[dict], doc: Path) -> None:
     plot = doc.with_suffix(".svg")
     svg(records, plot)
     body = (f"Next-token top-1 (%) on the corpus test split after {records[0]['tune_steps']} tuning steps, means over "
-            f"seeds {', '.join(map(str, records[0]['seeds']))} with 95 % t-intervals where there is more than one; "
+            f"the seeds measured (from 0; the seeds column) with 95 % t-intervals where there is more than one; "
             f"an attack holds within {BAR:g} point of the frequency-only baseline; the bar is client alone + "
             f"{CLEARANCE:g}.\n\n" + table(records) + f"\n\n![top-1 against the client's share]({plot.name})\n")
     if not doc.is_file():

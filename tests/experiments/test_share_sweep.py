@@ -74,7 +74,7 @@ def test_the_doc_shows_each_share_and_the_defended_gain(tmp_path, model_dir):
     rows = [line for line in doc.splitlines() if line.startswith(f"| {model_dir.name}")]
     assert len(rows) == 2
     first, second = rows  # sorted by share: 2/6 before 4/6
-    assert "| 1,1 | 33.3 % |" in first and "| 2,2 | 66.7 % |" in second
+    assert "| 1,1 | 33.3 % | 2 |" in first and "| 2,2 | 66.7 % | 2 |" in second  # and their seeds
     assert "| 5.0 ± 0.0 |" in first and "| -2.0 ± 0.0 |" in second  # defended − alone, the same at both seeds
     assert "| 30.5 ± 6.4 | 35.5 ± 6.4 |" in first  # client alone, defended: mean ± 95 % t-interval
     assert "99.0" not in doc
