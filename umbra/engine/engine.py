@@ -25,7 +25,7 @@ from umbra.engine.runner import MonolithicRunner, Runner, SplitRunner
 from umbra.engine.sampling import allowed_mask
 from umbra.engine.session import CancelToken, CompletionResult, CompletionSession
 from umbra.engine.draft import DraftModel
-from umbra.engine.speculative import LinkClock, Speculator
+from umbra.engine.speculative import DraftStats, LinkClock, Speculator
 from umbra.errors import ConfigError
 from umbra.middle.protocol import Middle
 from umbra.model.adapters.selection import AdapterSet
@@ -43,6 +43,7 @@ class CompletionEngine:
         self.config = (config or EngineConfig()).validate()
         self.allowed = allowed_mask(model.spec.vocab_size, model.tokenizer, model.fim)
         self.link = LinkClock()  # measured decode-trip latency, shared by the sessions (speculation)
+        self.drafting = DraftStats()  # what each draft source yielded, shared by the sessions
 
     @classmethod
     def split(cls, model: ClientModel, middle: Middle, config: EngineConfig | None = None,
@@ -67,7 +68,7 @@ class CompletionEngine:
         # client-only: the draft model is the model itself, and there is no trip to save
         speculator = (None if self.mode == "client-only"
                       else Speculator(DraftModel(m.encoder, m.decoder, self.allowed, private_path=m.private_path),
-                                     self.link))
+                                     self.link, self.drafting))
         return CompletionSession(self.new_runner(), m.tokenizer, m.fim, self.allowed, config or self.config,
                                  self.context_length, speculator)
 

@@ -14,17 +14,21 @@ changes. Sampled (temperature > 0): the standard speculative-sampling rule for p
 distribution and, with a seed, the same tokens. A draft that token healing forbids is never the
 choice.
 
-Drafts, in this order, until k are drafted:
+Drafts, until k are drafted, each from the source with more expected accepted tokens:
   prompt lookup  the ids that followed the latest earlier occurrence of the last n-gram
-                 (n = ngram .. min_ngram) in the prompt (prefix and suffix) and the tokens so far,
-                 looked up again from the end of what it drafted;
-  draft model    where lookup finds nothing: one id from the client's own blocks with the middle
-                 skipped (encoder -> decoder, greedy), with caches of their own that follow the
-                 session's ids by common prefix — then lookup again;
-  one-id match   the id after the latest earlier occurrence of the last id;
+                 (n = ngram .. min_ngram, else a one-id match: n = 1) in the prompt (prefix and
+                 suffix) and the tokens so far — a run, expected to yield the running mean of
+                 what runs of its n yielded (`DraftStats.run`);
+  draft model    one id from the client's own blocks with the middle skipped (encoder -> decoder,
+                 greedy), with caches of their own that follow the session's ids by common
+                 prefix — expected to yield p + p**2 + ... over the positions it may still draft,
+                 p its running per-position acceptance;
   padding        the last drafted id repeated, so that every frame has its size.
-The draft model drafts at most j positions per frame while its measured acceptance p gives
-p**j >= min_acceptance: a poor drafter costs client compute, not frame size.
+After a model id the choice is made again (a lookup may match now). The draft model drafts at
+most j positions per frame while p**j >= min_acceptance: a poor drafter costs client compute,
+not frame size. The running means are the engine's (shared by its sessions, like the link clock):
+a plain model's skip-middle drafts are rarely right and its lookups copy long runs, a tuned
+bundle's the other way round (docs/benchmarks.md), and a session is too short to learn that.
 
 k climbs a ladder (`SpeculationConfig.rungs`: k, 2k, ... k_max): after a frame whose drafts were
 all accepted the next frame has twice as many, after any rejection k again. Under a client bundle
@@ -91,6 +95,11 @@ class LinkClock:
 
 def prompt_lookup(seq: list[int], k: int, ngram: int, min_ngram: int) -> list[int]:
     """Up to k ids that followed the latest earlier occurrence of seq's last n ids (longest n first)."""
+    return lookup_run(seq, k, ngram, min_ngram)[0]
+
+
+def lookup_run(seq: list[int], k: int, ngram: int, min_ngram: int) -> tuple[list[int], int]:
+    """prompt_lookup's ids and the n that matched (0: none)."""
     arr = np.asarray(seq, dtype=np.int64)
     for n in range(min(ngram, len(seq) - 1), min_ngram - 1, -1):
         tail = arr[-n:]
@@ -98,17 +107,56 @@ def prompt_lookup(seq: list[int], k: int, ngram: int, min_ngram: int) -> list[in
         hits = np.flatnonzero((windows == tail).all(axis=1))
         if hits.size:
             start = int(hits[-1]) + n
-            return seq[start : start + k]
-    return []
+            return seq[start : start + k], n
+    return [], 0
+
+
+@dataclass
+class Drafts:
+    """One frame's k drafts: the ids, each one's source ("lookup", "model", None = padding) and
+    the lookup runs in it as (offset, length, n)."""
+
+    ids: list[int]
+    sources: list[str | None]
+    runs: list[tuple[int, int, int]]
+
+
+class DraftStats:
+    """What the drafts yielded, as running means (no ids): the draft model's per-position
+    acceptance and the accepted tokens of a lookup run by the n it matched. An engine's sessions
+    share one (a session is too short to learn its model's drafting)."""
+
+    def __init__(self, model_acceptance: float = 0.5, run_prior: float = 1.0):
+        self.model_acceptance = model_acceptance  # p: the draft model's per-position acceptance
+        self.run_prior = run_prior  # expected accepted tokens of a lookup run never measured
+        self.run: dict[int, float] = {}  # n -> accepted tokens of a run whose start was verified
+
+    def lookup_expected(self, n: int, length: int) -> float:
+        return min(self.run.get(n, self.run_prior), float(length))
+
+    def model_expected(self, positions: int) -> float:
+        """p + p**2 + ... + p**positions: the expected accepted drafts of a model run."""
+        p = min(self.model_acceptance, 0.999)
+        return p * (1 - p**positions) / (1 - p)
+
+    def learn(self, drafts: Drafts, verified: int, accepted: int) -> None:
+        """After a frame whose first `verified` drafts were checked, the first `accepted` right."""
+        for i in range(verified):
+            if drafts.sources[i] == "model":
+                self.model_acceptance = (1 - _EWMA) * self.model_acceptance + _EWMA * float(i < accepted)
+        for offset, length, n in drafts.runs:
+            if offset < verified:
+                got = max(0, min(accepted - offset, length))
+                self.run[n] = (1 - _EWMA) * self.run.get(n, self.run_prior) + _EWMA * got
 
 
 class Speculator:
     """Speculative decoding for one completion session (its draft model's caches follow the session)."""
 
-    def __init__(self, draft: DraftModel | None, clock: LinkClock):
+    def __init__(self, draft: DraftModel | None, clock: LinkClock, stats: DraftStats | None = None):
         self.draft = draft
         self.clock = clock
-        self.model_acceptance = 0.5  # running mean of the draft model's per-position acceptance
+        self.stats = stats if stats is not None else DraftStats()  # the engine's, shared
 
     def wanted(self, cfg: SpeculationConfig, greedy: bool, private: bool = False, remote: bool = True) -> bool:
         """Does this request speculate? (mode, whether the middle is across a link and the
@@ -151,24 +199,24 @@ class Speculator:
                 head = [choice]
                 continue
             # drafts continue everything chosen so far (prompt + generated ends with the head)
-            drafts, sources = await self._drafts(cfg, k, prompt + cont.generated, adapters, checkpoint)
-            for source in sources:
+            drafts = await self._drafts(cfg, k, prompt + cont.generated, adapters, checkpoint)
+            for source in drafts.sources:
                 if source is None:
                     counts.padded += 1
                 else:
                     _count(counts, source, drafted=True)
-            all_logits = await self._timed(run, [*head, *drafts], k + 1)  # the head's last position on
+            all_logits = await self._timed(run, [*head, *drafts.ids], k + 1)  # the head's last position on
             counts.frames += 1
             for i in range(k + 1):
-                choice, hit = cont.verify(all_logits[i], drafts[i] if i < k else None)
-                if i < k and sources[i] is not None:
-                    _count(counts, sources[i], accepted=hit)
-                    if sources[i] == "model":
-                        self.model_acceptance = (1 - _EWMA) * self.model_acceptance + _EWMA * float(hit)
+                choice, hit = cont.verify(all_logits[i], drafts.ids[i] if i < k else None)
+                if i < k and drafts.sources[i] is not None:
+                    _count(counts, drafts.sources[i], accepted=hit)
                 reason = cont.take(choice)
                 if reason is not None:
+                    self.stats.learn(drafts, min(i + 1, k), i + hit)
                     return reason
                 if not hit:
+                    self.stats.learn(drafts, min(i + 1, k), i)
                     if i < k:  # the caches hold head + k drafts: keep head + the i accepted
                         await drop(k - i)
                     # every draft accepted (no trim in the next frame): up one rung; else the first
@@ -183,33 +231,44 @@ class Speculator:
         return out
 
     async def _drafts(self, cfg: SpeculationConfig, k: int, seq: list[int], adapters: AdapterSet,
-                      checkpoint: Callable[[], Awaitable[None]]) -> tuple[list[int], list[str | None]]:
-        """k draft ids continuing seq, and each one's source ("lookup", "model", None = padding).
-        Prompt lookup (n-grams of ngram .. min_ngram) first, again from the end of each run of
-        drafts; where it finds nothing the draft model drafts one id (while its acceptance makes
-        that position worth it), after which lookup tries again; then a one-id match; then padding."""
-        ids: list[int] = []
-        sources: list[str | None] = []
+                      checkpoint: Callable[[], Awaitable[None]]) -> Drafts:
+        """k drafts continuing seq: at each point the lookup run (n-grams of ngram .. min_ngram,
+        else a one-id match) or one draft-model id (while its acceptance makes that position
+        worth it), whichever is expected to yield more accepted tokens (`DraftStats`); then
+        padding."""
+        out = Drafts([], [], [])
+        stats = self.stats
         budget = self._model_positions(cfg, k) if cfg.draft_model and self.draft is not None else 0
-        while len(ids) < k:
-            more = prompt_lookup(seq + ids, k - len(ids), cfg.ngram, cfg.min_ngram) if cfg.lookup else []
-            source = "lookup"
-            if not more and budget > 0:
-                more, source, budget = await self.draft.extend(seq + ids, 1, adapters, checkpoint), "model", budget - 1
-            if not more and cfg.lookup and cfg.min_ngram > 1:  # a one-id match: better than padding
-                more = prompt_lookup(seq + ids, k - len(ids), 1, 1)
-            if not more:
+        while len(out.ids) < k:
+            want = k - len(out.ids)
+            more, n = self._lookup(cfg, seq + out.ids, want)
+            if more and (budget == 0 or stats.lookup_expected(n, len(more)) >= stats.model_expected(min(budget, want))):
+                out.runs.append((len(out.ids), len(more), n))
+                source = "lookup"
+            elif budget > 0:
+                more, source, budget = await self.draft.extend(seq + out.ids, 1, adapters, checkpoint), "model", budget - 1
+            else:
                 break
-            ids += more
-            sources += [source] * len(more)
-        fill = ids[-1] if ids else seq[-1]
-        sources += [None] * (k - len(ids))
-        ids += [fill] * (k - len(ids))
-        return ids, sources
+            out.ids += more
+            out.sources += [source] * len(more)
+        fill = out.ids[-1] if out.ids else seq[-1]
+        out.sources += [None] * (k - len(out.ids))
+        out.ids += [fill] * (k - len(out.ids))
+        return out
+
+    @staticmethod
+    def _lookup(cfg: SpeculationConfig, seq: list[int], k: int) -> tuple[list[int], int]:
+        """The lookup run and its n: ngram .. min_ngram, else a one-id match (better than padding)."""
+        if not cfg.lookup:
+            return [], 0
+        more, n = lookup_run(seq, k, cfg.ngram, cfg.min_ngram)
+        if not more and cfg.min_ngram > 1:
+            more, n = lookup_run(seq, k, 1, 1)
+        return more, n
 
     def _model_positions(self, cfg: SpeculationConfig, k: int) -> int:
         """Positions worth drafting with the model: j while p**j >= min_acceptance (1 .. k)."""
-        p = min(self.model_acceptance, 0.999)
+        p = min(self.stats.model_acceptance, 0.999)
         if p <= 0:
             return 1
         return max(1, min(k, int(math.log(cfg.min_acceptance) / math.log(p))))
