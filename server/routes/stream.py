@@ -74,8 +74,9 @@ async def _serve(websocket: WebSocket, state: CloudState, client: str, sid: str)
     metrics = state.metrics
     authorization = websocket.headers.get("authorization")
     while True:
-        try:
-            message = await asyncio.wait_for(websocket.receive(), state.settings.ws_idle_seconds)
+        try:  # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancel that comes as the message does
+            async with asyncio.timeout(state.settings.ws_idle_seconds):
+                message = await websocket.receive()
         except TimeoutError:
             await websocket.close(1001, "idle stream closed")
             return False
