@@ -214,12 +214,12 @@ async def test_sampled_requests_speculate_and_a_fast_link_decodes_step_by_step(m
 
 def test_prompt_lookup_takes_the_latest_longest_match():
     seq = [1, 2, 3, 9, 1, 2, 3, 7, 8, 5, 2, 3]
-    assert prompt_lookup(seq, 3, ngram=3, min_ngram=2) == [7, 8, 5]  # "2 3" last seen before 7
-    assert prompt_lookup(seq + [7], 2, ngram=3, min_ngram=2) == [8, 5]  # "2 3 7"
-    assert prompt_lookup([4, 5, 6], 3, ngram=3, min_ngram=1) == []
-    assert prompt_lookup([4, 5, 4], 3, ngram=2, min_ngram=1) == [5, 4]
-    assert prompt_lookup([1, 2, 3, 1, 2], 4, ngram=2, min_ngram=2) == [3, 1, 2]
-    assert torch.tensor(prompt_lookup(list(range(50)) * 2, 4, 3, 2)).tolist() == [0, 1, 2, 3]
+    assert prompt_lookup(seq, 3, ngram=3, min_ngram=2) == ([7, 8, 5], 2)  # "2 3" last seen before 7
+    assert prompt_lookup(seq + [7], 2, ngram=3, min_ngram=2) == ([8, 5], 3)  # "2 3 7"
+    assert prompt_lookup([4, 5, 6], 3, ngram=3, min_ngram=1) == ([], 0)
+    assert prompt_lookup([4, 5, 4], 3, ngram=2, min_ngram=1) == ([5, 4], 1)
+    assert prompt_lookup([1, 2, 3, 1, 2], 4, ngram=2, min_ngram=2) == ([3, 1, 2], 2)
+    assert torch.tensor(prompt_lookup(list(range(50)) * 2, 4, 3, 2)[0]).tolist() == [0, 1, 2, 3]
 
 
 async def test_a_streamed_speculative_completion_adds_up_to_the_same_text(model):

@@ -10,7 +10,7 @@ import pytest
 
 from umbra.engine import ClientModel, CompletionEngine, EngineConfig
 from umbra.engine.config import SpeculationConfig
-from umbra.engine.speculative import Drafts, DraftStats, LinkClock, Speculator, lookup_run
+from umbra.engine.speculative import Drafts, DraftStats, LinkClock, Speculator, prompt_lookup
 from umbra.middle.local import LocalMiddle
 from umbra.model.adapters.selection import EMPTY
 
@@ -36,7 +36,7 @@ async def test_the_source_expected_to_yield_more_drafts_first(engine):
     frame, measured long lookup runs take it back; what a lookup found first heads the frame."""
     seq = _ids(engine, "def read(path):\n    return open(path).read()\n\ndef read(path):\n    return")
     cfg = SpeculationConfig(k=8)
-    more, n = lookup_run(seq, 8, cfg.ngram, cfg.min_ngram)
+    more, n = prompt_lookup(seq, 8, cfg.ngram, cfg.min_ngram)
     assert more and n >= 2  # the repeated lines match
 
     good_model = DraftStats(model_acceptance=0.9)

@@ -122,8 +122,8 @@ class SpeculationConfig:
     min_trip_ms: float = 12.0  # auto: the measured decode trip from which speculation pays
     # the draft model drafts position j only while its measured acceptance p has p**j >= this
     # (at least one position): client compute, never frame size (the frame is padded to k drafts
-    # all the same), so a low bar; 0.2 cost a tuned bundle 11.1 round trips for 32 tokens, 0.01 9.0
-    # (docs/benchmarks.md)
+    # all the same), so a low bar: with the draft order by expected tokens, 0.2 cost a tuned bundle
+    # 10.5 round trips for 32 tokens, 0.01 9.0 (replay of 48 cursors, docs/benchmarks.md)
     min_acceptance: float = 0.01
 
     def validate(self) -> None:

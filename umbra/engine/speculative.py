@@ -93,13 +93,9 @@ class LinkClock:
         self.trip_ms = ms if self.trip_ms is None else (1 - _EWMA) * self.trip_ms + _EWMA * ms
 
 
-def prompt_lookup(seq: list[int], k: int, ngram: int, min_ngram: int) -> list[int]:
-    """Up to k ids that followed the latest earlier occurrence of seq's last n ids (longest n first)."""
-    return lookup_run(seq, k, ngram, min_ngram)[0]
-
-
-def lookup_run(seq: list[int], k: int, ngram: int, min_ngram: int) -> tuple[list[int], int]:
-    """prompt_lookup's ids and the n that matched (0: none)."""
+def prompt_lookup(seq: list[int], k: int, ngram: int, min_ngram: int) -> tuple[list[int], int]:
+    """Up to k ids that followed the latest earlier occurrence of seq's last n ids (longest n
+    first, n = ngram .. min_ngram), and that n (0: no match)."""
     arr = np.asarray(seq, dtype=np.int64)
     for n in range(min(ngram, len(seq) - 1), min_ngram - 1, -1):
         tail = arr[-n:]
@@ -261,9 +257,9 @@ class Speculator:
         """The lookup run and its n: ngram .. min_ngram, else a one-id match (better than padding)."""
         if not cfg.lookup:
             return [], 0
-        more, n = lookup_run(seq, k, cfg.ngram, cfg.min_ngram)
+        more, n = prompt_lookup(seq, k, cfg.ngram, cfg.min_ngram)
         if not more and cfg.min_ngram > 1:
-            more, n = lookup_run(seq, k, 1, 1)
+            more, n = prompt_lookup(seq, k, 1, 1)
         return more, n
 
     def _model_positions(self, cfg: SpeculationConfig, k: int) -> int:
