@@ -94,6 +94,16 @@ class Backend:
         """Load the model, start or find the cloud, connect. Never raises (see `setup_error`)."""
         await self.cloud.start()
 
+    def reconfigure(self, options: InitializationOptions) -> None:
+        """New `completion`, `inline`, `context` or `languages` options, for every request from now
+        on (lsp/reconfiguration.py; the rest of `options` must be those in force). The model, the
+        cloud and the warm sessions stay; no type-ahead answer made under the old ones is served."""
+        self.typeahead.clear()
+        self.options = options
+        self.config = options.completion.engine_config()
+        self.inline_config = options.inline.engine_config(self.config)
+        self.cloud.reconfigure(options, self.config)
+
     # -- completions -------------------------------------------------------------------------
     def serves(self, language: str | None) -> bool:
         """Whether `completion.languages` lets this server complete `language` (None: unknown, served)."""

@@ -140,6 +140,12 @@ class CloudSupervisor:
         finally:
             self.started.set()
 
+    def reconfigure(self, options: InitializationOptions, config: EngineConfig) -> None:
+        """Options whose model, cloud, threads and mode are those in force; `config` the engine's new default."""
+        self.options, self.config = options, config
+        if self.current is not None:
+            self.current.config = config
+
     def _in_force(self, mode: PrivacyMode) -> None:
         self.privacy = mode
         self.board.privacy(mode)

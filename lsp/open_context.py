@@ -6,6 +6,7 @@ inside the workspace only, bounded; an open document's text wins over its file o
     context = OpenContext(options.context, root, canonical)   # canonical: editor language id -> name
     context.touch(uri)                          # didOpen / didChange / a completion in it
     context.forget(uri)                         # didClose
+    context.reconfigure(options.context, canonical)  # workspace/didChangeConfiguration
     repo = context.select(uri, document, prefix, documents)  # a RepoContext, or None (off / nothing)
 
 `file:` URIs become paths (the exclusion globs and the workspace's .gitignore apply to them);
@@ -40,13 +41,17 @@ def uri_path(uri: str) -> str:
 class OpenContext:
     def __init__(self, options: ContextOptions, root_uri: str | None,
                  canonical: Callable[[str | None], str | None] = lambda language: language):
-        self.enabled = options.enabled
-        root = uri_path(root_uri) if root_uri and root_uri.startswith("file:") else None
-        self.provider = ContextProvider(options.engine_config(), ContextExclusions(options.exclude, root))
-        self.imported = ImportedFiles(root, self.provider.exclusions)
-        self.canonical = canonical
+        self.root = uri_path(root_uri) if root_uri and root_uri.startswith("file:") else None
+        self.reconfigure(options, canonical)
         self._used: dict[str, int] = {}  # uri -> tick of its last use
         self._tick = 0
+
+    def reconfigure(self, options: ContextOptions, canonical: Callable[[str | None], str | None]) -> None:
+        """New options (and language names); which documents were used when is kept."""
+        self.enabled = options.enabled
+        self.provider = ContextProvider(options.engine_config(), ContextExclusions(options.exclude, self.root))
+        self.imported = ImportedFiles(self.root, self.provider.exclusions)
+        self.canonical = canonical
 
     def touch(self, uri: str) -> None:
         self._tick += 1

@@ -7,6 +7,9 @@ Lifecycle
   initialized    set-up in the background (model, cloud, connection) with `umbra/status`
                  notifications: "starting" → "ready" | "unreachable" | "error" (lsp/backend.py),
                  each with the privacy mode in force (`privacy`, `privacyDetails`)
+  workspace/didChangeConfiguration   new options (`settings`: the initializationOptions
+                 object) in the same process: completion, inline, context and languages in place,
+                 the rest by setting the model and the cloud up again (lsp/reconfiguration.py)
   shutdown       close every session, the connection and a self-started cloud
 Features
   textDocument/didOpen|didChange|didClose   incremental sync into our own documents
@@ -55,6 +58,7 @@ from lsp.open_context import OpenContext
 from lsp.errors import NotReady, fault_for
 from lsp.options import InitializationOptions
 from lsp.protocol import UmbraProtocol, strict_converter
+from lsp.reconfiguration import Reconfigurer, settings_object
 from lsp.status import Status
 from umbra.engine import CompletionResult
 from umbra.errors import CloudUnavailable, UmbraError, ValidationError
@@ -206,14 +210,21 @@ def create_server(allow_undefended_remote_cloud: bool = False) -> UmbraLanguageS
     opts in whatever the editor's `allowUndefendedRemoteCloud` says (umbra/privacy/cloud_policy.py)."""
     ls = UmbraLanguageServer()
 
+    def forced(options: InitializationOptions) -> InitializationOptions:
+        """What the process's flags impose on any options the editor sends."""
+        if allow_undefended_remote_cloud:
+            return options.model_copy(update={"allow_undefended_remote_cloud": True})
+        return options
+
+    reconfigurer = Reconfigurer(ls, forced)
+
     @ls.feature(types.INITIALIZE)
     def initialize(ls: UmbraLanguageServer, params: types.InitializeParams) -> None:
         try:
             ls.options = InitializationOptions.from_json(params.initialization_options, warn=ls.warn_editor)
         except UmbraError as exc:
             raise lsp_error(exc) from None
-        if allow_undefended_remote_cloud:
-            ls.options = ls.options.model_copy(update={"allow_undefended_remote_cloud": True})
+        ls.options = forced(ls.options)
         encoding = ls.workspace.position_encoding or types.PositionEncodingKind.Utf16
         ls.documents.encoding = str(getattr(encoding, "value", encoding))
         ls.backend = Backend(ls.options, on_status=ls.send_status)
@@ -226,10 +237,26 @@ def create_server(allow_undefended_remote_cloud: bool = False) -> UmbraLanguageS
         if ls.backend is not None and ls._starting is None:
             ls._starting = asyncio.ensure_future(ls.backend.start())
 
+    @ls.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def did_change_configuration(ls: UmbraLanguageServer, params: types.DidChangeConfigurationParams) -> None:
+        # synchronous: the next message read sees the new options
+        settings = settings_object(params.settings)
+        if ls.options is None or settings is None:  # before `initialize`, or not Umbra's settings
+            log.info("settings without Umbra's options: nothing applied")
+            return
+        try:
+            options = InitializationOptions.from_json(settings, warn=ls.warn_editor)
+        except UmbraError as exc:
+            log.warning("new settings refused: %s", exc)  # option paths and values' types, never text
+            ls.window_show_message(types.ShowMessageParams(
+                type=types.MessageType.Error, message=f"Umbra: the new settings were not applied: {exc}"))
+            return
+        reconfigurer.apply(options)
+
     @ls.feature(types.SHUTDOWN)
     async def shutdown(ls: UmbraLanguageServer, params: None) -> None:
         if ls.backend is not None:
-            await ls.backend.aclose()
+            await reconfigurer.aclose()
 
     @ls.feature(STATS_METHOD)
     def stats(ls: UmbraLanguageServer, params: object) -> dict:

@@ -53,6 +53,10 @@ class StatusBoard:
             log.log(logging.WARNING if state in ("unreachable", "error") else logging.INFO, "status %s: %s", state, message)
             self._on_status(self.status)
 
+    def silence(self) -> None:
+        """Send nothing more (a backend replaced by another: its late reports would be stale)."""
+        self._on_status = lambda status: None
+
     def mode(self, mode: str) -> None:
         """How completions are made ("split" or "client-only"; sent with the next report)."""
         self.status = replace(self.status, mode=mode)

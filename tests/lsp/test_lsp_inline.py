@@ -1,14 +1,14 @@
 """The editor path's own options (lsp/options.py `inline`, `completion.multiline` "auto") through
-the real language server over stdio and the real cloud on loopback (one for the module's three
-servers, `loopback_cloud`; the self-started cloud is test_lsp_server's): with the default
-options an inline completion is the rest of the line mid-line and a block at a blank line, a
-degenerate loop is cut after one copy, and the latency deadline ends a long decode with the text
-so far — a target: past it the decode goes on to the first whole word, within its grace (the
-server's `umbra/stats` counts completions by stop reason)."""
+the real language server over stdio and the real cloud on loopback (`loopback_cloud`; the
+self-started cloud is test_lsp_server's): with the default options an inline completion is the
+rest of the line mid-line and a block at a blank line, a degenerate loop is cut after one copy,
+and the latency deadline ends a long decode with the text so far — a target: past it the decode
+goes on to the first whole word, within its grace (the server's `umbra/stats` counts completions
+by stop reason). One server for the module: each test puts its options in force with
+`workspace/didChangeConfiguration` (lsp/reconfiguration.py), in place, before its requests."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 
 import pytest
@@ -40,21 +40,33 @@ def mono(lsp_model_dir) -> Monolithic:
     return Monolithic(lsp_model_dir)
 
 
-@contextlib.asynccontextmanager
-async def _server(cloud, model_dir, options: dict):
-    """A language server with `options` completing through `cloud`, ready; shut down at the end."""
-    async with language_server(cloud_env(cloud.token)) as client:
-        options = through_cloud({**options, "model": {"dir": str(model_dir)}, "threads": 1}, cloud.base_url)
-        await client.initialize_session(initialize_params(options))
-        await client.statuses.wait_for("ready")
-        yield client
-        await client.shutdown_session()
+@pytest.fixture(scope="module")
+def base(loopback_cloud, lsp_model_dir) -> dict:
+    """The options every test starts from: the model, the cloud, one thread (the rest default)."""
+    return through_cloud({"model": {"dir": str(lsp_model_dir)}, "threads": 1}, loopback_cloud.base_url)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def client(loopback_cloud, lsp_model_dir):
-    async with _server(loopback_cloud, lsp_model_dir, {"inline": {"deadlineMs": 0}}) as server:  # the rest default
-        yield server
+async def server(loopback_cloud, base):
+    """The module's language server completing through `loopback_cloud`, ready; shut down at the end."""
+    async with language_server(cloud_env(loopback_cloud.token)) as client:
+        await client.initialize_session(initialize_params(base))
+        await client.statuses.wait_for("ready")
+        yield client
+        assert client.statuses.states.count("starting") == 2  # loading the model, connecting: set up once
+        await client.shutdown_session()
+
+
+def _configured(server: LanguageClient, base: dict, options: dict) -> LanguageClient:
+    """`server` with `options` (over `base`) for every request sent after this: in place, the same
+    model and cloud (the `server` fixture checks that it set up once)."""
+    server.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={**base, **options}))
+    return server
+
+
+@pytest.fixture
+def client(server, base):
+    return _configured(server, base, {"inline": {"deadlineMs": 0}})  # the rest default
 
 
 def _inline(uri: str, line: int, character: int) -> types.InlineCompletionParams:
@@ -68,6 +80,11 @@ async def _answer(client: LanguageClient, uri: str, line: int, character: int) -
 
 async def _stats(client: LanguageClient) -> dict:
     return plain(await client.protocol.send_request_async(STATS_METHOD, None))
+
+
+def _grown(before: dict, after: dict) -> dict:
+    """The counts that grew from `before` to `after`, by how much."""
+    return {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
 
 
 @pytest.mark.parametrize("cursor", [MID_LINE, BLANK_LINE], ids=["mid-line", "blank-line"])
@@ -102,14 +119,13 @@ async def test_a_degenerate_loop_is_cut_after_one_copy(client: LanguageClient, m
     assert after["stops"]["repetition"] == before["stops"].get("repetition", 0) + 1
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def hurried(loopback_cloud, lsp_model_dir):
-    """A server whose decodes stop 1 ms after a request arrives, whatever their text holds (no
-    grace), with 300-token block completions."""
-    async with _server(loopback_cloud, lsp_model_dir, {
-            "completion": {"maxTokens": 300, "multiline": True},
-            "inline": {"deadlineMs": 1, "deadlineGraceMs": 0, "repetitionTokens": 0}}) as server:
-        yield server
+@pytest.fixture
+def hurried(server, base):
+    """The server with decodes that stop 1 ms after a request arrives, whatever their text holds
+    (no grace), and 300-token block completions."""
+    return _configured(server, base, {
+        "completion": {"maxTokens": 300, "multiline": True},
+        "inline": {"deadlineMs": 1, "deadlineGraceMs": 0, "repetitionTokens": 0}})
 
 
 async def test_the_deadline_answers_with_the_text_so_far(hurried: LanguageClient, mono):
@@ -118,22 +134,23 @@ async def test_the_deadline_answers_with_the_text_so_far(hurried: LanguageClient
     at = offset_of(SOURCE, *MID_LINE)
     full = await mono.result(SOURCE[:at], SOURCE[at:], CompletionOptions(max_tokens=300, multiline=True))
     assert full.generated_tokens > 100  # a long decode without the deadline
+    before = await _stats(hurried)
     t0 = time.perf_counter()
     answer = await _answer(hurried, uri, *MID_LINE)
     took = time.perf_counter() - t0
-    stats = await _stats(hurried)
-    assert stats["stops"] == {"deadline": 1} and stats["completions"]["ok"] == 1
+    after = await _stats(hurried)
+    assert _grown(before["stops"], after["stops"]) == {"deadline": 1}
+    assert after["completions"]["ok"] == before["completions"]["ok"] + 1
     assert full.text.startswith(answer) and len(answer) < len(full.text)
     assert took < full.decode_seconds  # well short of the whole decode
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def patient(loopback_cloud, lsp_model_dir):
-    """A server whose deadline passes 1 ms after a request arrives, with ten minutes of grace to
-    reach a whole word (the default options otherwise, without the loop stop)."""
-    async with _server(loopback_cloud, lsp_model_dir, {
-            "inline": {"deadlineMs": 1, "deadlineGraceMs": 600_000, "repetitionTokens": 0}}) as server:
-        yield server
+@pytest.fixture
+def patient(server, base):
+    """The server with a deadline 1 ms after a request arrives and ten minutes of grace to reach a
+    whole word (the default options otherwise, without the loop stop)."""
+    return _configured(server, base, {
+        "inline": {"deadlineMs": 1, "deadlineGraceMs": 600_000, "repetitionTokens": 0}})
 
 
 def _first_shown(mono: Monolithic, prefix: str, suffix: str, inline: InlineOptions,

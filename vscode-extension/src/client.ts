@@ -11,11 +11,15 @@ export const CLIENT_ID = 'umbra';
 export const CLIENT_NAME = 'Umbra';
 
 /** The client for `settings`. Documents `exclusions` matches are never synced: the selector
- * picks the languages, the sync middleware drops every notification about an excluded file. */
-export function createLanguageClient(settings: UmbraSettings, exclusions: Exclusions, log: LogOutputChannel): LanguageClient {
+ * picks the languages, the sync middleware drops every notification about an excluded file.
+ * `current` gives the settings in force when the server is (re)initialized: the client restarts
+ * a server that crashed, and options sent since with `workspace/didChangeConfiguration` must
+ * not be lost then. */
+export function createLanguageClient(settings: UmbraSettings, current: () => UmbraSettings, exclusions: Exclusions,
+                                     log: LogOutputChannel): LanguageClient {
     const options: LanguageClientOptions = {
         documentSelector: documentSelector(settings.languages),
-        initializationOptions: toInitializationOptions(settings),
+        initializationOptions: () => toInitializationOptions(current()),
         // Server stderr and client messages go to the Umbra output channel. No trace channel:
         // a protocol trace would copy the user's code into the log.
         outputChannel: log,

@@ -3,7 +3,7 @@
 
 import * as os from 'os';
 import * as vscode from 'vscode';
-import { LanguageClient, State } from 'vscode-languageclient/node';
+import { DidChangeConfigurationNotification, LanguageClient, State } from 'vscode-languageclient/node';
 import { registerAccessCommands } from './accessCommands';
 import { createLanguageClient } from './client';
 import { COMMAND_MENU, registerCommands } from './commands';
@@ -14,7 +14,7 @@ import { InlineState } from './inlineRequest';
 import { LANGUAGES, documentSelector } from './languages';
 import { STATUS_METHOD, describeError } from './protocol';
 import { describeCommand } from './server';
-import { SettingsError, UmbraSettings, needsRestart, readSettings } from './settings';
+import { SettingsError, UmbraSettings, readSettings, settingsChange, toInitializationOptions } from './settings';
 import { StatusBar } from './status';
 
 const COMMAND_RESTART = 'umbra.restartServer';
@@ -81,7 +81,8 @@ function schedule(force: boolean): Promise<void> {
     return queue;
 }
 
-/** Brings the client in line with the current settings; restarts only when needed (or forced). */
+/** Brings the client in line with the current settings: new options go to the running server
+ * (`workspace/didChangeConfiguration`); a new process only when needed (or forced). */
 async function reconcile(force: boolean): Promise<void> {
     let next: UmbraSettings;
     try {
@@ -104,10 +105,15 @@ async function reconcile(force: boolean): Promise<void> {
     const nextExclusions = new Exclusions(next.exclude, folders);
     // Which documents are synced depends on the folders too (globs relative to them).
     const resync = JSON.stringify([exclusions.globs, exclusions.folders]) !== JSON.stringify([next.exclude, nextExclusions.folders]);
-    const restart = force || needsRestart(settings, next) || resync;
+    const change = force || resync ? 'restart' : settingsChange(settings, next);
     settings = next;
     exclusions = nextExclusions;
-    if (!restart) {
+    if (change === 'none') {
+        return;
+    }
+    if (change === 'reconfigure' && client?.isRunning()) {
+        log.info('new settings: sent to the running language server');
+        await client.sendNotification(DidChangeConfigurationNotification.type, { settings: toInitializationOptions(next) });
         return;
     }
     await stopClient();
@@ -120,7 +126,7 @@ async function reconcile(force: boolean): Promise<void> {
 
 async function startClient(s: UmbraSettings): Promise<void> {
     log.info(`starting the language server: ${describeCommand(s.server)}`);
-    const started = createLanguageClient(s, exclusions, log);
+    const started = createLanguageClient(s, () => settings ?? s, exclusions, log);
     latency = new LatencyTracker(); // another server, another latency
     started.onNotification(STATUS_METHOD, (params) => status.onNotification(params));
     started.onDidChangeState((e) => {

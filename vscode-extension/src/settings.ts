@@ -105,17 +105,27 @@ export function toInitializationOptions(s: UmbraSettings): InitializationOptions
     };
 }
 
-/** True when going from `before` to `after` needs a new server process: anything but
- * `debounceMs` (read on every request) changes how the server is started or initialized, or
- * (`languages`, `exclude`) which documents the client syncs to it: a newly excluded document
- * the server already holds is dropped only by starting it afresh. */
-export function needsRestart(before: UmbraSettings | undefined, after: UmbraSettings): boolean {
+/** What going from `before` to `after` takes:
+ * - 'restart': a new server process — the first start, `enable`, how the server is started, or
+ *   (`languages`, `exclude`) which documents the client syncs to it: a newly excluded document
+ *   the server already holds is dropped only by starting it afresh;
+ * - 'reconfigure': only the initializationOptions changed — the running server takes them in a
+ *   `workspace/didChangeConfiguration` notification and keeps its documents (and, for the
+ *   completion options, its model and cloud);
+ * - 'none': nothing the server sees (`debounceMs` is read on every request). */
+export type SettingsChange = 'restart' | 'reconfigure' | 'none';
+
+export function settingsChange(before: UmbraSettings | undefined, after: UmbraSettings): SettingsChange {
     if (before === undefined) {
-        return true;
+        return 'restart';
     }
-    const key = (s: UmbraSettings) =>
-        JSON.stringify([s.enable, s.languages, s.exclude, s.server.path, s.server.args, s.server.python, toInitializationOptions(s)]);
-    return key(before) !== key(after);
+    const processKey = (s: UmbraSettings) =>
+        JSON.stringify([s.enable, s.languages, s.exclude, s.server.path, s.server.args, s.server.python]);
+    if (processKey(before) !== processKey(after)) {
+        return 'restart';
+    }
+    const options = (s: UmbraSettings) => JSON.stringify(toInitializationOptions(s));
+    return options(before) !== options(after) ? 'reconfigure' : 'none';
 }
 
 /** Where "Umbra: Toggle Completions" writes `umbra.enable`: the workspace's settings when they

@@ -7,7 +7,7 @@ import {
     SettingsError,
     defaultOf,
     expandPath,
-    needsRestart,
+    settingsChange,
     readSettings,
     toInitializationOptions,
     toggleTarget,
@@ -124,7 +124,7 @@ describe('settings → initializationOptions', () => {
         assert.deepStrictEqual(toInitializationOptions(s).context.exclude, s.exclude);
         assert.ok(s.exclude.includes('**/user/**') && s.exclude.includes('**/team/**'), JSON.stringify(s.exclude));
         // a change of the globs restarts the server, which then gets the new ones
-        assert.ok(needsRestart(s, { ...s, exclude: [...s.exclude, '*.secret.py'] }));
+        assert.equal(settingsChange(s, { ...s, exclude: [...s.exclude, '*.secret.py'] }), 'restart');
     });
 
     it('treats empty strings of optional settings as unset', () => {
@@ -238,18 +238,23 @@ describe('path expansion', () => {
 
 describe('restart decisions', () => {
     const base = readSettings(config());
-    it('restarts on first start and on anything the server sees', () => {
-        assert.equal(needsRestart(undefined, base), true);
-        assert.equal(needsRestart(base, readSettings(config({ 'completion.maxTokens': 10 }))), true);
-        assert.equal(needsRestart(base, readSettings(config({ 'server.args': ['-v'] }))), true);
-        assert.equal(needsRestart(base, readSettings(config({ enable: false }))), true);
-        assert.equal(needsRestart(base, readSettings(config({ languages: ['python'] }))), true);
+    it('restarts on first start, on how the server starts and on which documents it is sent', () => {
+        assert.equal(settingsChange(undefined, base), 'restart');
+        assert.equal(settingsChange(base, readSettings(config({ 'server.args': ['-v'] }))), 'restart');
+        assert.equal(settingsChange(base, readSettings(config({ enable: false }))), 'restart');
+        assert.equal(settingsChange(base, readSettings(config({ languages: ['python'] }))), 'restart');
         // which documents are synced: an excluded one the server holds goes only with a restart
-        assert.equal(needsRestart(base, readSettings(config({ exclude: ['**/secrets/**'] }))), true);
+        assert.equal(settingsChange(base, readSettings(config({ exclude: ['**/secrets/**'] }))), 'restart');
     });
-    it('does not restart for the debounce delay', () => {
-        assert.equal(needsRestart(base, readSettings(config({ debounceMs: 20 }))), false);
-        assert.equal(needsRestart(base, readSettings(config())), false);
+    it('sends the running server anything else it sees as new options', () => {
+        assert.equal(settingsChange(base, readSettings(config({ 'completion.maxTokens': 10 }))), 'reconfigure');
+        assert.equal(settingsChange(base, readSettings(config({ 'inline.deadlineMs': 100 }))), 'reconfigure');
+        assert.equal(settingsChange(base, readSettings(config({ clientOnly: true }))), 'reconfigure');
+        assert.equal(settingsChange(base, readSettings(config({ 'model.dir': '/models/other' }))), 'reconfigure');
+    });
+    it('does nothing for the debounce delay', () => {
+        assert.equal(settingsChange(base, readSettings(config({ debounceMs: 20 }))), 'none');
+        assert.equal(settingsChange(base, readSettings(config())), 'none');
     });
 });
 
