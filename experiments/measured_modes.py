@@ -39,6 +39,7 @@ ATTACKS_DOC = "docs/privacy/attacks.md"
 UTILITY_DOC = "docs/privacy/utility.md"
 OUT = ROOT / "umbra" / "privacy" / "measured.json"
 FRONTIER = "docs/privacy/frontier-measured.json"  # experiments/private_mode_report.py: hygienic, 3 seeds, controls
+SHARE = "docs/privacy/share-measured.json"  # experiments/share_sweep.py --write: other models (the deep default)
 MODEL = "models/umbra-code-tiny"  # the base model every figure was measured on
 STEPS, SIGMA, LAMBDA = 300, 0.1, 10.0  # the grid's STuning (checked against the tables' headers)
 INFERENCE_ATTACKS = ("(a) nearest neighbour", "(b) probe", "(b′) noise-aware probe", "(c) frequency analysis",
@@ -153,6 +154,11 @@ def build(root: Path = ROOT) -> dict:
             "model": {"name": Path(MODEL).name, "weights": {p.name: sha256_file(p) for p in weights}},
             "configurations": configurations}
     parse_measured(data)  # the product's own checks (holds consistent, every field typed)
+    share = root / SHARE
+    if share.is_file():  # the share sweep's models, each at its split
+        data["other_models"] = json.loads(share.read_text(encoding="utf-8"))
+        for entry in data["other_models"]:
+            parse_measured(entry)
     return data
 
 

@@ -23,15 +23,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from benchmarks.doc_markers import write_block  # noqa: E402
-from experiments import private_mode  # noqa: E402
-from experiments.private_mode_report import BAR, CLEARANCE, _fmt, summarize  # noqa: E402
+from experiments import measured_modes, private_mode  # noqa: E402
+from experiments.private_mode_report import BAR, CLEARANCE, _fmt, measured, summarize  # noqa: E402
 from experiments.seed_stats import mean_ci  # noqa: E402
 from umbra.attack_grid.frontier import FrontierParams, cells  # noqa: E402
 
 DEFENDED = "noir+clean+noise1"  # the frontier's best configuration that held every attack
+MEASURED = "docs/privacy/share-measured.json"  # the product's figures per model (experiments/measured_modes.py)
 CONTROLS = ("base", "fclean", "client_alone")
 MARK = "share-sweep"
 
@@ -99,6 +101,23 @@ def point_record(point: Point, bench: private_mode.Bench) -> dict:
             "gain": defended.get("gain", []), "strongest": strongest,
             "baseline": float(np.mean(baseline)) if baseline else None,
             "holds": defended.get("holds")}
+
+
+def product_record(point: Point, bench: private_mode.Bench) -> dict:
+    """The product's figures for the point's model at its split (umbra/privacy/measured.json's
+    `other_models`): the configurations measured there, by the key the product computes."""
+    from umbra.privacy.manifest import sha256_file
+
+    weights = sorted(point.model.glob("*.safetensors"))
+    configurations = measured(summarize(bench.results.rows()), bench.params)
+    for record in configurations.values():
+        record["source"] = f"{MEASURED} ({record['source'].split(' (')[-1].rstrip(')')})"
+    return {"name": point.model.name, "weights": {p.name: sha256_file(p) for p in weights},
+            "sizes": {p.name: p.stat().st_size for p in weights},
+            "split": [point.encoder_blocks, point.decoder_blocks],
+            "source": f"experiments/results/private_mode.jsonl, run {bench.results.run} "
+                      f"(experiments/share_sweep.py --point {point.model}:{point.encoder_blocks},{point.decoder_blocks})",
+            "configurations": configurations}
 
 
 def table(records: list[dict]) -> str:
@@ -183,16 +202,21 @@ def main(argv=None) -> int:
     unknown = set(wanted) - set(private_mode.MEASURES)
     if unknown:
         raise SystemExit(f"unknown measures {sorted(unknown)} (known: {', '.join(private_mode.MEASURES)})")
-    records = []
+    records, products = [], []
     for point in args.point:
         bench = _bench(args, point)
         if args.write:
             records.append({**point_record(point, bench), "tune_steps": args.tune_steps, "seeds": args.seeds})
+            if point.model.resolve() != (ROOT / measured_modes.MODEL).resolve():  # the first table's model
+                products.append(product_record(point, bench))
             continue
         for cell in cells([v.strip() for v in args.variants.split(",") if v.strip()], [1024.0], args.seeds):
             bench.run(cell, wanted)
     if args.write:
         write(records, args.doc)
+        products.sort(key=lambda r: (r["name"], r["split"]))
+        (ROOT / MEASURED).write_text(json.dumps(products, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+        measured_modes.OUT.write_text(measured_modes.render(measured_modes.build(ROOT)), encoding="utf-8")
     return 0
 
 

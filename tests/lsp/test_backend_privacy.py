@@ -57,7 +57,8 @@ def test_the_status_carries_the_mode_once_the_model_is_loaded(tmp_path, keystore
 
 def test_a_bundle_of_another_base_model_is_not_measured(lsp_model_dir, tmp_path, keystore):
     status = _bundle_status(lsp_model_dir, tmp_path / "bundle", keystore)[-1].to_json()
-    assert status["privacy"] == "NOIR ε=1024 · base model other than the measured umbra-code-tiny · not measured"
+    assert status["privacy"] == ("NOIR ε=1024 · base model other than the measured umbra-code-tiny, umbra-code-deep"
+                                 " · not measured")
     assert status["privacyDetails"]["measured"] is False and status["privacyDetails"]["defended"] is False
 
 

@@ -165,7 +165,7 @@ def test_tune_records_its_stuning_in_the_manifest_and_the_mode_follows(bundles, 
     assert record["steps"] == 3 and record["cloud_lora"] is False and record["train_embedding"] is False
     assert record["gradient_noise"]["noise_multiplier"] == 0.0 and record["inversion_penalty"]["weight"] == 0.0
     mode = mode_of_manifest(manifest)
-    other = " · base model other than the measured umbra-code-tiny"  # a tiny model: no figures lent
+    other = " · base model other than the measured umbra-code-tiny, umbra-code-deep"  # a tiny model: no figures lent
     assert record["private_path"]["residual"] == "clean"  # `umbra tune`'s default path
     label = "NOIR ε=32 · STuned 3 steps, private path"
     assert mode.key == config_key(32.0, record) and mode.label == label + other

@@ -35,7 +35,16 @@ grid rewrites it in the same format):
               "fclean_top1": percent | null,        # NOIR's fClean: the same tuning without INDVocab / LTokenizer
               "seeds": int,                         # seeds behind the figures
               "adaptive": bool,                     # whether an adaptive attack (decipherment, shadow client) was among them
-              "source": "docs/…"}}}                 # the doc tables the figures come from
+              "source": "docs/…"}},                 # the doc tables the figures come from
+     "model": {"name": …, "weights": {FILE: sha256}},  # the base model those figures are of
+     "other_models": [                              # more measured models (experiments/share_sweep.py)
+        {"name": …, "weights": {FILE: sha256}, "sizes": {FILE: bytes}, "split": [E, D], "source": "…",
+         "configurations": {KEY: {…as above…}}}]}
+
+A mode's figures are those of the model in use: a bundle's base model (its manifest's weights'
+sha256) and, for other models, its split too; a plain model's own weight files. A model no table
+names has no figures for a bundle ("not measured", so never `defended`); without a bundle the
+first table's "none" figures stand (what an undefended cloud reads there is the warning to give).
 
 Torch-free and pure: the CLI's parser, the servers and the benchmarks import it."""
 
@@ -47,9 +56,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from umbra.errors import ValidationError
+from umbra.privacy.manifest import sha256_file
 
 STUNING_KEY = "stuning"  # the manifest privacy entry (umbra.privacy.bundle.STUNING; that module needs torch)
 CLIENT_WEIGHTS_DP_KEY = "client_weights_dp"  # umbra.privacy.bundle.CLIENT_WEIGHTS_DP: NOESIS-tuned client blocks
@@ -209,11 +220,53 @@ def measured_table() -> Mapping[str, Measured]:
 
 
 def measured_model() -> tuple[str, Mapping[str, str]]:
-    """The base model every figure was measured on: (name, {weights file: sha256})."""
+    """The base model of the first table (`configurations`): (name, {weights file: sha256})."""
     model = _measured_json().get("model")
     if not isinstance(model, Mapping) or not isinstance(model.get("weights"), Mapping):
         raise ValidationError("measured.json has no 'model' with its weights' hashes")
     return str(model.get("name", "?")), dict(model["weights"])
+
+
+@dataclass(frozen=True)
+class ModelTable:
+    """The measured configurations of one base model (at one split; None: the model's own default)."""
+
+    name: str
+    weights: Mapping[str, str]  # weights file -> sha256
+    split: tuple[int, int] | None
+    table: Mapping[str, Measured]
+    sizes: Mapping[str, int] = field(default_factory=dict)  # weights file -> bytes (a cheap test before hashing)
+
+    def fits(self, weights: Mapping[str, str], split: tuple[int, int] | None) -> bool:
+        return dict(weights) == dict(self.weights) and (self.split is None or split is None or split == self.split)
+
+
+@lru_cache(maxsize=1)
+def model_tables() -> tuple[ModelTable, ...]:
+    """Every measured model's table: the first (`model`, `configurations`), then `other_models`."""
+    name, weights = measured_model()
+    tables = [ModelTable(name, weights, None, measured_table())]
+    for i, entry in enumerate(_measured_json().get("other_models", [])):
+        try:
+            split = tuple(int(x) for x in entry["split"])
+            if len(split) != 2:
+                raise ValueError("split is [E, D]")
+            tables.append(ModelTable(str(entry["name"]), {str(k): str(v) for k, v in entry["weights"].items()},
+                                     split, parse_measured(entry),
+                                     {str(k): int(v) for k, v in entry["sizes"].items()}))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValidationError(f"measured.json: other_models[{i}] is malformed ({exc})") from None
+    return tuple(tables)
+
+
+def table_for(weights: Mapping[str, str], split: tuple[int, int] | None = None) -> ModelTable | None:
+    """The measured table of the model with these weights (and split), or None."""
+    return next((t for t in model_tables() if t.fits(weights, split)), None)
+
+
+def measured_names() -> str:
+    """The measured models' names, for a message ("umbra-code-tiny, umbra-code-deep")."""
+    return ", ".join(dict.fromkeys(t.name for t in model_tables()))
 
 
 def parse_measured(data: Mapping) -> dict[str, Measured]:
@@ -296,17 +349,38 @@ def mode_of_manifest(manifest: Any) -> PrivacyMode:
     other than the one measured (`measured_model`, by its weights' sha256) has no figures at all:
     it is "not measured", so never `defended`."""
     stuning = manifest.privacy.get(STUNING_KEY)
-    mode = PrivacyMode.of(manifest.epsilon, stuning)
+    split = manifest.split or {}
+    found = table_for(manifest.base.get("weights", {}), (split.get("encoder_blocks"), split.get("decoder_blocks")))
+    mode = PrivacyMode.of(manifest.epsilon, stuning, {} if found is None else found.table)
     if stuning is None and manifest.privacy.get(CLIENT_WEIGHTS_DP_KEY) is not None:
         key = mode.key + NOESIS_SUFFIX
-        mode = PrivacyMode(key, f"{mode.label} · client blocks DP-tuned (NOESIS)", measured_table().get(key))
-    name, weights = measured_model()
-    if dict(manifest.base.get("weights", {})) != weights:  # figures of one model say nothing of another
-        return PrivacyMode(mode.key, f"{mode.label} · base model other than the measured {name}", None)
+        mode = PrivacyMode(key, f"{mode.label} · client blocks DP-tuned (NOESIS)",
+                           None if found is None else found.table.get(key))
+    if found is None:  # figures of one model say nothing of another
+        return PrivacyMode(mode.key, f"{mode.label} · base model other than the measured {measured_names()}", None)
     return mode
 
 
 def mode_of(model: Any) -> PrivacyMode:
-    """The mode of a ClientModel: "none" without a bundle, else its manifest's."""
+    """The mode of a ClientModel: its manifest's with a bundle; else "none", with the figures of
+    the model in use where measured (its weight files' sha256), else the first table's."""
     bundle = getattr(model, "bundle", None)
-    return PrivacyMode.of(None, None) if bundle is None else mode_of_manifest(bundle.manifest)
+    if bundle is not None:
+        return mode_of_manifest(bundle.manifest)
+    found = _plain_table(getattr(model, "model_dir", None))
+    return PrivacyMode.of(None, None, None if found is None else found.table)
+
+
+def _plain_table(model_dir: Any) -> ModelTable | None:
+    """The measured table whose weight files this directory holds (same names and sizes, then
+    the same sha256: a model of another size is never hashed), or None."""
+    if model_dir is None:
+        return None
+    directory = Path(model_dir)
+    for t in model_tables()[1:]:
+        files = [directory / name for name in t.weights]
+        if set(t.sizes) != set(t.weights) or not all(f.is_file() and f.stat().st_size == t.sizes[f.name] for f in files):
+            continue
+        if all(sha256_file(f) == t.weights[f.name] for f in files):
+            return t
+    return None
