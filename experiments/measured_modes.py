@@ -33,7 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from umbra.privacy.manifest import sha256_file  # noqa: E402
-from umbra.privacy.mode import config_key, config_label, parse_measured  # noqa: E402
+from umbra.privacy.measured import parse_measured  # noqa: E402
+from umbra.privacy.mode import config_key, config_label  # noqa: E402
 
 ATTACKS_DOC = "docs/privacy/attacks.md"
 UTILITY_DOC = "docs/privacy/utility.md"

@@ -28,7 +28,8 @@ from umbra.privacy.cloud_policy import (
     on_this_machine,
     opted_in,
 )
-from umbra.privacy.mode import PrivacyMode, measured_table
+from umbra.privacy.measured import measured_table
+from umbra.privacy.mode import PrivacyMode
 
 CONFIG = EngineConfig(stop=StopConfig(max_tokens=4))
 

@@ -11,15 +11,13 @@ from types import SimpleNamespace
 import pytest
 
 from umbra.errors import ValidationError
+from umbra.privacy.measured import Measured, measured_table, parse_measured
 from umbra.privacy.mode import (
     CLIENT_WEIGHTS_DP_KEY,
     STUNING_KEY,
-    Measured,
     PrivacyMode,
     config_key,
     config_label,
-    measured_table,
-    parse_measured,
     stuning_record,
 )
 from umbra.tuning.config import TuneConfig

@@ -1,4 +1,4 @@
-"""umbra/privacy/mode.py's figures per model: a mode shows what was measured on the model in use —
+"""umbra/privacy/measured.py's figures per model, as umbra/privacy/mode.py shows them: a mode shows what was measured on the model in use —
 the deep default's own rows (experiments/share_sweep.py → measured.json's `other_models`) for a
 bundle of it at the measured split, and for it without a bundle — never another model's or
 another split's figures, and a malformed table is an error, not silence."""
@@ -14,9 +14,10 @@ import pytest
 
 from umbra.attack_grid.frontier import VARIANTS, Cell, FrontierParams, tune_config
 from umbra.errors import ValidationError
-from umbra.privacy import mode
+from umbra.privacy import measured
 from umbra.privacy.manifest import sha256_file
-from umbra.privacy.mode import STUNING_KEY, mode_of, mode_of_manifest, model_tables, stuning_record, table_for
+from umbra.privacy.measured import model_tables, table_for
+from umbra.privacy.mode import STUNING_KEY, mode_of, mode_of_manifest, stuning_record
 
 ROOT = Path(__file__).resolve().parents[2]
 DEEP = ROOT / "models" / "umbra-code-deep"
@@ -81,7 +82,7 @@ def test_without_a_bundle_the_model_in_use_is_looked_up_by_its_weights(tmp_path)
 def test_a_malformed_other_model_is_an_error(monkeypatch, break_it):
     data = json.loads(json.dumps(SHIPPED))
     break_it(data["other_models"][0])
-    monkeypatch.setattr(mode, "_measured_json", lambda: data)
+    monkeypatch.setattr(measured, "_measured_json", lambda: data)
     model_tables.cache_clear()
     try:
         with pytest.raises(ValidationError, match=r"other_models\[0\]"):
