@@ -29,9 +29,12 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 
+from lsprotocol import types
+
 from lsp.backend import Backend
 from lsp.conversion import field_name
 from lsp.options import InitializationOptions
+from umbra.errors import UmbraError
 
 IN_PLACE = frozenset({"completion", "inline", "context", "languages"})
 SETTINGS_SECTION = "umbra"
@@ -61,6 +64,23 @@ class Reconfigurer:
         self.server = server
         self.force = force  # what the process's flags impose on any options
         self._last: asyncio.Future | None = None  # the latest replacement's close-and-start
+
+    def notified(self, settings: object) -> None:
+        """A `workspace/didChangeConfiguration`'s `settings`: converted and applied, or refused
+        with an error message to the editor (nothing changed)."""
+        ls = self.server
+        settings = settings_object(settings)
+        if ls.options is None or settings is None:  # before `initialize`, or not Umbra's settings
+            log.info("settings without Umbra's options: nothing applied")
+            return
+        try:
+            options = InitializationOptions.from_json(settings, warn=ls.warn_editor)
+        except UmbraError as exc:
+            log.warning("new settings refused: %s", exc)  # option paths and values' types, never text
+            ls.window_show_message(types.ShowMessageParams(
+                type=types.MessageType.Error, message=f"Umbra: the new settings were not applied: {exc}"))
+            return
+        self.apply(options)
 
     def apply(self, options: InitializationOptions) -> frozenset[str]:
         """Put `options` in force (synchronously: the next message read sees them); the sections

@@ -58,7 +58,7 @@ from lsp.open_context import OpenContext
 from lsp.errors import NotReady, fault_for
 from lsp.options import InitializationOptions
 from lsp.protocol import UmbraProtocol, strict_converter
-from lsp.reconfiguration import Reconfigurer, settings_object
+from lsp.reconfiguration import Reconfigurer
 from lsp.status import Status
 from umbra.engine import CompletionResult
 from umbra.errors import CloudUnavailable, UmbraError, ValidationError
@@ -239,19 +239,7 @@ def create_server(allow_undefended_remote_cloud: bool = False) -> UmbraLanguageS
 
     @ls.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def did_change_configuration(ls: UmbraLanguageServer, params: types.DidChangeConfigurationParams) -> None:
-        # synchronous: the next message read sees the new options
-        settings = settings_object(params.settings)
-        if ls.options is None or settings is None:  # before `initialize`, or not Umbra's settings
-            log.info("settings without Umbra's options: nothing applied")
-            return
-        try:
-            options = InitializationOptions.from_json(settings, warn=ls.warn_editor)
-        except UmbraError as exc:
-            log.warning("new settings refused: %s", exc)  # option paths and values' types, never text
-            ls.window_show_message(types.ShowMessageParams(
-                type=types.MessageType.Error, message=f"Umbra: the new settings were not applied: {exc}"))
-            return
-        reconfigurer.apply(options)
+        reconfigurer.notified(params.settings)  # synchronous: the next message read sees the new options
 
     @ls.feature(types.SHUTDOWN)
     async def shutdown(ls: UmbraLanguageServer, params: None) -> None:
