@@ -15,6 +15,7 @@ import {
     isCancellation,
     mapInlineResult,
 } from '../protocol';
+import { settingsChange, toInitializationOptions } from '../settings';
 import { StatusTracker } from '../statusModel';
 import {
     RunningServer,
@@ -153,6 +154,26 @@ describe('the real Umbra language server', { timeout: REQUEST_TEST_MS }, () => {
         });
         const items = Array.isArray(result) ? result : (result as { items?: unknown[] } | null)?.items ?? [];
         assert.ok(Array.isArray(items));
+    });
+
+    it('takes a changed completion setting as the extension sends it, without setting up again', async () => {
+        const before = completionSettings();
+        const after = completionSettings({ 'completion.maxTokens': 1 });
+        assert.equal(settingsChange(before, after), 'reconfigure');
+        const starts = server!.statuses.filter((s) => s.state === 'starting').length;
+        const generated = async (): Promise<number> => {
+            const result = await server!.connection.sendRequest('textDocument/completion', {
+                textDocument: { uri: URI }, position: CURSOR, context: { triggerKind: 1 },
+            });
+            const items = (result as { items?: { data?: { generatedTokens?: number } }[] } | null)?.items ?? [];
+            return items[0]?.data?.generatedTokens ?? 0;
+        };
+        await server!.connection.sendNotification('workspace/didChangeConfiguration', { settings: toInitializationOptions(after) });
+        const one = await generated();
+        await server!.connection.sendNotification('workspace/didChangeConfiguration', { settings: toInitializationOptions(before) });
+        const more = await generated();
+        assert.ok(one <= 1 && more > 1, `generated ${one} then ${more} tokens; server log:\n${server!.log()}`);
+        assert.equal(server!.statuses.filter((s) => s.state === 'starting').length, starts, JSON.stringify(server!.statuses));
     });
 
     it('shuts down cleanly', async () => {
