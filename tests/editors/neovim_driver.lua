@@ -125,6 +125,22 @@ local function restart(umbra, bufnr)
   out.restarted = ok and out.restart_status.state == 'ready' and vim.lsp.get_client_by_id(before) == nil
 end
 
+local function reconfigure(umbra, bufnr)
+  out.stage = 'setup() again: new options to the running server'
+  local before = umbra.clients(bufnr)[1].id
+  local again = vim.deepcopy(spec.setup)
+  again.init_options.completion.maxTokens = 1
+  umbra.setup(again)
+  local params = { textDocument = { uri = vim.uri_from_bufnr(bufnr) },
+    position = { line = spec.line, character = spec.character } }
+  local responses = vim.lsp.buf_request_sync(bufnr, 'textDocument/completion', params, spec.timeout_ms) or {}
+  for _, response in pairs(responses) do
+    local items = response.result and (response.result.items or response.result) or {}
+    out.reconfigured_tokens = items[1] and items[1].data and items[1].data.generatedTokens
+  end
+  out.reconfigured_same_server = umbra.clients(bufnr)[1].id == before and #umbra.clients() == 1
+end
+
 local ok, failure = xpcall(function()
   vim.opt.runtimepath:append(spec.plugin_dir)
   local umbra = require('umbra')
@@ -143,6 +159,7 @@ local ok, failure = xpcall(function()
   omni_complete(bufnr)
   second_buffer(umbra, bufnr)
   restart(umbra, bufnr)
+  reconfigure(umbra, bufnr)
   out.stage = 'done'
 end, debug.traceback)
 

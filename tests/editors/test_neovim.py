@@ -136,6 +136,7 @@ def test_neovim_completes_through_umbra_lsp(tmp_path, model_dir, expected):
         assert out["status_command"].startswith("Umbra ready (split, privacy: none · cloud reads ~99.9 % of tokens): split inference through")
         assert out["one_server"] is True  # one server for every buffer, whatever its directory
         assert out["restarted"] is True
+        assert out["reconfigured_tokens"] == 1 and out["reconfigured_same_server"] is True  # setup() again: in place
         assert out["servers_left"] == 0  # stopped when Neovim was done
         for status in (out["status"], out["restart_status"]):  # each server stopped the cloud it started
             cloud = re.search(r"http://127\.0\.0\.1:\d+", status["message"]).group(0)

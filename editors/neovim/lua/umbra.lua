@@ -159,6 +159,7 @@ function M.status(bufnr)
 end
 
 --- Attach every buffer of `opts.filetypes`, now and when opened; :UmbraStatus, :UmbraRestart.
+--- Called again, it sends its init_options to the running server, which applies them in place.
 function M.setup(opts)
   opts = vim.tbl_extend('force', M.defaults, opts or {})
   local group = vim.api.nvim_create_augroup('umbra', { clear = true })
@@ -176,6 +177,16 @@ function M.setup(opts)
   for _, bufnr in ipairs(vim.api.nvim_list_bufs()) do
     if vim.api.nvim_buf_is_loaded(bufnr) and wanted[vim.bo[bufnr].filetype] then
       M.attach(bufnr, opts)
+    end
+  end
+  -- A server already running takes the new options in place (workspace/didChangeConfiguration,
+  -- lsp/reconfiguration.py): no restart, its documents and warm sessions kept.
+  local settings = { settings = M.init_options(opts.init_options) }
+  for _, client in ipairs(M.clients()) do
+    if vim.fn.has('nvim-0.11') == 1 then
+      client:notify('workspace/didChangeConfiguration', settings)
+    else
+      client.notify('workspace/didChangeConfiguration', settings)
     end
   end
   vim.api.nvim_create_user_command('UmbraStatus', function()
