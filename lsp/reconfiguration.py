@@ -75,6 +75,8 @@ class Reconfigurer:
             return
         try:
             options = InitializationOptions.from_json(settings, warn=ls.warn_editor)
+            options.inline.engine_config(options.completion.engine_config())  # what applying builds,
+            options.context.engine_config()  # checked before anything changes
         except UmbraError as exc:
             log.warning("new settings refused: %s", exc)  # option paths and values' types, never text
             ls.window_show_message(types.ShowMessageParams(
