@@ -97,7 +97,9 @@ def percent(cell: str) -> float | None:
     return None if cell in ("—", "-", "", "(running)") else float(cell)
 
 
-def build(root: Path = ROOT) -> dict:
+def build(root: Path = ROOT, share: Path | None = None) -> dict:
+    """measured.json's content from the docs under `root` (`share`: the share sweep's records,
+    default root/SHARE)."""
     attacks_text = (root / ATTACKS_DOC).read_text(encoding="utf-8")
     utility_text = (root / UTILITY_DOC).read_text(encoding="utf-8")
     generated = attacks_text[attacks_text.find("<!-- BEGIN GENERATED"):]
@@ -155,7 +157,7 @@ def build(root: Path = ROOT) -> dict:
             "model": {"name": Path(MODEL).name, "weights": {p.name: sha256_file(p) for p in weights}},
             "configurations": configurations}
     parse_measured(data)  # the product's own checks (holds consistent, every field typed)
-    share = root / SHARE
+    share = root / SHARE if share is None else share
     if share.is_file():  # the share sweep's models, each at its split
         data["other_models"] = json.loads(share.read_text(encoding="utf-8"))
         for entry in data["other_models"]:

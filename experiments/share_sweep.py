@@ -67,6 +67,10 @@ def _args(argv=None) -> argparse.Namespace:
     p.add_argument("--device", default="auto")
     p.add_argument("--write", action="store_true", help="write the doc and the plot, run nothing")
     p.add_argument("--doc", type=Path, default=Path("docs/privacy/share_sweep.md"))
+    p.add_argument("--measured", type=Path, default=ROOT / MEASURED,
+                   help="--write: the product's figures per model and split (JSON)")
+    p.add_argument("--product", type=Path, default=measured_modes.OUT,
+                   help="--write: the package's measured.json, rebuilt with --measured")
     return p.parse_args(argv)
 
 
@@ -215,8 +219,9 @@ def main(argv=None) -> int:
     if args.write:
         write(records, args.doc)
         products.sort(key=lambda r: (r["name"], r["split"]))
-        (ROOT / MEASURED).write_text(json.dumps(products, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
-        measured_modes.OUT.write_text(measured_modes.render(measured_modes.build(ROOT)), encoding="utf-8")
+        args.measured.write_text(json.dumps(products, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+        args.product.write_text(measured_modes.render(measured_modes.build(ROOT, share=args.measured)),
+                                encoding="utf-8")
     return 0
 
 

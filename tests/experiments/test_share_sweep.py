@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from experiments import private_mode, share_sweep
+from experiments import measured_modes, private_mode, share_sweep
 from tests.tiny_models import build_tiny_model_dir
 
 from umbra.attack_grid.frontier import VARIANTS, Cell
@@ -67,9 +67,16 @@ def test_the_doc_shows_each_share_and_the_defended_gain(tmp_path, model_dir):
     (tmp_path / "rows.jsonl").open("a").write(json.dumps({"run": "elsewhere", "cell": "fclean@-#s0", "variant": "fclean",
                                                           "epsilon": None, "seed": 0, "measure": "utility",
                                                           "value": {"top1": 99.0, "languages": {}}}) + "\n")
+    shipped = {p: p.read_bytes() for p in (share_sweep.ROOT / share_sweep.MEASURED, measured_modes.OUT)}
     assert share_sweep.main(["--point", f"{model_dir}:1,1", "--point", f"{model_dir}:2,2", "--seeds", "0", "1",
                              "--results", str(tmp_path / "rows.jsonl"), "--work", str(tmp_path / "work"),
-                             "--doc", str(tmp_path / "sweep.md"), "--write"]) == 0
+                             "--doc", str(tmp_path / "sweep.md"), "--measured", str(tmp_path / "share.json"),
+                             "--product", str(tmp_path / "measured.json"), "--write"]) == 0
+    assert {p: p.read_bytes() for p in shipped} == shipped  # the checkout's files are never written by a test
+    products = json.loads((tmp_path / "share.json").read_text())
+    assert [(r["name"], r["split"]) for r in products] == [(model_dir.name, [1, 1]), (model_dir.name, [2, 2])]
+    product = json.loads((tmp_path / "measured.json").read_text())
+    assert product["other_models"] == products and product["configurations"]  # the first table kept
     doc = (tmp_path / "sweep.md").read_text()
     rows = [line for line in doc.splitlines() if line.startswith(f"| {model_dir.name}")]
     assert len(rows) == 2
