@@ -93,7 +93,8 @@ class Reconfigurer:
         if not changed:
             return changed
         ls.options = options
-        ls.context.reconfigure(options.context, options.languages.canonical)
+        if changed & {"context", "languages"}:  # else its provider keeps what it has scanned
+            ls.context.reconfigure(options.context, options.languages.canonical)
         if changed <= IN_PLACE:
             ls.backend.reconfigure(options)
             log.info("options changed in place: %s", ", ".join(sorted(changed)))

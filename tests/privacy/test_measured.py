@@ -63,6 +63,9 @@ def test_another_split_or_model_has_no_figures():
 
 def test_without_a_bundle_the_model_in_use_is_looked_up_by_its_weights(tmp_path):
     deep = mode_of(SimpleNamespace(bundle=None, model_dir=DEEP))
+    hashed = measured._digest.cache_info()
+    assert mode_of(SimpleNamespace(bundle=None, model_dir=DEEP)) == deep  # the same weights are not hashed again
+    assert measured._digest.cache_info().hits > hashed.hits and measured._digest.cache_info().misses == hashed.misses
     assert deep.key == "none" and deep.measured.top1 == _deep_entry([1, 1])["configurations"]["none"]["top1"]
     assert deep.summary.startswith("none · cloud reads ~")
     # the same name and size, other bytes: not the measured model, so the first table's warning

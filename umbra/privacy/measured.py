@@ -180,6 +180,13 @@ def plain_table(model_dir: Any) -> ModelTable | None:
         files = [directory / name for name in t.weights]
         if set(t.sizes) != set(t.weights) or not all(f.is_file() and f.stat().st_size == t.sizes[f.name] for f in files):
             continue
-        if all(sha256_file(f) == t.weights[f.name] for f in files):
+        if all(_digest(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) == t.weights[f.name] for f in files):
             return t
     return None
+
+
+@lru_cache(maxsize=16)
+def _digest(path: str, size: int, mtime_ns: int) -> str:
+    """A weights file's sha256, once per version of the file (the set-up, the cloud link and the
+    cloud policy each ask for the mode: ~60 ms a hash of the deep default)."""
+    return sha256_file(Path(path))
