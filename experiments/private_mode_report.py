@@ -214,9 +214,10 @@ def frontier_svg(summary: list[dict], path: Path, kept: list[dict] = ()) -> None
     path.write_text("\n".join(svg + ["</svg>"]) + "\n")
 
 
-def measured(summary: list[dict], params: FrontierParams) -> dict:
+def measured(summary: list[dict], params: FrontierParams, doc: str = "docs/privacy/frontier.md") -> dict:
     """umbra/privacy/measured.json's configurations for the product's modes (NOIR variants and
-    no bundle), keyed by umbra.privacy.mode.config_key — the same key the product computes."""
+    no bundle), keyed by umbra.privacy.mode.config_key — the same key the product computes;
+    `doc` is named as their source."""
     from umbra.privacy.mode import config_key, stuning_record
 
     by_name = {r["variant"]: r for r in summary if r["epsilon"] is None}
@@ -243,7 +244,7 @@ def measured(summary: list[dict], params: FrontierParams) -> dict:
             "client_alone_top1": round(float(np.mean(alone["top1"])), 1) if alone and alone["top1"] else None,
             "fclean_top1": round(float(np.mean(fclean["top1"])), 1) if fclean and fclean["top1"] else None,
             "seeds": len(r["seeds"]), "adaptive": r["adaptive"],
-            "source": "docs/privacy/frontier.md (attacks: the worst seed; top-1: the mean over seeds)"}
+            "source": f"{doc} (attacks: the worst seed; top-1: the mean over seeds)"}
     return out
 
 

@@ -90,11 +90,12 @@ def _trained_step(model: Path) -> int | None:
     return state.get("step")
 
 
-def point_record(point: Point, bench: private_mode.Bench) -> dict:
-    """One row of the sweep: the share, each variant's top-1 per seed, the defended mode's gain over
-    client-alone and its strongest attack against the frequency baseline."""
+def point_record(point: Point, bench: private_mode.Bench, rows: list[dict]) -> dict:
+    """One row of the sweep (`rows`: the point's `summarize`d results): the share, each variant's
+    top-1 per seed, the defended mode's gain over client-alone and its strongest attack against
+    the frequency baseline."""
     layers = bench.public.spec.num_layers
-    summary = {r["variant"]: r for r in summarize(bench.results.rows())}
+    summary = {r["variant"]: r for r in rows}
     defended = summary.get(DEFENDED, {})
     baseline = defended.get("baseline") or []
     strongest = defended.get("strongest") or []
@@ -107,15 +108,13 @@ def point_record(point: Point, bench: private_mode.Bench) -> dict:
             "holds": defended.get("holds")}
 
 
-def product_record(point: Point, bench: private_mode.Bench) -> dict:
+def product_record(point: Point, bench: private_mode.Bench, rows: list[dict]) -> dict:
     """The product's figures for the point's model at its split (umbra/privacy/measured.json's
     `other_models`): the configurations measured there, by the key the product computes."""
     from umbra.privacy.manifest import sha256_file
 
     weights = sorted(point.model.glob("*.safetensors"))
-    configurations = measured(summarize(bench.results.rows()), bench.params)
-    for record in configurations.values():
-        record["source"] = f"{MEASURED} ({record['source'].split(' (')[-1].rstrip(')')})"
+    configurations = measured(rows, bench.params, doc=MEASURED)
     return {"name": point.model.name, "weights": {p.name: sha256_file(p) for p in weights},
             "sizes": {p.name: p.stat().st_size for p in weights},
             "split": [point.encoder_blocks, point.decoder_blocks],
@@ -210,9 +209,10 @@ def main(argv=None) -> int:
     for point in args.point:
         bench = _bench(args, point)
         if args.write:
-            records.append({**point_record(point, bench), "tune_steps": args.tune_steps, "seeds": args.seeds})
+            rows = summarize(bench.results.rows())
+            records.append({**point_record(point, bench, rows), "tune_steps": args.tune_steps, "seeds": args.seeds})
             if point.model.resolve() != (ROOT / measured_modes.MODEL).resolve():  # the first table's model
-                products.append(product_record(point, bench))
+                products.append(product_record(point, bench, rows))
             continue
         for cell in cells([v.strip() for v in args.variants.split(",") if v.strip()], [1024.0], args.seeds):
             bench.run(cell, wanted)
