@@ -8,6 +8,9 @@ from pathlib import Path
 import torch
 
 FAMILIES = ["llama", "qwen2-untied", "qwen2-tied", "qwen2-sliding", "mistral"]
+# Also built: "llama-plain", a Llama as the embedded default models are (tied embeddings, no
+# biases, default RoPE), whose config.json is read without transformers (umbra/model/spec.py):
+# the fixture of the tests that start language servers and clouds in their own processes.
 
 
 def tiny_config(family: str, num_layers: int = 6):
@@ -28,6 +31,8 @@ def tiny_config(family: str, num_layers: int = 6):
                            rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
                                             "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                             "original_max_position_embeddings": 64})
+    if family == "llama-plain":  # the embedded default models' shape: tied, no biases, default RoPE
+        return LlamaConfig(**common, tie_word_embeddings=True)
     if family == "qwen2-untied":
         return Qwen2Config(**common, tie_word_embeddings=False)
     if family == "qwen2-tied":

@@ -50,7 +50,7 @@ def _needs_install() -> bool:
 def test_vscode_extension(tmp_path):
     npm = _npm()
     model = tmp_path / "tiny-llama"
-    build_tiny_model_dir(model, family="llama")
+    build_tiny_model_dir(model, family="llama-plain")
     env = {
         **os.environ,
         "UMBRA_TEST_MODEL_DIR": str(model),

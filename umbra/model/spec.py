@@ -2,12 +2,20 @@
 
 Llama, Qwen2 and Mistral share one block (pre-norm RMSNorm, rotary attention with grouped
 KV heads, SwiGLU MLP); they differ only in biases, sliding windows and RoPE scaling, which the
-spec records so the rest of the package never branches on the family name."""
+spec records so the rest of the package never branches on the family name.
+
+A config.json that states every field the spec needs (what `save_pretrained` writes) is read
+directly; one that leaves a field to its family's default, or asks for RoPE scaling or a Qwen2
+sliding window, is read by transformers' AutoConfig, the reference. The direct read is the same
+spec (tests/model/test_spec.py) without importing transformers, about 1.4 CPU-seconds of every
+process that loads a model: the cloud, the language server, `umbra serve`, a federation client."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
@@ -119,11 +127,54 @@ def spec_from_config(config) -> ModelSpec:
     )
 
 
+# What a config.json must state to be read without AutoConfig: the fields whose defaults differ
+# between the families (or could), so that a missing one is never guessed.
+DIRECT_KEYS = ("model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+               "num_attention_heads", "num_key_value_heads", "rms_norm_eps", "max_position_embeddings",
+               "tie_word_embeddings")
+
+
+def direct_config(raw: dict) -> SimpleNamespace | None:
+    """The config's attributes as AutoConfig would set them, or None where only AutoConfig can say
+    (a missing or null field of DIRECT_KEYS, a family's default sliding window, RoPE scaling, a
+    Qwen2 sliding window, an unsupported family: AutoConfig then gives the reference answer or
+    the reference error)."""
+    if any(raw.get(k) is None for k in DIRECT_KEYS) or raw["model_type"] not in SUPPORTED_FAMILIES:
+        return None
+    family = raw["model_type"]
+    if family == "qwen2" and raw.get("use_sliding_window"):
+        return None
+    if family == "mistral" and "sliding_window" not in raw:  # MistralConfig's default is 4096
+        return None
+    if raw.get("rope_scaling") is not None or "partial_rotary_factor" in raw:
+        return None
+    rope = raw.get("rope_parameters")
+    if rope is not None and "rope_theta" in raw:  # two statements of θ: AutoConfig decides
+        return None
+    if rope is None:
+        rope = {"rope_type": "default", "rope_theta": raw.get("rope_theta")}
+    if set(rope) != {"rope_type", "rope_theta"} or rope["rope_type"] != "default" or rope["rope_theta"] is None:
+        return None
+    return SimpleNamespace(**{**raw, "rope_parameters": dict(rope)})
+
+
 def load_spec(model_dir: str | Path) -> ModelSpec:
     """Read `config.json` of a local Hugging Face model directory (never touches the network)."""
     path = Path(model_dir)
     if not (path / "config.json").is_file():
         raise ModelLoadError(f"{path} is not a model directory (no config.json)")
+    try:
+        raw = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ModelLoadError(f"cannot read {path / 'config.json'}: {exc}") from exc
+    direct = direct_config(raw) if isinstance(raw, dict) else None
+    if direct is not None:
+        return spec_from_config(direct)
+    return reference_spec(path)
+
+
+def reference_spec(path: Path) -> ModelSpec:
+    """The spec through transformers' AutoConfig (any config its version reads)."""
     from transformers import AutoConfig
 
     try:

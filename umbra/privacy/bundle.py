@@ -218,9 +218,9 @@ def _swap_into_place(tmp: Path, out: Path) -> None:
 
 
 def _versions() -> dict:
-    import transformers
+    from importlib.metadata import version  # transformers' own import costs ~1 CPU s
 
-    return dict(umbra=umbra.__version__, torch=torch.__version__, transformers=transformers.__version__,
+    return dict(umbra=umbra.__version__, torch=torch.__version__, transformers=version("transformers"),
                 numpy=np.__version__)
 
 
