@@ -1,12 +1,14 @@
 """End to end on loopback: a real SuperLink, three SuperNodes (three organizations, each its own
-code with its own secrets), the ServerApp and ClientApp of umbra.federation over Flower for two
-rounds. The global adapter after the run equals eqs. 3-5 recomputed by the pure functions from
-the updates the server received, and every message the ServerApp received holds only the secure
-adapter's tensors and the sample count."""
+code with its own secrets, one of them under document-level DP), the ServerApp and ClientApp of
+umbra.federation over Flower for two rounds. The global adapter after the run equals eqs. 3-5
+recomputed by the pure functions from the updates the server received, every message the
+ServerApp received holds only the secure adapter's tensors and the sample count, and the DP
+organization spends its plan once across the rounds."""
 
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import numpy as np
@@ -26,16 +28,20 @@ def secure_names(model_dir, settings) -> dict:
     return {k: list(v.shape) for k, v in initial_arrays(ClientModel.load(model_dir), config).items()}
 
 
+DP_ORG = ORGS[0]  # trains under document-level DP in the two-round run; the others without
+
+
 @pytest.fixture(scope="module")
 def two_rounds(tmp_path_factory, fim_qwen2_dir):
-    """One SuperLink, three SuperNodes and one two-round run, read by the two tests below: (the
-    federation, its settings, the run's directory)."""
+    """One SuperLink, three SuperNodes (the first organization under DP) and one two-round run,
+    read by the three tests below: (the federation, its settings, the run's directory)."""
     tmp = tmp_path_factory.mktemp("two-rounds")
     federation = Federation(tmp, fim_qwen2_dir)
     try:
         settings = fast_settings(tmp, federation.model_dir)
         federation.start_superlink()
-        for org in ORGS:
+        federation.start_node(DP_ORG, dp_epsilon=8.0, dp_delta=1e-3, dp_clip=1.0, dp_batch=2)
+        for org in ORGS[1:]:
             federation.start_node(org)
         run = federation.run(settings)
         assert run.returncode == 0, federation.log("run")[-3000:]
@@ -87,6 +93,24 @@ def test_every_message_the_server_receives_is_the_secure_adapter_and_a_count(two
     # and nothing of any organization's raw code rode along, in any form the log keeps
     text = (tmp_path / "record" / "messages.jsonl").read_text()
     assert not any(s in text for org in ORGS for s in ("sk_live", "acme.com", "initech", "globex.com", "10.20.30.40"))
+
+
+def test_a_dp_organization_spends_its_plan_once_across_rounds(two_rounds):
+    """A SuperNode runs its ClientApp in a new process for every message, so the DP plan's progress
+    must outlive the process: over the planned rounds the organization under DP spends its budget
+    once — round 2 continues round 1's plan, the ε spent grows to the target and no further — and
+    the privacy record lands beside its copy of the global adapter."""
+    federation, settings, tmp_path = two_rounds
+    node_log = federation.log(f"node-{DP_ORG}")
+    spent = [float(x) for x in re.findall(r"DP ε spent ([0-9.e+-]+) of", node_log)]
+    assert len(spent) == 2 and 0 < spent[0] < spent[1], node_log[-3000:]  # round 2 went on from round 1
+    record = json.loads((tmp_path / f"{DP_ORG}-global.npz.privacy.json").read_text())
+    assert record["rounds"] == settings.rounds == 2 and record["rounds_taken"] == 2
+    assert record["steps_taken"] == record["steps"]  # the whole plan, once
+    assert record["epsilon_spent"] == pytest.approx(spent[1], rel=1e-2)  # the log prints 3 digits
+    assert record["epsilon_spent"] <= record["target_epsilon"] + 1e-9
+    for org in ORGS[1:]:  # no DP, no record
+        assert (tmp_path / f"{org}-global.npz").exists() and not (tmp_path / f"{org}-global.npz.privacy.json").exists()
 
 
 def wait_for(federation, name: str, text: str, timeout: float = 240) -> None:
