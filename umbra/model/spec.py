@@ -95,7 +95,8 @@ def _rope(config, own: bool) -> tuple[torch.Tensor, float]:
         raise ModelLoadError(
             f"RoPE type {rope_type!r} is not supported (supported: {', '.join(SUPPORTED_ROPE_TYPES)})"
         )
-    if (own or rope_type == "default") and rope_type in OWN_ROPE_TYPES and all(params.get(k) is not None for k in OWN_ROPE_TYPES[rope_type]):
+    computed_here = rope_type in OWN_ROPE_TYPES and all(params.get(k) is not None for k in OWN_ROPE_TYPES[rope_type])
+    if computed_here and (own or rope_type == "default"):  # transformers 5 has no "default" initialiser
         base = params.get("rope_theta", getattr(config, "rope_theta", 10000.0))
         dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))  # [head_dim/2]
@@ -162,8 +163,9 @@ DIRECT_KEYS = ("model_type", "vocab_size", "hidden_size", "intermediate_size", "
 def direct_config(raw: dict) -> SimpleNamespace | None:
     """The config's attributes as AutoConfig would set them, or None where only AutoConfig can say
     (a missing or null field of DIRECT_KEYS, a family's default sliding window, a RoPE type not
-    in OWN_ROPE_TYPES or with other parameters, a `rope_scaling` of the oldest form (`type`), a Qwen2 sliding window,
-    an unsupported family: AutoConfig then gives the reference answer or the reference error)."""
+    in OWN_ROPE_TYPES or with other parameters, a `rope_scaling` of the oldest form (`type`), a
+    Qwen2 sliding window, an unsupported family: AutoConfig then gives the reference answer or
+    the reference error)."""
     if any(raw.get(k) is None for k in DIRECT_KEYS) or raw["model_type"] not in SUPPORTED_FAMILIES:
         return None
     family = raw["model_type"]
