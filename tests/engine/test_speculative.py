@@ -125,6 +125,30 @@ async def test_every_frame_has_k_plus_one_positions_whatever_the_acceptance(mode
             assert len(decode) == result.speculation.frames - 1 and set(decode) <= {k + 1}, (k, middle.frames)
 
 
+async def test_no_draft_past_the_max_tokens_budget_and_every_frame_keeps_its_size(model):
+    """Where max_tokens ends the completion before a frame's k drafts could all be used, the
+    positions past the budget are padding (nothing drafted there), the frame still k + 1, the
+    output that of step-by-step decoding."""
+    middle = ShapedMiddle(model.load_middle())
+    engine = CompletionEngine.split(model, middle)
+    k = 4
+    for budget in (1, 2, 3):
+        for prefix, suffix in _cursors(4, seed=2):
+            middle.frames.clear()
+            cfg = EngineConfig(stop=StopConfig(max_tokens=budget, multiline=True),
+                               speculation=SpeculationConfig(mode="on", k=k, k_max=k, **DRAFTS["both"]))
+            result = await engine.complete(prefix, suffix, cfg)
+            frames = list(middle.frames)
+            plain = await engine.complete(prefix, suffix, replace(cfg, speculation=SpeculationConfig(mode="off")))
+            assert (result.text, result.tokens) == (plain.text, plain.tokens)
+            counts = result.speculation
+            drafted = counts.lookup_drafted + counts.model_drafted
+            # frame j (0-based) starts with at least j tokens chosen: budget - j - 1 drafts can count
+            assert drafted <= sum(max(0, budget - j - 1) for j in range(counts.frames)), (budget, counts)
+            assert drafted + counts.padded == k * counts.frames, counts
+            assert frames[0] == result.recomputed_tokens + k and set(frames[1:]) <= {k + 1}, frames
+
+
 async def test_the_ladder_follows_only_what_the_cloud_saw(model):
     """With k_max > k a frame's size is k + 1 after a frame the next one trims (a rejection), and
     one rung up after a frame left whole: a function of the truncates the cloud already saw."""

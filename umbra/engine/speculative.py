@@ -23,7 +23,8 @@ Drafts, until k are drafted, each from the source with more expected accepted to
                  greedy), with caches of their own that follow the session's ids by common
                  prefix — expected to yield p + p**2 + ... over the positions it may still draft,
                  p its running per-position acceptance;
-  padding        the last drafted id repeated, so that every frame has its size.
+  padding        the last drafted id repeated, so that every frame has its size; also in the
+                 positions past the max_tokens budget, which no completion could use.
 After a model id the choice is made again (a lookup may match now). The draft model drafts at
 most j positions per frame while p**j >= min_acceptance: a poor drafter costs client compute,
 not frame size. The running means are the engine's (shared by its sessions, like the link clock):
@@ -194,8 +195,10 @@ class Speculator:
                     return reason
                 head = [choice]
                 continue
-            # drafts continue everything chosen so far (prompt + generated ends with the head)
-            drafts = await self._drafts(cfg, k, prompt + cont.generated, adapters, checkpoint)
+            # drafts continue everything chosen so far (prompt + generated ends with the head);
+            # past the max_tokens budget a draft could never be used: padding instead (same frame)
+            useful = min(k, cont.cfg.stop.max_tokens - len(cont.generated) - 1)
+            drafts = await self._drafts(cfg, k, prompt + cont.generated, adapters, checkpoint, useful)
             for source in drafts.sources:
                 if source is None:
                     counts.padded += 1
@@ -227,16 +230,18 @@ class Speculator:
         return out
 
     async def _drafts(self, cfg: SpeculationConfig, k: int, seq: list[int], adapters: AdapterSet,
-                      checkpoint: Callable[[], Awaitable[None]]) -> Drafts:
-        """k drafts continuing seq: at each point the lookup run (n-grams of ngram .. min_ngram,
-        else a one-id match) or one draft-model id (while its acceptance makes that position
-        worth it), whichever is expected to yield more accepted tokens (`DraftStats`); then
-        padding."""
+                      checkpoint: Callable[[], Awaitable[None]], useful: int | None = None) -> Drafts:
+        """k positions continuing seq: up to `useful` drafts (k when None; fewer where the
+        max_tokens budget ends the completion first), each at its point the lookup run (n-grams of
+        ngram .. min_ngram, else a one-id match) or one draft-model id (while its acceptance makes
+        that position worth it), whichever is expected to yield more accepted tokens
+        (`DraftStats`); then padding."""
         out = Drafts([], [], [])
         stats = self.stats
-        budget = self._model_positions(cfg, k) if cfg.draft_model and self.draft is not None else 0
-        while len(out.ids) < k:
-            want = k - len(out.ids)
+        useful = k if useful is None else max(0, min(useful, k))
+        budget = self._model_positions(cfg, useful) if cfg.draft_model and self.draft is not None and useful else 0
+        while len(out.ids) < useful:
+            want = useful - len(out.ids)
             more, n = self._lookup(cfg, seq + out.ids, want)
             if more and (budget == 0 or stats.lookup_expected(n, len(more)) >= stats.model_expected(min(budget, want))):
                 out.runs.append((len(out.ids), len(more), n))
