@@ -29,6 +29,7 @@ def secure_names(model_dir, settings) -> dict:
 
 
 DP_ORG = ORGS[0]  # trains under document-level DP in the two-round run; the others without
+OTHER_BASE = "globex-8-layers"  # an organization on another base model (globex's code)
 
 
 @pytest.fixture(scope="module")
@@ -121,60 +122,48 @@ def wait_for(federation, name: str, text: str, timeout: float = 240) -> None:
         time.sleep(0.2)
 
 
-def test_a_node_that_dies_mid_round_then_rejoins(federation, tmp_path):
-    """initech has much more code (its round takes seconds) and is killed while round 1 runs; the
-    round completes with the other two, initech's SuperNode comes back before round 2 and is in
-    it; the server stays up, and the global adapter is the pure aggregation of what arrived."""
+def test_a_node_that_dies_mid_round_rejoins_and_one_on_another_base_model_is_refused(federation, tmp_path):
+    """Four organizations. initech has much more code (its round takes seconds) and is killed while
+    round 1 runs; the round completes without it, initech's SuperNode comes back before round 2
+    and is in it; the server stays up. A fourth organization runs a different base model (8
+    layers: its decoder LoRA has other names): its ClientApp refuses the global adapter, the
+    server logs that node's error reply and leaves it out of both rounds. The global adapter keeps
+    its shapes and is the pure aggregation of what arrived."""
     from conftest import write_org_code
+    from tiny_models import build_tiny_model_dir
 
-    settings = fast_settings(tmp_path, federation.model_dir, round_timeout=45.0)
+    other = tmp_path / "other-model"
+    build_tiny_model_dir(other, num_layers=8)
+    settings = fast_settings(tmp_path, federation.model_dir, round_timeout=45.0, min_nodes=4)
     big = write_org_code(tmp_path / "big", "initech", files=400)
     federation.start_superlink()
     federation.start_node("acme")
     federation.start_node("globex")
     federation.start_node("initech", data=big)
+    federation.start_node(OTHER_BASE, data=federation.data["globex"], model_dir=other)
     run = federation.run(settings, wait=False)
-    wait_for(federation, "run", "round 1: training on 3 organizations")
+    wait_for(federation, "run", "round 1: training on 4 organizations")
     federation.stop("node-initech")  # SIGKILL to its whole process group, mid-round
     federation.start_node("initech")  # rejoins at once (a new node id), with its usual code
     wait_for(federation, "run", "round 1: aggregated 2 organizations")
     run.wait(timeout=300)
     assert run.returncode == 0, federation.log("run")[-3000:]
     rounds = [json.loads(x) for x in (tmp_path / "record" / "rounds.jsonl").read_text().splitlines()]
-    # round 1: the dead node never answered (the round closed at its timeout with the other two)
-    assert len(rounds[0]["accepted"]) == 2 and not rounds[0]["rejected"], rounds
-    # round 2: the rejoined node took part; the dead one, if still listed, got Flower's error reply
+    # round 1: the dead node never answered (the round closed at its timeout with the other two);
+    # the node on another base model answered with an error, and was left out
+    assert len(rounds[0]["accepted"]) == 2, rounds
+    ((refused, reason),) = rounds[0]["rejected"].items()
+    assert "error reply" in reason and "Node Unavailable" not in reason, rounds
+    assert "left out" in federation.log("run")
+    # round 2: the rejoined node took part; the refusing node again left out; the dead one, if
+    # still listed, got Flower's error reply
     assert len(rounds[1]["accepted"]) == 3, rounds
     assert len(set(rounds[1]["accepted"]) - set(rounds[0]["accepted"])) == 1
-    assert all("Node Unavailable" in why for why in rounds[1]["rejected"].values()), rounds
+    assert int(refused) not in rounds[1]["accepted"] and "error reply" in rounds[1]["rejected"][refused], rounds
+    assert all("Node Unavailable" in why for node, why in rounds[1]["rejected"].items() if node != refused), rounds
     assert "round 2 failed" not in federation.log("run")
-    expected = replay(tmp_path / "record", 2, ServerOptConfig(settings.momentum, settings.server_lr))
-    final, _ = load_arrays(tmp_path / "global.npz")
-    assert all(np.array_equal(final[k], expected.weights[k]) for k in final)
-
-
-def test_an_organization_on_another_base_model_is_refused_and_the_round_completes(federation, tmp_path):
-    """globex runs a different base model (8 layers: its decoder LoRA has other names): its
-    ClientApp refuses the global adapter with a clear message, the server logs that node's error
-    reply and aggregates the other two; the global adapter keeps its shapes."""
-    from tiny_models import build_tiny_model_dir
-
-    other = tmp_path / "other-model"
-    build_tiny_model_dir(other, num_layers=8)
-    settings = fast_settings(tmp_path, federation.model_dir, rounds=1)
-    federation.start_superlink()
-    federation.start_node("acme")
-    federation.start_node("globex", model_dir=other)
-    federation.start_node("initech")
-    run = federation.run(settings)
-    assert run.returncode == 0, federation.log("run")[-3000:]
-    rounds = [json.loads(x) for x in (tmp_path / "record" / "rounds.jsonl").read_text().splitlines()]
-    assert len(rounds[0]["accepted"]) == 2 and len(rounds[0]["rejected"]) == 1
-    (reason,) = rounds[0]["rejected"].values()
-    assert "error reply" in reason
-    assert "left out" in federation.log("run")
     start = load_arrays(tmp_path / "record" / "round-0" / "global.npz")[0]
     final, _ = load_arrays(tmp_path / "global.npz")
     assert {k: v.shape for k, v in final.items()} == {k: v.shape for k, v in start.items()}
-    expected = replay(tmp_path / "record", 1, ServerOptConfig(settings.momentum, settings.server_lr))
+    expected = replay(tmp_path / "record", 2, ServerOptConfig(settings.momentum, settings.server_lr))
     assert all(np.array_equal(final[k], expected.weights[k]) for k in final)
