@@ -57,6 +57,10 @@ class NothingSent(PrivacyMode):
         return True
 
     @property
+    def offered(self) -> bool:
+        return True
+
+    @property
     def summary(self) -> str:
         return self.label
 

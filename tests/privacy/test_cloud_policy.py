@@ -2,12 +2,15 @@
 127.0.0.1 takes an undefended plain model's states; the same real cloud listening on 0.0.0.0 and
 reached through this machine's own non-loopback address refuses the link before anything is sent
 (the cloud's own counters stay at zero), unless the flag or the environment opts in — and then the
-mode in force says so. A link whose mode the tables measured as defended goes through; an untuned
-bundle, deciphered at 10× traffic at every ε the grid measured, is refused like the plain model."""
+mode in force says so. A link whose mode is offered (defended, and completing above the client's
+blocks alone) goes through; a defended mode below that control (every one the tables hold) is
+refused as not worth sending; an untuned bundle, deciphered at 10× traffic at every ε the grid
+measured, is refused like the plain model."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 import ipaddress
 import re
 import subprocess
@@ -28,7 +31,7 @@ from umbra.privacy.cloud_policy import (
     on_this_machine,
     opted_in,
 )
-from umbra.privacy.measured import measured_table
+from umbra.privacy.measured import CONTROL_MARGIN, measured_table
 from umbra.privacy.mode import PrivacyMode
 
 CONFIG = EngineConfig(stop=StopConfig(max_tokens=4))
@@ -67,8 +70,22 @@ def test_the_rule_for_each_mode():
     unmeasured = PrivacyMode.of(500.0, None)
     with pytest.raises(UndefendedCloudRefused, match="nothing measured"):
         mode_in_force(unmeasured, "https://cloud.example.com", environ={})
+    offered = _an_offered_mode()
+    assert mode_in_force(offered, "https://cloud.example.com", environ={}) is offered
+    # every defended mode the tables hold completes below the client's blocks alone: not worth
+    # sending, and the refusal says why and points to client-only mode
     defended = _a_defended_mode()
-    assert mode_in_force(defended, "https://cloud.example.com", environ={}) is defended
+    with pytest.raises(UndefendedCloudRefused, match="not worth sending") as refused:
+        mode_in_force(defended, "https://cloud.example.com", environ={})
+    m = defended.measured
+    assert f"{m.top1:.1f} % vs {m.client_alone_top1:.1f} %" in str(refused.value)
+    assert "--client-only" in str(refused.value) and OPT_IN_ENV in str(refused.value)
+    sent = mode_in_force(defended, "https://cloud.example.com", allow=True, environ={})
+    assert sent.opted_in and sent.summary.startswith(f"{defended.label} — sent by your setting · attacks held")
+    uncontrolled = PrivacyMode(offered.key, offered.label, replace(offered.measured, client_alone_top1=None))
+    assert uncontrolled.defended and not uncontrolled.offered
+    with pytest.raises(UndefendedCloudRefused, match="not measured against the client's blocks alone"):
+        mode_in_force(uncontrolled, "https://cloud.example.com", environ={})
     for eps in (1.0, 13.0, 1024.0):  # untuned: the decipherment reads each at 10× traffic (frontier.md)
         deciphered = PrivacyMode.of(eps, None)
         assert deciphered.measured is not None and not deciphered.defended
@@ -79,10 +96,22 @@ def test_the_rule_for_each_mode():
 def _a_defended_mode() -> PrivacyMode:
     """A configuration the package's tables measured as defended (every attack, the decipherment
     included where it ran, within a point of the frequency baseline), as `umbra tune` hands the
-    mode of the configuration it trains to the link."""
+    mode of the configuration it trains to the link; like every defended one measured so far, it
+    completes below the client-blocks-alone control."""
     key, measured = next((k, m) for k, m in sorted(measured_table().items()) if m.holds and m.adaptive)
     mode = PrivacyMode(key, measured.label, measured)
-    assert mode.defended
+    assert mode.defended and measured.below_control and not mode.offered
+    return mode
+
+
+def _an_offered_mode() -> PrivacyMode:
+    """The defended mode above with figures no configuration has reached yet: a top-1 above the
+    client-blocks-alone control plus its margin (the rule's other side, which the tables lack)."""
+    defended = _a_defended_mode()
+    m = defended.measured
+    better = replace(m, top1=m.client_alone_top1 + CONTROL_MARGIN + 1.0)
+    mode = PrivacyMode(defended.key, defended.label, better)
+    assert mode.offered and better.beats_control
     return mode
 
 
@@ -153,11 +182,12 @@ def test_a_cloud_not_on_this_machine_is_refused_before_anything_is_sent(fim_llam
 DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "models" / "umbra-code-tiny"
 
 
-def test_a_defended_mode_needs_no_opt_in_and_an_untuned_bundle_does(tmp_path, keystore, monkeypatch):
+def test_an_offered_mode_needs_no_opt_in_and_a_defended_one_below_the_control_does(tmp_path, keystore, monkeypatch):
     """An untuned bundle of the measured default model at ε = 13 is deciphered at 10× traffic
     (frontier.md), so a cloud on another address refuses it before anything is sent, unless the
-    user opts in; a link opened for a configuration measured as defended (what `umbra tune` does
-    for the configuration it trains) goes through without an opt-in."""
+    user opts in. A link opened for a configuration measured as defended (what `umbra tune` does
+    for the configuration it trains) is refused too while it completes below the client's blocks
+    alone, and one measured above them (offered) goes through without an opt-in."""
     monkeypatch.delenv(OPT_IN_ENV, raising=False)
     init_bundle(DEFAULT_MODEL, BundleConfig(epsilon=13.0), tmp_path / "b", store=keystore)
     model = ClientModel.from_bundle(tmp_path / "b", DEFAULT_MODEL, store=keystore)
@@ -169,9 +199,13 @@ def test_a_defended_mode_needs_no_opt_in_and_an_untuned_bundle_does(tmp_path, ke
         sent = asyncio.run(_complete(model, CloudConfig(url=remote, token=cloud.token,
                                                         allow_undefended_remote_cloud=True)))
         assert sent.key == "eps=13" and sent.opted_in
-        defended = _a_defended_mode()
-        mode = asyncio.run(_complete(model, CloudConfig(url=remote, token=cloud.token), defended))
-        assert mode.key == defended.key and mode.defended and not mode.opted_in
+        before = _received(cloud)["umbra_cloud_sessions_opened_total"]
+        with pytest.raises(UndefendedCloudRefused, match="not worth sending"):  # defended, below the control
+            asyncio.run(_complete(model, CloudConfig(url=remote, token=cloud.token), _a_defended_mode()))
+        assert _received(cloud)["umbra_cloud_sessions_opened_total"] == before
+        offered = _an_offered_mode()
+        mode = asyncio.run(_complete(model, CloudConfig(url=remote, token=cloud.token), offered))
+        assert mode.key == offered.key and mode.offered and not mode.opted_in
         assert _received(cloud)["umbra_cloud_sessions_opened_total"] >= 2
 
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from umbra.errors import ValidationError
-from umbra.privacy.measured import Measured, measured_table, parse_measured
+from umbra.privacy.measured import CONTROL_MARGIN, Measured, measured_table, parse_measured
 from umbra.privacy.mode import (
     CLIENT_WEIGHTS_DP_KEY,
     STUNING_KEY,
@@ -116,7 +116,7 @@ def test_lookup_of_the_measured_configurations():
     assert default.summary == "NOIR ε=1024 · STuned 300 steps, gradient σ=0.1 · strongest attack 8.0 % (baseline 9.2 %)"
     d = default.details
     assert {"name": "(b) probe", "percent": 8.0} in d["attacks"] and d["baseline"] == 9.2 and d["top1"] == 41.9
-    assert len(d["attacks"]) == 3 and d["belowControl"] is False
+    assert len(d["attacks"]) == 3 and d["belowControl"] is False and d["offered"] is True and default.offered
     assert d["fcleanTop1"] == 53.1 and d["clientAloneTop1"] == 31.7 and d["adaptive"] is True and d["seeds"] == 3
     assert d["strongestAttack"] == {"name": "(b) probe", "percent": 8.0}
     assert d["source"] == "docs/privacy/frontier.md"
@@ -143,9 +143,17 @@ def test_below_the_control_is_never_called_private():
     assert mode.summary == ("NOIR ε=1024 · attacks held; completes below the client-blocks-alone control "
                             "(20.0 % vs 31.0 %)")
     assert mode.details["belowControl"] is True
+    assert not mode.offered and mode.details["offered"] is False  # … but not worth a remote cloud
+    sent = PrivacyMode("k", "NOIR ε=1024", m, opted_in=True)
+    assert sent.summary.startswith("NOIR ε=1024 — sent by your setting · attacks held; completes below")
     clears = PrivacyMode("k", "NOIR ε=1024", Measured("x", {"(a)": 0.1}, 9.2, top1=41.0, client_alone_top1=31.0,
                                                        adaptive=True))
     assert clears.summary == "NOIR ε=1024 · strongest attack 0.1 % (baseline 9.2 %)"
+    assert clears.offered
+    # within the margin of the control: below it; no control measured: not offered either
+    near = Measured("x", {"(a)": 0.1}, 9.2, top1=31.0 + CONTROL_MARGIN - 0.1, client_alone_top1=31.0, adaptive=True)
+    assert near.below_control and not PrivacyMode("k", "l", near).offered
+    assert not PrivacyMode("k", "l", Measured("x", {"(a)": 0.1}, 9.2, top1=41.0, adaptive=True)).offered
 
 
 def test_per_position_attacks_alone_never_make_a_mode_defended():
@@ -156,7 +164,7 @@ def test_per_position_attacks_alone_never_make_a_mode_defended():
     assert held.holds and not mode.defended
     assert mode.summary == "NOIR ε=1024 · per-position attacks held; adaptive attacks not measured"
     adaptive = PrivacyMode("k", "NOIR ε=1024", Measured("x", {"(a)": 0.1, "decipher@10x": 0.8}, 9.2, adaptive=True))
-    assert adaptive.defended
+    assert adaptive.defended and not adaptive.offered  # no utility measured against the control
 
 
 def test_an_opt_in_is_said_and_the_header_is_ascii():

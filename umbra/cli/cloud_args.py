@@ -4,7 +4,7 @@
 A URL from --cloud or UMBRA_CLOUD_URL; its token from --token (visible in `ps`), else the OS
 keyring entry stored by `umbra keys cloud-token set URL` in --service's keyring, else
 UMBRA_CLOUD_TOKEN. No URL: the real cloud service is started on 127.0.0.1 for the command.
-A cloud not on this machine receives only a defended privacy mode unless
+A cloud not on this machine receives only an offered privacy mode (defended, and above the client's blocks alone) unless
 --allow-undefended-remote-cloud (or UMBRA_ALLOW_UNDEFENDED_REMOTE_CLOUD=1) says otherwise
 (umbra/privacy/cloud_policy.py; `umbra lsp` and `umbra serve` take the flag too).
 Torch-free at import: building the parser must stay cheap."""
@@ -34,8 +34,9 @@ def add_opt_in_arg(group) -> None:
     """--allow-undefended-remote-cloud, the explicit opt-in of umbra/privacy/cloud_policy.py."""
     group.add_argument("--allow-undefended-remote-cloud", action="store_true",
                        help="send hidden states whose privacy mode is not defended (e.g. no client bundle: the "
-                            "cloud reads ~99.9 %% of tokens) to a cloud that is not on this machine; without it such "
-                            "a link is refused (env UMBRA_ALLOW_UNDEFENDED_REMOTE_CLOUD=1; docs/privacy/mode.md)")
+                            "cloud reads ~99.9 %% of tokens), or is defended but completes below the client's own "
+                            "blocks alone, to a cloud that is not on this machine; without it such a link is refused "
+                            "(env UMBRA_ALLOW_UNDEFENDED_REMOTE_CLOUD=1; docs/privacy/mode.md)")
 
 
 def cloud_url(args) -> str | None:

@@ -12,13 +12,17 @@ sent, for `umbra complete`, `umbra tune`, `umbra lsp` and `umbra serve` alike.
   changed hosts file) is no promise about where the states go. So there are no lookups at all.
   A loopback URL is trusted to be this machine: a tunnel or proxy listening on loopback that
   forwards to another machine is the user's own choice of where states go.
-* Any other cloud receives only a mode that is `defended` (measured, every attack within a point
-  of the frequency baseline: umbra/privacy/mode.py), unless the user opted in: the flag
+* Any other cloud receives only a mode that is `offered` (umbra/privacy/mode.py): `defended`
+  (measured, every attack, an adaptive one among them, within a point of the frequency baseline)
+  and measured to complete above the client-blocks-alone control — a defended mode below it gives
+  the user nothing for the cloud that client-only mode (no cloud at all) would not do better —
+  unless the user opted in: the flag
   `--allow-undefended-remote-cloud`, the environment variable UMBRA_ALLOW_UNDEFENDED_REMOTE_CLOUD=1,
   the LSP initialization option `allowUndefendedRemoteCloud` (UMBRA_LOCAL_ALLOW_UNDEFENDED_REMOTE_CLOUD
   for `umbra serve`), or the VS Code setting `umbra.allowUndefendedRemoteCloud`. Otherwise the link
   is refused with UndefendedCloudRefused, naming the mode, why, and the opt-in. With the opt-in,
-  the mode in force says so ("none — sent undefended by your setting")."""
+  the mode in force says so ("none — sent undefended by your setting"; a defended mode below the
+  control: "… — sent by your setting")."""
 
 from __future__ import annotations
 
@@ -38,7 +42,8 @@ _TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 
 class UndefendedCloudRefused(ConfigError):
-    """A cloud not on this machine, a privacy mode that is not defended, and no opt-in."""
+    """A cloud not on this machine, a privacy mode that is not `offered` (not defended, or defended
+    but completing below the client-blocks-alone control), and no opt-in."""
 
 
 def on_this_machine(url: str | None) -> bool:
@@ -78,19 +83,33 @@ def opted_in(setting: bool = False, environ: dict | None = None) -> bool:
 
 def mode_in_force(mode: PrivacyMode, url: str | None, allow: bool = False,
                   environ: dict | None = None) -> PrivacyMode:
-    """The mode the link runs under: `mode` itself on this machine or when defended; marked
-    `opted_in` when the user allowed sending it undefended elsewhere; else UndefendedCloudRefused."""
-    if on_this_machine(url) or mode.defended:
+    """The mode the link runs under: `mode` itself on this machine or when offered; marked
+    `opted_in` when the user allowed sending it elsewhere anyway; else UndefendedCloudRefused."""
+    if on_this_machine(url) or mode.offered:
         return mode
     if opted_in(allow, environ):
         return replace(mode, opted_in=True)
-    if mode.measured is None:
-        why = "nothing measured for it"
+    raise UndefendedCloudRefused(_refusal(mode, url))
+
+
+def _refusal(mode: PrivacyMode, url: str) -> str:
+    """Why `mode` may not go to `url`, and the ways out: client-only mode, the cloud on this
+    machine, or the opt-in."""
+    m = mode.measured
+    if mode.defended and m.below_control:
+        verdict = (f"is not worth sending (it holds every attack measured but completes below the client-blocks-alone "
+                   f"control, {m.top1:.1f} % vs {m.client_alone_top1:.1f} % next-token top-1: the client's own "
+                   f"blocks complete better with no cloud at all")
+    elif mode.defended:
+        verdict = ("is not worth sending (it holds every attack measured, but its completions were not measured "
+                   "against the client's blocks alone")
+    elif m is None:
+        verdict = "is not defended (nothing measured for it"
     else:
-        by = f", by {mode.measured.strongest[0]}" if mode.measured.attacks else ""
-        why = f"the attack tables measured: {mode.summary.split(' · ', 1)[-1]}{by}"
-    raise UndefendedCloudRefused(
-        f"refusing to send hidden states to {url}, a cloud not on this machine: the privacy mode {mode.label!r} "
-        f"is not defended ({why}; docs/privacy/mode.md). Use a client bundle whose mode is defended, leave the "
-        f"cloud URL unset to run the cloud on this machine, or opt in to sending undefended states with "
-        f"{OPT_IN_FLAG}, {OPT_IN_ENV}=1, the option {OPT_IN_OPTION} or the VS Code setting {OPT_IN_VSCODE}")
+        by = f", by {m.strongest[0]}" if m.attacks else ""
+        verdict = f"is not defended (the attack tables measured: {mode.summary.split(' · ', 1)[-1]}{by}"
+    return (f"refusing to send hidden states to {url}, a cloud not on this machine: the privacy mode {mode.label!r} "
+            f"{verdict}; docs/privacy/mode.md). Use client-only mode (--client-only, the VS Code setting "
+            f"umbra.clientOnly), leave the cloud URL unset to run the cloud on this machine, or opt in to sending "
+            f"the states anyway with {OPT_IN_FLAG}, {OPT_IN_ENV}=1, the option {OPT_IN_OPTION} or the VS Code "
+            f"setting {OPT_IN_VSCODE}")

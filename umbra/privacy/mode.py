@@ -4,6 +4,7 @@ what the attack tables measured for it (DESIGN invariant 6; docs/privacy/mode.md
     mode = mode_of(model)                  # a ClientModel: its bundle's ε and STuning record
     mode.summary                           # "NOIR ε=1024 · STuned 300 steps, gradient σ=0.1 · strongest attack 8.0 % (baseline 9.2 %)"
     mode.defended                          # measured with the adaptive attacks, every attack within 1 point of the baseline
+    mode.offered                           # defended and completes above the client-blocks-alone control
     mode.details                           # the measured figures as JSON (umbra/status, GET /healthz)
 
 The key (`config_key`) names a client configuration, the same for the product (which reads it
@@ -41,6 +42,7 @@ CLIENT_WEIGHTS_DP_KEY = "client_weights_dp"  # umbra.privacy.bundle.CLIENT_WEIGH
 NOESIS_SUFFIX = ";client_weights=noesis_dp"  # key suffix of a bundle whose blocks NOESIS rewrote
 SUBRECORDS = ("private_path", "adversary")  # STuning sub-configs taken into the key verbatim when enabled
 OPT_IN_NOTE = "sent undefended by your setting"
+OPT_IN_BELOW_NOTE = "sent by your setting"  # a defended mode that is not `offered`
 
 
 # -- the key ---------------------------------------------------------------------------------
@@ -146,9 +148,18 @@ class PrivacyMode:
         return self.measured is not None and self.measured.holds and self.measured.adaptive
 
     @property
+    def offered(self) -> bool:
+        """Worth sending to a cloud not on this machine without an opt-in (cloud_policy.py):
+        defended, and measured to complete above the client-blocks-alone control. A defended mode
+        below it gives nothing for the cloud: the client's own blocks alone (client-only mode,
+        no cloud at all) complete better (DESIGN.md §5's controls)."""
+        return self.defended and self.measured is not None and self.measured.beats_control
+
+    @property
     def summary(self) -> str:
         """One line for status bars (see the module doc for examples)."""
-        head = f"{self.label} — {OPT_IN_NOTE}" if self.opted_in else self.label
+        note = OPT_IN_BELOW_NOTE if self.defended else OPT_IN_NOTE
+        head = f"{self.label} — {note}" if self.opted_in else self.label
         m = self.measured
         if m is None:
             return f"{head} · not measured"
@@ -176,7 +187,8 @@ class PrivacyMode:
         """The mode and its measured figures as JSON (camelCase, percentages). `attacks` is a list of
         {"name", "percent"}: attack names are not identifiers, so they are values, not keys."""
         out: dict[str, Any] = {"key": self.key, "label": self.label, "defended": self.defended,
-                               "optedIn": self.opted_in, "measured": self.measured is not None}
+                               "offered": self.offered, "optedIn": self.opted_in,
+                               "measured": self.measured is not None}
         m = self.measured
         if m is not None:
             name, worst = m.strongest
