@@ -33,6 +33,8 @@ export interface StatusParams {
 export interface PrivacyDetails {
     label: string;
     defended: boolean;
+    /** Defended and measured above the client-blocks-alone control: sent to a remote cloud without the opt-in. */
+    offered: boolean;
     optedIn: boolean;
     measured: boolean;
     attacks: { name: string; percent: number }[];
@@ -128,6 +130,7 @@ export function parsePrivacyDetails(raw: unknown): PrivacyDetails | undefined {
     return {
         label: d.label,
         defended: d.defended,
+        offered: d.offered === true,
         optedIn: d.optedIn === true,
         measured: d.measured,
         attacks,
@@ -213,7 +216,11 @@ export function privacyTooltip(privacy: string | undefined, details?: PrivacyDet
         return lines.join('\n');
     }
     if (details.optedIn) {
-        lines.push('Sent undefended to a cloud not on this machine because umbra.allowUndefendedRemoteCloud (or the server\'s flag or environment) allows it.');
+        lines.push(details.defended
+            ? 'Sent to a cloud not on this machine, although it completes below the client\'s blocks alone, because umbra.allowUndefendedRemoteCloud (or the server\'s flag or environment) allows it.'
+            : 'Sent undefended to a cloud not on this machine because umbra.allowUndefendedRemoteCloud (or the server\'s flag or environment) allows it.');
+    } else if (details.defended && !details.offered) {
+        lines.push('Not sent to a cloud on another machine without umbra.allowUndefendedRemoteCloud: it does not complete above the client\'s blocks alone (umbra.clientOnly needs no cloud).');
     }
     if (!details.measured) {
         lines.push('Measured: nothing — no attack table covers this configuration, so it counts as undefended.');

@@ -238,6 +238,22 @@ describe('the privacy in force in the status bar', () => {
         assert.match(view.tooltip, /Attacks \(tokens recovered\): \(a\) nearest neighbour 0\.1 %, \(b\) probe 8\.0 %; frequency-only baseline 9\.2 % — every attack within 1 point of it/);
         assert.match(view.tooltip, /Next-token top-1: 20\.0 % \(fClean 56\.8 %, client blocks alone not measured\)/);
         assert.match(view.tooltip, /1 seed\(s\); adaptive attacker: not measured; source: docs\/privacy\/attacks\.md/);
+        assert.match(view.tooltip, /Not sent to a cloud on another machine without umbra\.allowUndefendedRemoteCloud/);
+        const offered = parseStatus({ ...parsed, privacyDetails: { ...parsed.privacyDetails, offered: true } });
+        assert.doesNotMatch(viewOf(offered!).tooltip, /Not sent to a cloud on another machine/);
+    });
+
+    it('says when a setting sends a defended mode that completes below the client\'s blocks alone', () => {
+        const sent = parseStatus({
+            state: 'ready', mode: 'split',
+            privacy: 'NOIR ε=1024 — sent by your setting · attacks held; completes below the client-blocks-alone control (23.1 % vs 27.1 %)',
+            privacyDetails: { label: 'NOIR ε=1024', defended: true, offered: false, optedIn: true, measured: true,
+                attacks: [{ name: '(a) nearest neighbour', percent: 0.1 }], baseline: 9.2, top1: 23.1,
+                clientAloneTop1: 27.1, fcleanTop1: 53.5, seeds: 3, adaptive: true, source: 'docs/privacy/share_sweep.md' },
+        });
+        const tooltip = viewOf(sent!).tooltip;
+        assert.match(tooltip, /Sent to a cloud not on this machine, although it completes below the client's blocks alone/);
+        assert.doesNotMatch(tooltip, /Sent undefended/);
     });
 
     it('says when a setting sends states undefended, and when nothing was measured', () => {
