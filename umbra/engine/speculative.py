@@ -197,7 +197,7 @@ class Speculator:
                 continue
             # drafts continue everything chosen so far (prompt + generated ends with the head);
             # past the max_tokens budget a draft could never be used: padding instead (same frame)
-            useful = min(k, cont.cfg.stop.max_tokens - len(cont.generated) - 1)
+            useful = cont.cfg.stop.max_tokens - len(cont.generated) - 1
             drafts = await self._drafts(cfg, k, prompt + cont.generated, adapters, checkpoint, useful)
             for source in drafts.sources:
                 if source is None:

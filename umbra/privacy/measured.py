@@ -78,7 +78,8 @@ class Measured:
     @property
     def beats_control(self) -> bool:
         """Measured against the client-blocks-alone control, and not below it: the cloud pays."""
-        return self.top1 is not None and self.client_alone_top1 is not None and not self.below_control
+        return (self.top1 is not None and self.client_alone_top1 is not None
+                and self.top1 >= self.client_alone_top1 + CONTROL_MARGIN)
 
     @classmethod
     def from_json(cls, key: str, d: Mapping) -> Measured:

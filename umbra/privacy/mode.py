@@ -153,7 +153,7 @@ class PrivacyMode:
         defended, and measured to complete above the client-blocks-alone control. A defended mode
         below it gives nothing for the cloud: the client's own blocks alone (client-only mode,
         no cloud at all) complete better (DESIGN.md §5's controls)."""
-        return self.defended and self.measured is not None and self.measured.beats_control
+        return self.defended and self.measured.beats_control  # defended: measured
 
     @property
     def summary(self) -> str:
